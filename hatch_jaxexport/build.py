@@ -1,0 +1,228 @@
+"""The build orchestrator: discovers and exports a package in subprocess workers, writes the folder.
+
+Used by every integration (Hatch hook, setuptools, CLI, pytest plugin). Workers are fresh Python
+processes, so the caller's jax configuration and imports stay untouched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import os
+import pkgutil
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .decorator import ExportableFunction, registered_in
+from .errors import ExportError
+from .exporter import ExportTask, tasks_for
+from .manifest import MANIFEST_NAME, ArtifactRecord, Manifest, SkippedRecord
+
+ON_ERROR_CHOICES = ("fail", "skip")
+DEFAULT_PLATFORMS = ("cpu",)
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildResult:
+    """What a build wrote and what it skipped."""
+
+    manifest: Manifest
+    out_dir: Path
+    failures: list[str]
+
+
+def discover(package: str) -> list[ExportableFunction]:
+    """Import ``package`` and all its submodules; return its exportables (sorted by name).
+
+    Raises ``ExportError`` naming the module whose import failed, or names used twice.
+    """
+    try:
+        module = importlib.import_module(package)
+    except Exception as err:
+        raise ExportError([f"cannot import package {package!r}: {type(err).__name__}: {err}"]) \
+            from err
+    errors = []
+    for info in pkgutil.walk_packages(getattr(module, "__path__", []), prefix=package + "."):
+        if info.name.split(".")[-1].startswith("_jaxexport"):
+            continue
+        try:
+            importlib.import_module(info.name)
+        except Exception as err:
+            errors.append(f"cannot import module {info.name!r}: {type(err).__name__}: {err}")
+    if errors:
+        raise ExportError(errors)
+    found: dict[str, ExportableFunction] = {}
+    for fn in registered_in(package):
+        other = found.get(fn.name)
+        if other is not None and other is not fn:
+            errors.append(f"two exportables are named {fn.name!r} ({other.__module__}."
+                          f"{other.__qualname__} and {fn.__module__}.{fn.__qualname__}); "
+                          "give them distinct names")
+        found[fn.name] = fn
+    if errors:
+        raise ExportError(errors)
+    return [found[name] for name in sorted(found)]
+
+
+def _worker_main(request_path: str) -> int:
+    """Entry point of one export worker process (``python -m hatch_jaxexport._worker``)."""
+    request = json.loads(Path(request_path).read_text())
+    result: dict[str, Any] = {"records": [], "failures": [], "fatal": None}
+    try:
+        import jax
+        import jaxlib
+
+        jax.config.update("jax_traceback_in_locations_limit", 0)
+        result["jax_version"] = jax.__version__
+        result["jaxlib_version"] = jaxlib.__version__
+        functions = {fn.name: fn for fn in discover(request["package"])}
+        tasks = [(fn, task) for fn in functions.values()
+                 for task in tasks_for(fn, tuple(request["default_platforms"]))]
+        result["task_count"] = len(tasks)
+        mine = tasks[request["worker"]::request["workers"]]
+        if request["list_only"]:
+            result["tasks"] = [task.id for _, task in tasks]
+            mine = []
+        from .exporter import export_task
+
+        for fn, task in mine:
+            try:
+                blob, record = export_task(fn, task)
+            except Exception as err:
+                structure = fn.export_spec.structures[task.structure_index]
+                result["failures"].append({
+                    "task": dataclasses.asdict(task), "structure": structure.key,
+                    "error": f"{type(err).__name__}: {err}".strip()})
+                continue
+            (Path(request["out_dir"]) / record.file).write_bytes(blob)
+            result["records"].append(dataclasses.asdict(record))
+    except ExportError as err:
+        result["fatal"] = err.failures
+    except Exception:
+        result["fatal"] = [traceback.format_exc()]
+    Path(request["result"]).write_text(json.dumps(result))
+    return 0 if result["fatal"] is None else 1
+
+
+def _worker_env(search_path: Sequence[str | os.PathLike[str]]) -> dict[str, str]:
+    env = dict(os.environ)
+    paths = [os.fspath(p) for p in search_path]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    if paths:
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+    env["JAX_PLATFORMS"] = "cpu"  # cross-platform lowering needs no accelerator
+    env.pop("JAX_ENABLE_X64", None)  # 64-bit structures turn x64 on for themselves
+    env["PYTHONHASHSEED"] = "0"
+    return env
+
+
+def _short(text: str, limit: int = 2000) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def _run_workers(package: str, staging: Path, jobs: int, platforms: Sequence[str],
+                 search_path: Sequence[str | os.PathLike[str]], python: str,
+                 list_only: bool = False) -> list[dict[str, Any]]:
+    env = _worker_env(search_path)
+    procs = []
+    for worker in range(jobs):
+        request = staging / f".request-{worker}.json"
+        result = staging / f".result-{worker}.json"
+        request.write_text(json.dumps({
+            "package": package, "default_platforms": list(platforms), "worker": worker,
+            "workers": jobs, "out_dir": str(staging), "result": str(result),
+            "list_only": list_only}))
+        proc = subprocess.Popen(
+            [python, "-m", "hatch_jaxexport._worker", str(request)], env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=staging)
+        procs.append((proc, result))
+    results = []
+    for proc, result_path in procs:
+        output, _ = proc.communicate()
+        if not result_path.exists():
+            raise ExportError([f"export worker for {package!r} died (exit {proc.returncode}): "
+                               f"{_short(output)}"])
+        result = json.loads(result_path.read_text())
+        if result["fatal"]:
+            raise ExportError([_short(f) for f in result["fatal"]])
+        results.append(result)
+    return results
+
+
+def export_package(package: str, out_dir: str | os.PathLike[str], *,
+                   platforms: Sequence[str] = DEFAULT_PLATFORMS, jobs: int = 1,
+                   on_error: str = "fail",
+                   search_path: Sequence[str | os.PathLike[str]] = (),
+                   python: str | None = None,
+                   log: Callable[[str], None] | None = None) -> BuildResult:
+    """Export every ``@exportable`` of ``package`` into ``out_dir`` (manifest + blobs).
+
+    ``platforms`` is the default for functions that name none. With ``on_error="fail"`` any
+    failure raises ``ExportError`` listing all of them and ``out_dir`` is left untouched; with
+    ``"skip"`` failed artifacts are left out and recorded in the manifest.
+    """
+    if on_error not in ON_ERROR_CHOICES:
+        raise ValueError(f"on_error must be one of {ON_ERROR_CHOICES}, got {on_error!r}")
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs!r}")
+    out = Path(out_dir)
+    if out.exists() and any(out.iterdir()) and not (out / MANIFEST_NAME).exists():
+        raise ExportError([f"refusing to replace {out}: it is not empty and holds no "
+                           f"{MANIFEST_NAME}"])
+    emit = log or (lambda message: None)
+    with tempfile.TemporaryDirectory(prefix="jaxexport-") as tmp:
+        staging = Path(tmp) / "artifacts"
+        staging.mkdir()
+        results = _run_workers(package, staging, jobs, platforms, search_path,
+                               python or sys.executable)
+        records = [ArtifactRecord(**r) for res in results for r in res["records"]]
+        failures = [f for res in results for f in res["failures"]]
+        messages = [f"{package}: {f['task']['function']} structure "
+                    f"{f['task']['structure_index']} ({f['structure']}), static "
+                    f"{f['task']['static']}, platform {f['task']['platform']}: {f['error']}"
+                    for f in failures]
+        if failures and on_error == "fail":
+            raise ExportError(messages)
+        for message in messages:
+            emit(f"warning: skipped {message}")
+        skipped = [SkippedRecord(function=f["task"]["function"], structure=f["structure"],
+                                 structure_index=f["task"]["structure_index"],
+                                 static=f["task"]["static"], platform=f["task"]["platform"],
+                                 reason=f["error"]) for f in failures]
+        manifest = Manifest(package=package, generator=f"hatch-jaxexport {__version__}",
+                            jax_version=results[0]["jax_version"],
+                            jaxlib_version=results[0]["jaxlib_version"],
+                            artifacts=tuple(records), skipped=tuple(skipped))
+        for leftover in staging.glob(".*.json"):
+            leftover.unlink()
+        (staging / MANIFEST_NAME).write_bytes(manifest.to_bytes())
+        if out.exists():
+            shutil.rmtree(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(staging, out)
+    emit(f"{package}: exported {len(records)} artifact(s)"
+         + (f", skipped {len(skipped)}" if skipped else "") + f" into {out}")
+    return BuildResult(manifest, out, messages)
+
+
+def list_tasks(package: str, *, platforms: Sequence[str] = DEFAULT_PLATFORMS,
+               search_path: Sequence[str | os.PathLike[str]] = (),
+               python: str | None = None) -> list[str]:
+    """The ids of every artifact a build of ``package`` would export (no export runs)."""
+    with tempfile.TemporaryDirectory(prefix="jaxexport-") as tmp:
+        (results,) = _run_workers(package, Path(tmp), 1, platforms, search_path,
+                                  python or sys.executable, list_only=True)
+    return list(results["tasks"])
+
+
+__all__ = ["BuildResult", "ExportTask", "discover", "export_package", "list_tasks"]

@@ -1,0 +1,103 @@
+"""The ``jaxexport`` / ``python -m hatch_jaxexport`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from . import __version__
+from .decorator import KNOWN_PLATFORMS
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="jaxexport",
+        description="Bake jax.export artifacts for a package, and inspect what a package carries.",
+    )
+    parser.add_argument("--version", action="version", version=f"hatch-jaxexport {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    export = sub.add_parser("export", help="export every @exportable of a package into a folder",
+                            description="Import PACKAGE in worker processes, export each "
+                            "@exportable for each structure, static value and platform, and "
+                            "write manifest.json and the blobs into --out.")
+    export.add_argument("package", help="import name of the package, e.g. example_pkg")
+    export.add_argument("--out", required=True, help="folder to write (replaced if it holds a "
+                        "previous export)")
+    export.add_argument("--platform", action="append", choices=KNOWN_PLATFORMS,
+                        dest="platforms", help="default platform(s) for functions that name "
+                        "none (repeatable; default: cpu)")
+    export.add_argument("--jobs", type=int, default=1, help="parallel export workers")
+    export.add_argument("--on-error", choices=("fail", "skip"), default="fail",
+                        help="fail the export, or leave failed artifacts out (recorded)")
+    export.add_argument("--path", action="append", default=None,
+                        help="folder to import PACKAGE from (repeatable; default: the current "
+                        "folder)")
+
+    inspect = sub.add_parser("inspect", help="list the artifacts an installed package carries",
+                             description="Read PACKAGE's manifest (through importlib.resources) "
+                             "and print one row per artifact.")
+    inspect.add_argument("package", help="import name of an installed package")
+    inspect.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    return parser
+
+
+def _export(args: argparse.Namespace) -> int:
+    from .build import export_package
+
+    result = export_package(
+        args.package, args.out, platforms=tuple(args.platforms or ("cpu",)), jobs=args.jobs,
+        on_error=args.on_error, search_path=args.path or [os.getcwd()],
+        log=lambda message: print(message, file=sys.stderr))
+    print(f"wrote {len(result.manifest.artifacts)} artifact(s) to {result.out_dir}")
+    return 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from .errors import ArtifactError
+    from .loader import load_package_artifacts
+
+    package = load_package_artifacts(args.package)
+    if package is None:
+        raise ArtifactError(f"package {args.package!r} carries no baked artifacts")
+    manifest = package.manifest
+    if args.json:
+        sys.stdout.write(manifest.to_bytes().decode())
+        return 0
+    print(f"{manifest.package}: {len(manifest.artifacts)} artifact(s), built by "
+          f"{manifest.generator} with jax {manifest.jax_version} (jaxlib "
+          f"{manifest.jaxlib_version}), schema {manifest.schema_version}")
+    rows = [("function", "structure", "static", "platform", "vjp", "bytes")]
+    for record in sorted(manifest.artifacts, key=lambda r: r.id):
+        rows.append((record.function, f"[{record.structure_index}] {record.structure}",
+                     json.dumps(record.static, sort_keys=True) if record.static else "-",
+                     record.platform, str(record.vjp_order), f"{record.size:,}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+              .rstrip())
+    for skipped in manifest.skipped:
+        print(f"skipped: {skipped.function} [{skipped.structure_index}] on {skipped.platform}: "
+              f"{skipped.reason}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; errors print one line (a traceback only with ``--debug``)."""
+    args = _parser().parse_args(argv)
+    try:
+        return {"export": _export, "inspect": _inspect}[args.command](args)
+    except Exception as err:
+        if args.debug:
+            raise
+        first = str(err).strip().splitlines()
+        print(f"jaxexport: error: {type(err).__name__}: {' '.join(first[:1])}"
+              + (f" (+{len(first) - 1} more lines; --debug for details)"
+                 if len(first) > 1 else ""), file=sys.stderr)
+        if len(first) > 1:
+            print("\n".join(first[1:]), file=sys.stderr)
+        return 1

@@ -1,0 +1,221 @@
+"""The ``@exportable`` decorator: marks a function with its export specs (traces nothing)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import itertools
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from .errors import SpecError
+from .spec import JsonScalar, Structure, check_static_value, parse_structure
+
+#: Platforms jax.export can lower for.
+KNOWN_PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
+
+_MISSING = object()
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportSpec:
+    """Everything ``@exportable`` was told about one function."""
+
+    name: str
+    structures: tuple[Structure, ...]
+    platforms: tuple[str, ...] | None
+    vjp_order: int
+    export_with_kwargs: bool
+    skip_jitting: bool
+    static: Mapping[str, tuple[JsonScalar, ...]]
+
+    def static_combinations(self) -> list[dict[str, JsonScalar]]:
+        """Every combination of static values (one artifact each); ``[{}]`` without statics."""
+        names = sorted(self.static)
+        return [dict(zip(names, values, strict=True))
+                for values in itertools.product(*(self.static[n] for n in names))]
+
+
+@dataclasses.dataclass(frozen=True)
+class CallLayout:
+    """How the values of one structure (plus statics) are passed: by position or keyword."""
+
+    positional: tuple[str, ...]
+    keyword: tuple[str, ...]
+
+    def split(self, values: Mapping[str, Any], skip: Iterable[str] = ()
+              ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        skipped = set(skip)
+        return (tuple(values[n] for n in self.positional if n not in skipped),
+                {n: values[n] for n in self.keyword if n not in skipped})
+
+
+def _layout(signature: inspect.Signature, names: set[str], with_kwargs: bool) -> CallLayout:
+    positional: list[str] = []
+    keyword: list[str] = []
+    gap = with_kwargs
+    for param in signature.parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        if param.name not in names:
+            gap = True
+            continue
+        if param.kind == param.KEYWORD_ONLY or (gap and param.kind != param.POSITIONAL_ONLY):
+            keyword.append(param.name)
+        elif param.kind == param.POSITIONAL_ONLY and gap:
+            raise ValueError(f"positional-only argument {param.name!r} cannot be passed after "
+                             "an argument left out of the spec, or with export_with_kwargs")
+        else:
+            positional.append(param.name)
+    return CallLayout(tuple(positional), tuple(keyword))
+
+
+class ExportableFunction:
+    """A function marked with ``@exportable``; calling it runs the baked artifact when present."""
+
+    def __init__(self, fn: Callable[..., Any], spec: ExportSpec, signature: inspect.Signature,
+                 layouts: tuple[CallLayout, ...]) -> None:
+        functools.update_wrapper(self, fn)
+        self.__wrapped__ = fn
+        self.export_spec = spec
+        self.signature = signature
+        self.layouts = layouts
+        self.package = (getattr(fn, "__module__", None) or "__main__").split(".")[0]
+        self.lock = threading.Lock()
+        self.runtime_cache: dict[Any, Any] = {}
+
+    @property
+    def name(self) -> str:
+        return self.export_spec.name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from .loader import call_exportable
+
+        return call_exportable(self, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<exportable {self.name}>"
+
+
+#: Every ExportableFunction created, by module, for discovery at build time.
+REGISTRY: dict[str, list[ExportableFunction]] = {}
+
+
+def _check_platforms(fn_name: str, platforms: Any) -> tuple[str, ...] | None:
+    if platforms is None:
+        return None
+    items = (platforms,) if isinstance(platforms, str) else tuple(platforms)
+    bad = [p for p in items if p not in KNOWN_PLATFORMS]
+    if not items or bad:
+        raise SpecError(f"@exportable spec of {fn_name}: platforms must be a non-empty list of "
+                        f"{', '.join(KNOWN_PLATFORMS)}; got {platforms!r}")
+    return tuple(dict.fromkeys(items))
+
+
+def _check_static(fn_name: str, static: Mapping[str, Any] | None,
+                  params: Mapping[str, inspect.Parameter]) -> dict[str, tuple[JsonScalar, ...]]:
+    if static is None:
+        return {}
+    if not isinstance(static, Mapping):
+        raise SpecError(f"@exportable spec of {fn_name}: static must map argument names to "
+                        f"lists of values, got {static!r}")
+    out: dict[str, tuple[JsonScalar, ...]] = {}
+    for name, values in static.items():
+        if name not in params:
+            raise SpecError(f"@exportable spec of {fn_name}: static argument {name!r} is not "
+                            f"an argument of the function (it takes {', '.join(params)})")
+        values = [values] if isinstance(values, str) or not isinstance(values, Iterable) \
+            else list(values)
+        if not values:
+            raise SpecError(f"@exportable spec of {fn_name}: static argument {name!r} lists "
+                            "no values")
+        for value in values:
+            if not check_static_value(value):
+                raise SpecError(f"@exportable spec of {fn_name}: static value {value!r} of "
+                                f"{name!r} must be a str, int, float, bool or None")
+        out[name] = tuple(dict.fromkeys(values))
+    return out
+
+
+def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_order: int = 0,
+               export_with_kwargs: bool = False, skip_jitting: bool = False,
+               static: Mapping[str, Sequence[JsonScalar]] | None = None,
+               constraints: Sequence[str] = (), name: str | None = None,
+               ) -> Callable[[Callable[..., Any]], ExportableFunction]:
+    """Mark a function for export at build time.
+
+    Forms: ``@exportable({"x": ("a, b", "float32")})`` (name defaults to ``module:qualname``) and
+    ``@exportable("name", structure, alternative_structure, ...)`` (econpizza style). Raises
+    ``SpecError`` at decoration time for a malformed spec; traces nothing.
+    """
+    if specs and isinstance(specs[0], str):
+        if name is not None:
+            raise SpecError("@exportable: the name is given twice (first argument and name=)")
+        name, specs = specs[0], specs[1:]
+    if specs and callable(specs[0]) and not isinstance(specs[0], Mapping):
+        raise SpecError(f"@exportable needs a spec: use @exportable({{'x': ('n', 'float32')}}) "
+                        f"on {getattr(specs[0], '__qualname__', specs[0])!r}")
+
+    def decorate(fn: Callable[..., Any]) -> ExportableFunction:
+        fn_name = name or f"{getattr(fn, '__module__', '__main__')}:" \
+                          f"{getattr(fn, '__qualname__', repr(fn))}"
+        if not specs:
+            raise SpecError(f"@exportable spec of {fn_name}: give at least one structure, "
+                            "e.g. {'x': ('a, b', 'float32')}")
+        if not isinstance(vjp_order, int) or isinstance(vjp_order, bool) or vjp_order < 0:
+            raise SpecError(f"@exportable spec of {fn_name}: vjp_order must be an int >= 0, "
+                            f"got {vjp_order!r}")
+        if isinstance(constraints, str):
+            raise SpecError(f"@exportable spec of {fn_name}: constraints must be a list of "
+                            f"strings, got {constraints!r}")
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError) as err:
+            raise SpecError(f"@exportable: cannot read the signature of {fn_name}: {err}") from None
+        params = {n: p for n, p in signature.parameters.items()
+                  if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+        static_values = _check_static(fn_name, static, params)
+        structures = tuple(parse_structure(fn_name, raw, i, constraints)
+                           for i, raw in enumerate(specs))
+        layouts = []
+        for index, structure in enumerate(structures):
+            where = f"@exportable spec of {fn_name}, structure {index}"
+            for arg in structure.args:
+                if arg not in params:
+                    raise SpecError(f"{where}: unknown argument name {arg!r} "
+                                    f"({fn_name} takes {', '.join(params) or 'no arguments'})")
+                if arg in static_values:
+                    raise SpecError(f"{where}: argument {arg!r} is static; it takes values "
+                                    "from static=, not a (shape, dtype) spec")
+            for pname, param in params.items():
+                if pname not in structure.args and pname not in static_values \
+                        and param.default is param.empty:
+                    raise SpecError(f"{where}: argument {pname!r} has no spec, no default and "
+                                    "is not static; add it to the structure or to static=")
+            try:
+                layouts.append(_layout(signature, set(structure.args) | set(static_values),
+                                       export_with_kwargs))
+            except ValueError as err:
+                raise SpecError(f"{where}: {err}") from None
+        spec = ExportSpec(
+            name=fn_name, structures=structures,
+            platforms=_check_platforms(fn_name, platforms), vjp_order=vjp_order,
+            export_with_kwargs=bool(export_with_kwargs), skip_jitting=bool(skip_jitting),
+            static=static_values,
+        )
+        wrapper = ExportableFunction(fn, spec, signature, tuple(layouts))
+        REGISTRY.setdefault(getattr(fn, "__module__", "__main__"), []).append(wrapper)
+        return wrapper
+
+    return decorate
+
+
+def registered_in(package: str) -> list[ExportableFunction]:
+    """The exportables defined in ``package`` and its submodules, in definition order."""
+    found = []
+    for module, items in REGISTRY.items():
+        if module == package or module.startswith(package + "."):
+            found += items
+    return found

@@ -1,0 +1,252 @@
+"""Matching a call to one of a function's structures and static values, with clear errors."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .decorator import ExportableFunction
+from .spec import (
+    X64_DTYPES,
+    LeafSpec,
+    NamedTupleNode,
+    Structure,
+    check_constraint,
+    dim_symbols,
+    evaluate_dim,
+    static_key,
+)
+
+# How far a structure got before failing: higher is closer (chooses the error to show).
+_TREE, _LEAF, _DIMS = 0, 1, 2
+
+
+@dataclasses.dataclass(frozen=True)
+class CallPlan:
+    """The structure and static values a call matched, and its dynamic values by name."""
+
+    structure_index: int
+    static: dict[str, Any]
+    static_key: str
+    values: dict[str, Any]
+    bound_args: tuple[Any, ...]
+    bound_kwargs: dict[str, Any]
+
+
+class _NoMatch(Exception):
+    def __init__(self, score: int, message: str, error: type[Exception]) -> None:
+        super().__init__(message)
+        self.score, self.message, self.error = score, message, error
+
+
+def _describe_value(value: Any) -> str:
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return f"{np.dtype(value.dtype).name}{list(value.shape)}"
+    if value is None:
+        return "None"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {_describe_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        inner = ", ".join(_describe_value(v) for v in value)
+        return f"{type(value).__name__}({inner})" if hasattr(type(value), "_fields") else \
+            (f"[{inner}]" if isinstance(value, list) else f"({inner})")
+    return f"{type(value).__name__} {value!r:.40}"
+
+
+def _canonical_dtype(dtype: Any) -> str:
+    import jax
+
+    return np.dtype(jax.dtypes.canonicalize_dtype(dtype)).name
+
+
+Shapes = list[tuple[LeafSpec, tuple[int, ...], str]]
+
+
+def _check_leaf(leaf: LeafSpec, value: Any, path: str, shapes: Shapes) -> Any:
+    if isinstance(value, bool | int | float | complex) and not hasattr(value, "dtype"):
+        kind = np.dtype(leaf.dtype).kind if leaf.dtype != "bfloat16" else "f"
+        allowed = {bool: "b", int: "iuf c", float: "fc", complex: "c"}[type(value)]
+        if leaf.shape or kind not in allowed:
+            raise _NoMatch(_LEAF, f"argument {path!r} expects {leaf.describe()}, got a Python "
+                                  f"{type(value).__name__}", TypeError)
+        return np.asarray(value, dtype=_numpy_dtype(leaf.dtype))
+    if not (hasattr(value, "shape") and hasattr(value, "dtype")):
+        raise _NoMatch(_LEAF, f"argument {path!r} expects an array {leaf.describe()}, got "
+                              f"{_describe_value(value)}", TypeError)
+    try:
+        dtype = _canonical_dtype(value.dtype)
+    except (TypeError, ValueError):
+        dtype = str(value.dtype)
+    if dtype != leaf.dtype:
+        hint = ""
+        if np.dtype(value.dtype).name != dtype:
+            hint = f" (jax sees {np.dtype(value.dtype).name} as {dtype} with x64 off)"
+        elif leaf.dtype in X64_DTYPES:
+            hint = " (64-bit inputs need jax_enable_x64 on)"
+        raise _NoMatch(_LEAF, f"argument {path!r} expects dtype {leaf.dtype} "
+                              f"({leaf.describe()}), got {np.dtype(value.dtype).name}{hint}",
+                       TypeError)
+    shape = tuple(value.shape)
+    if len(shape) != len(leaf.shape):
+        raise _NoMatch(_LEAF, f"argument {path!r} expects rank {len(leaf.shape)} "
+                              f"({leaf.describe()}), got shape {shape}", TypeError)
+    shapes.append((leaf, tuple(int(d) for d in shape), path))
+    return value
+
+
+def _numpy_dtype(name: str) -> np.dtype:
+    from .spec import _dtype
+
+    return _dtype(name)
+
+
+def _walk(spec: Any, value: Any, path: str, shapes: list[Any]) -> Any:
+    """Check ``value`` against ``spec``; return the value with scalars turned into arrays."""
+    if isinstance(spec, LeafSpec):
+        return _check_leaf(spec, value, path, shapes)
+    if spec is None:
+        if value is not None:
+            raise _NoMatch(_TREE, f"argument {path!r} expects None, got "
+                                  f"{_describe_value(value)}", TypeError)
+        return None
+    if isinstance(spec, Mapping):
+        if not isinstance(value, Mapping) or set(value) != set(spec):
+            got = f"a dict with keys {sorted(map(str, value))}" if isinstance(value, Mapping) \
+                else _describe_value(value)
+            raise _NoMatch(_TREE, f"argument {path!r} expects a dict with keys "
+                                  f"{sorted(spec)}, got {got}", TypeError)
+        out = {k: _walk(spec[k], value[k], f"{path}[{k!r}]", shapes) for k in spec}
+        return type(value)(out) if type(value) is not dict and isinstance(value, dict) else out
+    if isinstance(spec, NamedTupleNode):
+        if type(value) is not spec.type:
+            raise _NoMatch(_TREE, f"argument {path!r} expects a {spec.type.__name__}, got "
+                                  f"{_describe_value(value)}", TypeError)
+        return spec.type(*(_walk(s, v, f"{path}.{f}", shapes)
+                           for f, s, v in zip(spec.type._fields, spec.items, value, strict=True)))
+    kind = list if isinstance(spec, list) else tuple
+    if type(value) is not kind or len(value) != len(spec):
+        raise _NoMatch(_TREE, f"argument {path!r} expects a {kind.__name__} of {len(spec)}, got "
+                              f"{_describe_value(value)}", TypeError)
+    items = [_walk(s, v, f"{path}[{i}]", shapes) for i, (s, v) in enumerate(zip(spec, value,
+                                                                                   strict=True))]
+    return items if kind is list else tuple(items)
+
+
+def _solve(dim: str, size: int, env: dict[str, int]) -> None:
+    """Bind the one unbound symbol of a linear dimension like ``2*n + 1``, when possible."""
+    unbound = dim_symbols(dim) - env.keys()
+    if len(unbound) != 1:
+        return
+    (symbol,) = unbound
+    try:
+        at0 = evaluate_dim(dim, {**env, symbol: 0})
+        at1 = evaluate_dim(dim, {**env, symbol: 1})
+        at2 = evaluate_dim(dim, {**env, symbol: 2})
+    except (KeyError, ZeroDivisionError):
+        return
+    slope = at1 - at0
+    if slope and at2 - at1 == slope and (size - at0) % slope == 0:
+        env[symbol] = (size - at0) // slope
+
+
+def _bind_dims(structure: Structure, shapes: Shapes) -> dict[str, int]:
+    env: dict[str, int] = {}
+    where: dict[str, str] = {}
+    for leaf, shape, path in shapes:  # plain symbols first
+        for axis, (dim, size) in enumerate(zip(leaf.shape, shape, strict=True)):
+            if dim.isidentifier():
+                if dim in env and env[dim] != size:
+                    raise _NoMatch(_DIMS, f"argument {path!r} has shape {shape}: axis {axis} "
+                                          f"is {dim} = {size}, but {dim} = {env[dim]} from "
+                                          f"{where[dim]}", ValueError)
+                env.setdefault(dim, size)
+                where.setdefault(dim, f"argument {path!r} axis {axis}")
+    for _ in range(2):
+        for leaf, shape, _path in shapes:
+            for dim, size in zip(leaf.shape, shape, strict=True):
+                _solve(dim, size, env)
+    for leaf, shape, path in shapes:
+        for axis, (dim, size) in enumerate(zip(leaf.shape, shape, strict=True)):
+            try:
+                expected = evaluate_dim(dim, env)
+            except (KeyError, ZeroDivisionError):
+                raise _NoMatch(_DIMS, f"argument {path!r} has shape {shape}: cannot solve axis "
+                                      f"{axis} = {dim} for its symbols", ValueError) from None
+            if expected != size:
+                raise _NoMatch(_DIMS, f"argument {path!r} has shape {shape}: axis {axis} must "
+                                      f"be {dim} = {expected} ({_env_text(env)})", ValueError)
+    for symbol, size in env.items():
+        if size < 1:
+            raise _NoMatch(_DIMS, f"{where.get(symbol, 'a dimension')} gives {symbol} = {size}; "
+                                  "symbolic dimensions are >= 1 (no zero-size axes)", ValueError)
+    for constraint in structure.constraints:
+        if not check_constraint(constraint, env):
+            raise _NoMatch(_DIMS, f"shapes give {_env_text(env)}, which violates the "
+                                  f"constraint {constraint!r}", ValueError)
+    return env
+
+
+def _env_text(env: Mapping[str, int]) -> str:
+    return ", ".join(f"{k} = {v}" for k, v in sorted(env.items()))
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a is b or (type(a) is type(b) and a == b)
+
+
+def plan_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallPlan:
+    """Match a call to a structure and static values, or raise ``TypeError``/``ValueError``."""
+    spec = fn.export_spec
+    try:
+        bound = fn.signature.bind(*args, **kwargs)
+    except TypeError as err:
+        raise TypeError(f"{spec.name}: {err}") from None
+    bound.apply_defaults()
+    arguments = bound.arguments
+    for param in fn.signature.parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) and arguments.get(param.name):
+            raise TypeError(f"{spec.name}: extra arguments {arguments[param.name]!r:.80} are not "
+                            "part of any exported structure")
+    static: dict[str, Any] = {}
+    for name, allowed in spec.static.items():
+        value = arguments[name]
+        if not any(_same(value, a) for a in allowed):
+            raise ValueError(f"{spec.name}: static argument {name!r} got {value!r}; the baked "
+                             f"values are {', '.join(map(repr, allowed))}")
+        static[name] = value
+    failures: list[tuple[int, _NoMatch]] = []
+    for index, structure in enumerate(spec.structures):
+        try:
+            for pname, param in fn.signature.parameters.items():
+                if pname in structure.args or pname in static or param.kind in (
+                        param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                    continue
+                if not _same(arguments[pname], param.default):
+                    raise _NoMatch(_TREE, f"argument {pname!r} is not part of this structure "
+                                          f"(its default {param.default!r} is baked in)",
+                                   TypeError)
+            shapes: list[Any] = []
+            values = {name: _walk(tree, arguments[name], name, shapes)
+                      for name, tree in structure.args.items()}
+            _bind_dims(structure, shapes)
+        except _NoMatch as err:
+            failures.append((index, err))
+            continue
+        if structure.uses_x64:
+            import jax
+
+            if not jax.config.jax_enable_x64:
+                raise TypeError(f"{spec.name}: structure {index} ({structure.key}) uses 64-bit "
+                                "dtypes, but jax_enable_x64 is off; enable it with "
+                                "jax.config.update('jax_enable_x64', True) before calling")
+        return CallPlan(index, static, static_key(static), values, bound.args,
+                        dict(bound.kwargs))
+    best = max(err.score for _, err in failures)
+    closest = [(i, err) for i, err in failures if err.score == best]
+    accepted = "; ".join(f"[{i}] {s.key}" for i, s in enumerate(spec.structures))
+    reasons = "; ".join(f"structure {i}: {err.message}" for i, err in closest)
+    raise closest[0][1].error(f"{spec.name}: no exported structure accepts this call: {reasons}. "
+                              f"Accepted: {accepted}")

@@ -1,0 +1,28 @@
+"""The exceptions and warnings raised by hatch-jaxexport."""
+
+from __future__ import annotations
+
+
+class SpecError(ValueError):
+    """A malformed ``@exportable`` spec, raised at decoration time."""
+
+
+class ArtifactError(RuntimeError):
+    """A baked artifact or manifest that cannot be used (corrupt, refused by jax, missing).
+
+    Raised in strict mode (``HATCH_JAXEXPORT_STRICT=1``) where the loader would otherwise fall
+    back to tracing the source, and always for a corrupt manifest.
+    """
+
+
+class ExportError(RuntimeError):
+    """One or more exports failed during a build; ``failures`` lists each one."""
+
+    def __init__(self, failures: list[str]) -> None:
+        self.failures = list(failures)
+        lines = "\n".join(f"  - {failure}" for failure in self.failures)
+        super().__init__(f"{len(self.failures)} export(s) failed:\n{lines}")
+
+
+class FallbackWarning(UserWarning):
+    """The loader traces the source because no baked artifact fits the call."""

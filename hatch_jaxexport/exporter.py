@@ -1,0 +1,153 @@
+"""Exporting one function x structure x static values x platform with ``jax.export`` (build layer).
+
+Locations are stripped (``jax_traceback_in_locations_limit = 0``): the bytes do not depend on the
+build directory or line numbers, and no build path leaks into an artifact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from typing import Any
+
+from . import pytrees
+from .decorator import ExportableFunction
+from .manifest import BLOB_SUFFIX, ArtifactRecord, sha256_hex
+from .spec import LeafSpec, Structure, static_key, tree_map_leaves
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportTask:
+    """One artifact to export."""
+
+    function: str
+    structure_index: int
+    static: dict[str, Any]
+    platform: str
+
+    @property
+    def id(self) -> str:
+        static = ",".join(f"{k}={v!r}" for k, v in sorted(self.static.items()))
+        return f"{self.function}/{self.structure_index}" + (f"/{static}" if static else "") + \
+            f"/{self.platform}"
+
+    def file_name(self, structure: Structure) -> str:
+        """A deterministic, safe blob file name."""
+        slug = re.sub(r"[^A-Za-z0-9_]+", "_", self.function).strip("_")[:80] or "fn"
+        digest = hashlib.sha256(json.dumps(
+            [self.function, structure.key, static_key(self.static), self.platform]
+        ).encode()).hexdigest()[:16]
+        return f"{slug}-{digest}{BLOB_SUFFIX}"
+
+
+def tasks_for(fn: ExportableFunction, default_platforms: tuple[str, ...]) -> list[ExportTask]:
+    """Every artifact of a function: structure x static values x platform."""
+    platforms = fn.export_spec.platforms or default_platforms
+    return [ExportTask(fn.name, index, static, platform)
+            for index in range(len(fn.export_spec.structures))
+            for static in fn.export_spec.static_combinations()
+            for platform in platforms]
+
+
+def abstract_args(structure: Structure) -> dict[str, Any]:
+    """``jax.ShapeDtypeStruct`` trees for a structure, all symbols in one ``SymbolicScope``."""
+    import jax
+    import jax.numpy as jnp
+    from jax import export
+
+    scope = export.SymbolicScope(list(structure.constraints))
+
+    def leaf(spec: LeafSpec) -> Any:
+        shape = export.symbolic_shape(spec.shape_text, scope=scope) if spec.shape else ()
+        return jax.ShapeDtypeStruct(shape, jnp.dtype(spec.dtype))
+
+    return {name: tree_map_leaves(leaf, tree) for name, tree in structure.args.items()}
+
+
+def _x64_context(enabled: bool) -> Any:
+    import contextlib
+
+    import jax
+
+    if not enabled:
+        return contextlib.nullcontext()
+    return jax.enable_x64(True)
+
+
+def export_exported(fn: ExportableFunction, task: ExportTask) -> Any:
+    """Trace and lower one task to a ``jax.export.Exported``, locations stripped."""
+    import jax
+    from jax import export
+    from jax._src import config as jax_config
+
+    spec = fn.export_spec
+    structure = spec.structures[task.structure_index]
+    with jax_config.traceback_in_locations_limit(0), _x64_context(structure.uses_x64):
+        values = {**abstract_args(structure), **task.static}
+        args, kwargs = fn.layouts[task.structure_index].split(values)
+        target = fn.__wrapped__ if spec.skip_jitting else jax.jit(
+            fn.__wrapped__, static_argnames=tuple(spec.static))
+        return export.export(target, platforms=[task.platform])(*args, **kwargs)
+
+
+def fingerprint(exported: Any, vjp_order: int) -> str:
+    """A location-free identity of an export: its metadata and module text without debug info."""
+    from jax._src.interpreters import mlir as jax_mlir
+    from jax._src.lib.mlir import ir
+
+    with jax_mlir.make_ir_context():
+        module = ir.Module.parse(exported.mlir_module())
+        text = module.operation.get_asm(enable_debug_info=False)
+    meta = metadata(exported)
+    meta["vjp_order"] = vjp_order
+    return hashlib.sha256((json.dumps(meta, sort_keys=True) + "\n" + text).encode()).hexdigest()
+
+
+def metadata(exported: Any) -> dict[str, Any]:
+    """The comparable metadata of an ``Exported`` (JSON-able)."""
+    return {
+        "in_tree": str(exported.in_tree),
+        "out_tree": str(exported.out_tree),
+        "in_avals": [str(a) for a in exported.in_avals],
+        "out_avals": [str(a) for a in exported.out_avals],
+        "platforms": list(exported.platforms),
+        "calling_convention": exported.calling_convention_version,
+        "nr_devices": exported.nr_devices,
+        "ordered_effects": [str(e) for e in exported.ordered_effects],
+        "unordered_effects": [str(e) for e in exported.unordered_effects],
+        "disabled_safety_checks": [str(c) for c in exported.disabled_safety_checks],
+        "in_shardings": [str(s) for s in exported.in_shardings_hlo],
+        "out_shardings": [str(s) for s in exported.out_shardings_hlo],
+    }
+
+
+def export_task(fn: ExportableFunction, task: ExportTask) -> tuple[bytes, ArtifactRecord]:
+    """Export one task: the serialized blob and its manifest record."""
+    spec = fn.export_spec
+    structure = spec.structures[task.structure_index]
+    exported = export_exported(fn, task)
+    type_refs = pytrees.register_all([exported.in_tree, exported.out_tree])
+    try:
+        with _x64_context(structure.uses_x64):
+            blob = bytes(exported.serialize(vjp_order=spec.vjp_order))
+    except ValueError as err:
+        if "PyTreeDef" in str(err):
+            raise ValueError(f"{err} hatch-jaxexport registers namedtuples and jax dataclasses "
+                             "itself; register other pytree types with "
+                             "jax.export.register_pytree_node_serialization in their module") \
+                from None
+        raise
+    record = ArtifactRecord(
+        function=fn.name, structure=structure.key, structure_index=task.structure_index,
+        spec=structure.to_json(), constraints=list(structure.constraints), static=task.static,
+        platform=task.platform, file=task.file_name(structure), sha256=sha256_hex(blob),
+        size=len(blob), fingerprint=fingerprint(exported, spec.vjp_order),
+        vjp_order=spec.vjp_order, kwargs=spec.export_with_kwargs,
+        calling_convention=exported.calling_convention_version,
+        in_tree=str(exported.in_tree), out_tree=str(exported.out_tree),
+        in_avals=[str(a) for a in exported.in_avals],
+        out_avals=[str(a) for a in exported.out_avals], pytree_types=type_refs,
+    )
+    return blob, record

@@ -1,0 +1,229 @@
+"""The runtime loader: finds a package's baked artifacts and calls them, or falls back to tracing.
+
+Artifacts are read with ``importlib.resources`` (works from a zipped package), checked against
+the manifest's SHA-256, deserialized on first use, cached, and called through ``jax.jit``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.resources
+import os
+import pathlib
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from .decorator import ExportableFunction
+from .dispatch import CallPlan, plan_call
+from .errors import ArtifactError, FallbackWarning
+from .manifest import (
+    ARTIFACT_DIR,
+    MANIFEST_NAME,
+    ArtifactRecord,
+    Manifest,
+    parse_manifest,
+    sha256_hex,
+)
+
+STRICT_ENV = "HATCH_JAXEXPORT_STRICT"
+
+
+def strict_mode() -> bool:
+    """Whether ``HATCH_JAXEXPORT_STRICT`` asks for errors instead of falling back to tracing."""
+    return os.environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+@dataclasses.dataclass
+class PackageArtifacts:
+    """A package's validated manifest and where its blobs are."""
+
+    package: str
+    manifest: Manifest
+    root: Any  # importlib.resources Traversable
+    by_key: dict[tuple[str, str, str, str], ArtifactRecord]
+
+    def read_blob(self, record: ArtifactRecord) -> bytes:
+        path = self.root / record.file
+        if isinstance(path, pathlib.Path):
+            real_root = pathlib.Path(os.path.realpath(self.root))
+            if not pathlib.Path(os.path.realpath(path)).is_relative_to(real_root):
+                raise ArtifactError(f"artifact {record.file!r} resolves outside {real_root}")
+        data = path.read_bytes()
+        if len(data) != record.size or sha256_hex(data) != record.sha256:
+            raise ArtifactError(f"artifact {record.file} does not match the manifest's SHA-256 "
+                                "(damaged or modified after the build)")
+        return data
+
+
+_PACKAGES: dict[str, PackageArtifacts | None] = {}
+_PACKAGES_LOCK = threading.Lock()
+
+
+def artifact_key(record_or_fn: str, structure: str, static_key: str, platform: str
+                 ) -> tuple[str, str, str, str]:
+    return (record_or_fn, structure, static_key, platform)
+
+
+def load_package_artifacts(package: str) -> PackageArtifacts | None:
+    """The package's artifacts (cached), ``None`` if it has none; ``ArtifactError`` if corrupt."""
+    with _PACKAGES_LOCK:
+        if package in _PACKAGES:
+            return _PACKAGES[package]
+        try:
+            root = importlib.resources.files(package) / ARTIFACT_DIR
+            manifest_path = root / MANIFEST_NAME
+            exists = manifest_path.is_file()
+        except (ModuleNotFoundError, TypeError, ValueError):
+            exists = False
+        if not exists:
+            _PACKAGES[package] = None
+            return None
+        try:
+            data = manifest_path.read_bytes()
+        except OSError as err:
+            raise ArtifactError(f"cannot read the manifest of {package}: {err}") from None
+        manifest = parse_manifest(data, where=f"{package}/{ARTIFACT_DIR}/{MANIFEST_NAME}")
+        from .spec import static_key
+
+        by_key = {artifact_key(r.function, r.structure, static_key(r.static), r.platform): r
+                  for r in manifest.artifacts}
+        result = PackageArtifacts(package, manifest, root, by_key)
+        _PACKAGES[package] = result
+        return result
+
+
+def forget_package(package: str) -> None:
+    """Drop the cached manifest of a package (tests, reloads)."""
+    with _PACKAGES_LOCK:
+        _PACKAGES.pop(package, None)
+
+
+@functools.cache
+def current_platform() -> str:
+    """The jax.export name of the default backend: ``cpu``, ``cuda``, ``rocm`` or ``tpu``."""
+    import jax
+
+    backend = jax.default_backend()
+    if backend == "gpu":
+        version = jax.devices()[0].client.platform_version.lower()
+        return "rocm" if "rocm" in version else "cuda"
+    return backend
+
+
+def deserialize_checked(data: bytes, refs: list[str], package: str) -> Any:
+    """Deserialize a blob after registering its pytree types; ``ArtifactError`` on refusal."""
+    from jax import export
+
+    from . import pytrees
+
+    for ref in refs:
+        pytrees.register(pytrees.resolve(ref, package))
+    try:
+        exported = export.deserialize(bytearray(data))
+    except Exception as err:  # jax raises struct.error, ValueError, IndexError...
+        raise ArtifactError(f"jax could not deserialize the artifact: "
+                            f"{type(err).__name__}: {err}") from None
+    low = export.minimum_supported_calling_convention_version
+    high = export.maximum_supported_calling_convention_version
+    if not low <= exported.calling_convention_version <= high:
+        raise ArtifactError(f"artifact uses calling convention "
+                            f"{exported.calling_convention_version}; this jax supports "
+                            f"{low}..{high}")
+    return exported
+
+
+@dataclasses.dataclass(frozen=True)
+class _Target:
+    """What a (structure, static values, platform) resolves to: an artifact or the source."""
+
+    call: Callable[..., Any]
+    static_in_call: bool
+    from_artifact: bool
+
+
+def _fallback(fn: ExportableFunction) -> Callable[..., Any]:
+    source = fn.__wrapped__
+    if fn.export_spec.skip_jitting:
+        return source
+    import jax
+
+    return jax.jit(source, static_argnames=tuple(fn.export_spec.static))
+
+
+def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str
+                        ) -> tuple[Callable[..., Any] | None, str]:
+    package = load_package_artifacts(fn.package)
+    structure = fn.export_spec.structures[plan.structure_index]
+    if package is None:
+        return None, (f"package {fn.package!r} has no baked artifacts (not built with "
+                      "hatch-jaxexport, or imported from a source checkout)")
+    record = package.by_key.get(artifact_key(fn.name, structure.key, plan.static_key, platform))
+    if record is None:
+        for skipped in package.manifest.skipped:
+            if (skipped.function, skipped.structure, skipped.platform) == (
+                    fn.name, structure.key, platform):
+                return None, f"its export failed at build time and was skipped: {skipped.reason}"
+        built = sorted({r.platform for r in package.manifest.artifacts if r.function == fn.name})
+        if not built:
+            return None, "the build baked no artifact for this function"
+        if platform not in built:
+            return None, (f"artifacts were built for {', '.join(built)}, but this process runs "
+                          f"on {platform}")
+        return None, (f"no artifact for structure {plan.structure_index} ({structure.key}) "
+                      f"with static values {plan.static_key} on {platform}")
+    try:
+        exported = deserialize_checked(package.read_blob(record), record.pytree_types, fn.package)
+    except ArtifactError as err:
+        return None, (f"artifact {record.file} (built with jax {package.manifest.jax_version}, "
+                      f"running jax {_jax_version()}) is unusable: {err}")
+    except OSError as err:
+        return None, f"cannot read artifact {record.file}: {err}"
+    import jax
+
+    return jax.jit(exported.call), ""
+
+
+def _jax_version() -> str:
+    import jax
+
+    return jax.__version__
+
+
+def _resolve(fn: ExportableFunction, plan: CallPlan, platform: str) -> _Target:
+    call, reason = _artifact_or_reason(fn, plan, platform)
+    if call is not None:
+        return _Target(call, static_in_call=False, from_artifact=True)
+    message = f"{fn.name}: no usable baked artifact, tracing the source instead: {reason}"
+    if strict_mode():
+        raise ArtifactError(f"{fn.name}: no usable baked artifact ({STRICT_ENV} is set): {reason}")
+    warnings.warn(message, FallbackWarning, stacklevel=4)
+    fallback = fn.runtime_cache.get("fallback")
+    if fallback is None:
+        fallback = fn.runtime_cache["fallback"] = _fallback(fn)
+    return _Target(fallback, static_in_call=True, from_artifact=False)
+
+
+def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run a call of an ``@exportable`` function (what ``ExportableFunction.__call__`` does)."""
+    plan = plan_call(fn, args, kwargs)
+    key = (plan.structure_index, plan.static_key, current_platform())
+    target = fn.runtime_cache.get(key)
+    if target is None:
+        with fn.lock:
+            target = fn.runtime_cache.get(key)
+            if target is None:
+                target = fn.runtime_cache[key] = _resolve(fn, plan, key[2])
+    layout = fn.layouts[plan.structure_index]
+    if target.static_in_call:
+        call_args, call_kwargs = layout.split({**plan.values, **plan.static})
+    else:
+        call_args, call_kwargs = layout.split(plan.values, skip=plan.static)
+    return target.call(*call_args, **call_kwargs)
+
+
+def loaded_from_artifact(fn: ExportableFunction) -> dict[Any, bool]:
+    """For introspection and tests: which resolved call keys use an artifact (True) or trace."""
+    return {k: v.from_artifact for k, v in fn.runtime_cache.items() if isinstance(v, _Target)}

@@ -1,0 +1,178 @@
+"""The manifest: what a package's ``_jaxexport/`` folder holds; written, read and validated here.
+
+The format is JSON (never pickle), versioned by ``schema_version``. Artifact files are bare names
+inside the artifact folder: no separators, no ``..``, nothing absolute.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import ArtifactError
+
+SCHEMA_VERSION = 1
+#: The folder, inside the top-level package, that holds the manifest and the blobs.
+ARTIFACT_DIR = "_jaxexport"
+MANIFEST_NAME = "manifest.json"
+BLOB_SUFFIX = ".jaxexport"
+_FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_MAX_BLOB = 2**34
+
+
+@dataclasses.dataclass(frozen=True)
+class ArtifactRecord:
+    """One serialized ``jax.export.Exported``: a function x structure x static values x platform."""
+
+    function: str
+    structure: str
+    structure_index: int
+    spec: dict[str, Any]
+    constraints: list[str]
+    static: dict[str, Any]
+    platform: str
+    file: str
+    sha256: str
+    size: int
+    fingerprint: str
+    vjp_order: int
+    kwargs: bool
+    calling_convention: int
+    in_tree: str
+    out_tree: str
+    in_avals: list[str]
+    out_avals: list[str]
+    pytree_types: list[str]
+
+    @property
+    def id(self) -> str:
+        """A readable identifier, unique in a manifest."""
+        static = ",".join(f"{k}={v!r}" for k, v in sorted(self.static.items()))
+        return f"{self.function}/{self.structure_index}" + (f"/{static}" if static else "") + \
+            f"/{self.platform}"
+
+
+@dataclasses.dataclass(frozen=True)
+class SkippedRecord:
+    """An artifact that failed to export and was left out (``on-error = "skip"``)."""
+
+    function: str
+    structure: str
+    structure_index: int
+    static: dict[str, Any]
+    platform: str
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+    """The index of a package's baked artifacts."""
+
+    package: str
+    generator: str
+    jax_version: str
+    jaxlib_version: str
+    artifacts: tuple[ArtifactRecord, ...]
+    skipped: tuple[SkippedRecord, ...] = ()
+    schema_version: int = SCHEMA_VERSION
+
+    def to_bytes(self) -> bytes:
+        """Deterministic JSON: sorted keys, artifacts sorted by id."""
+        data = {
+            "schema_version": self.schema_version,
+            "package": self.package,
+            "generator": self.generator,
+            "jax_version": self.jax_version,
+            "jaxlib_version": self.jaxlib_version,
+            "artifacts": [dataclasses.asdict(a) for a in sorted(self.artifacts, key=_sort_key)],
+            "skipped": [dataclasses.asdict(s) for s in sorted(self.skipped, key=_sort_key)],
+        }
+        return (json.dumps(data, sort_keys=True, indent=1, ensure_ascii=True) + "\n").encode()
+
+
+def _sort_key(record: ArtifactRecord | SkippedRecord) -> tuple[Any, ...]:
+    return (record.function, record.structure_index, json.dumps(record.static, sort_keys=True),
+            record.platform)
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def check_file_name(name: Any) -> str:
+    """Validate an artifact file name from a manifest: a bare, safe name, or ``ArtifactError``."""
+    if not isinstance(name, str) or not _FILE_NAME.match(name) or ".." in name:
+        raise ArtifactError(f"manifest names an unsafe artifact file {name!r}: expected a bare "
+                            "file name inside the artifact folder (no '/', '\\', '..')")
+    return name
+
+
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "str": str, "int": int, "bool": bool, "dict[str, Any]": dict, "list[str]": list,
+}
+
+
+def _from_json(cls: type, raw: Any, where: str) -> Any:
+    if not isinstance(raw, Mapping):
+        raise ArtifactError(f"corrupt manifest: {where} must be an object, got "
+                            f"{type(raw).__name__}")
+    values = {}
+    for field in dataclasses.fields(cls):
+        if field.name not in raw:
+            raise ArtifactError(f"corrupt manifest: {where} lacks {field.name!r}")
+        value = raw[field.name]
+        expected = _TYPES[str(field.type)]
+        ok = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
+        if ok and field.type == "list[str]":
+            ok = all(isinstance(item, str) for item in value)
+        if not ok:
+            raise ArtifactError(f"corrupt manifest: {where}.{field.name} must be "
+                                f"{field.type}, got {value!r:.80}")
+        values[field.name] = value
+    return cls(**values)
+
+
+def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
+    """Parse and validate manifest bytes; every problem is an ``ArtifactError``."""
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise ArtifactError(f"corrupt manifest {where}: not valid JSON ({err})") from None
+    if not isinstance(raw, dict):
+        raise ArtifactError(f"corrupt manifest {where}: expected an object")
+    version = raw.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ArtifactError(f"corrupt manifest {where}: schema_version must be an int >= 1, "
+                            f"got {version!r:.80}")
+    if version > SCHEMA_VERSION:
+        raise ArtifactError(f"manifest {where} has schema version {version}, newer than this "
+                            f"hatch-jaxexport reads ({SCHEMA_VERSION}); upgrade hatch-jaxexport")
+    for key in ("package", "generator", "jax_version", "jaxlib_version"):
+        if not isinstance(raw.get(key), str):
+            raise ArtifactError(f"corrupt manifest {where}: {key!r} must be a string")
+    for key in ("artifacts", "skipped"):
+        if not isinstance(raw.get(key), list):
+            raise ArtifactError(f"corrupt manifest {where}: {key!r} must be a list")
+    artifacts = tuple(_from_json(ArtifactRecord, item, f"artifacts[{i}]")
+                      for i, item in enumerate(raw["artifacts"]))
+    skipped = tuple(_from_json(SkippedRecord, item, f"skipped[{i}]")
+                    for i, item in enumerate(raw["skipped"]))
+    seen: set[str] = set()
+    for i, record in enumerate(artifacts):
+        check_file_name(record.file)
+        if not _SHA256.match(record.sha256):
+            raise ArtifactError(f"corrupt manifest: artifacts[{i}].sha256 is not a SHA-256 hex")
+        if not 0 <= record.size <= _MAX_BLOB:
+            raise ArtifactError(f"corrupt manifest: artifacts[{i}].size {record.size} is out "
+                                "of range")
+        if record.id in seen or record.file in seen:
+            raise ArtifactError(f"corrupt manifest: artifact {record.id} listed twice")
+        seen |= {record.id, record.file}
+    return Manifest(package=raw["package"], generator=raw["generator"],
+                    jax_version=raw["jax_version"], jaxlib_version=raw["jaxlib_version"],
+                    artifacts=artifacts, skipped=skipped, schema_version=version)
