@@ -1,0 +1,77 @@
+"""Shared fixtures: this project's own wheel, fresh virtual environments, fresh processes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def run(cmd: Sequence[str | os.PathLike[str]], *, cwd: str | os.PathLike[str] | None = None,
+        env: dict[str, str] | None = None, check: bool = True, timeout: float = 900,
+        ) -> subprocess.CompletedProcess[str]:
+    """Run a command; on failure show its output in the assertion."""
+    merged = {**os.environ, **(env or {})}
+    proc = subprocess.run([os.fspath(c) for c in cmd], cwd=cwd, env=merged, text=True,
+                          capture_output=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"command failed ({proc.returncode}): {' '.join(map(str, cmd))}\n"
+                             f"--- stdout\n{proc.stdout[-6000:]}\n--- stderr\n"
+                             f"{proc.stderr[-6000:]}")
+    return proc
+
+
+def _uv() -> str | None:
+    found = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
+    return found if Path(found).exists() else None
+
+
+def make_venv(path: Path, *requirements: str | os.PathLike[str],
+              find_links: Sequence[Path] = (), python: str | None = None) -> Path:
+    """A fresh virtual environment with ``requirements`` installed; returns its python."""
+    python = python or sys.executable
+    uv = _uv()
+    links = [arg for d in find_links for arg in ("--find-links", os.fspath(d))]
+    if uv:
+        run([uv, "venv", "-q", "--seed", path, "-p", python])
+        venv_python = path / "bin" / "python"
+        if requirements:
+            run([uv, "pip", "install", "-q", "-p", venv_python, *links,
+                 *map(os.fspath, requirements)])
+    else:
+        run([python, "-m", "venv", path])
+        venv_python = path / "bin" / "python"
+        if requirements:
+            run([venv_python, "-m", "pip", "install", "-q", *links,
+                 *map(os.fspath, requirements)])
+    return venv_python
+
+
+@pytest.fixture(scope="session")
+def project_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This project built as a wheel (the way users get it), once per session."""
+    out = tmp_path_factory.mktemp("project-wheel")
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", out, ROOT])
+    (wheel,) = out.glob("hatch_jaxexport-*.whl")
+    return wheel
+
+
+@pytest.fixture
+def run_python() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run Python code in a fresh process: ``run_python(code, python=..., env=..., check=...)``."""
+
+    def runner(code: str, *, python: str | os.PathLike[str] = sys.executable,
+               env: dict[str, str] | None = None, check: bool = True,
+               cwd: str | os.PathLike[str] | None = None) -> subprocess.CompletedProcess[str]:
+        return run([python, "-c", code], env=env, check=check, cwd=cwd)
+
+    return runner
