@@ -58,7 +58,7 @@ def discover(package: str) -> list[ExportableFunction]:
         except Exception as err:
             errors.append(f"cannot import module {info.name!r}: {type(err).__name__}: {err}")
     if errors:
-        raise ExportError(errors)
+        raise ExportError(errors, f"cannot import {len(errors)} modules of {package!r}")
     found: dict[str, ExportableFunction] = {}
     for fn in registered_in(package):
         other = found.get(fn.name)
@@ -114,15 +114,23 @@ def _worker_main(request_path: str) -> int:
 
 def _worker_env(search_path: Sequence[str | os.PathLike[str]]) -> dict[str, str]:
     env = dict(os.environ)
-    paths = [os.fspath(p) for p in search_path]
+    paths = [os.path.abspath(p) for p in search_path]
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
+    paths.append(str(Path(__file__).resolve().parents[1]))  # where this hatch_jaxexport lives
     if paths:
         env["PYTHONPATH"] = os.pathsep.join(paths)
     env["JAX_PLATFORMS"] = "cpu"  # cross-platform lowering needs no accelerator
     env.pop("JAX_ENABLE_X64", None)  # 64-bit structures turn x64 on for themselves
     env["PYTHONHASHSEED"] = "0"
     return env
+
+
+def _failure_message(failure: dict[str, Any]) -> str:
+    task = failure["task"]
+    static = f", static {task['static']}" if task["static"] else ""
+    return (f"{task['function']}, structure {task['structure_index']} ({failure['structure']})"
+            f"{static}, platform {task['platform']}: {_short(failure['error'], 600)}")
 
 
 def _short(text: str, limit: int = 2000) -> str:
@@ -187,10 +195,7 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
                                python or sys.executable)
         records = [ArtifactRecord(**r) for res in results for r in res["records"]]
         failures = [f for res in results for f in res["failures"]]
-        messages = [f"{package}: {f['task']['function']} structure "
-                    f"{f['task']['structure_index']} ({f['structure']}), static "
-                    f"{f['task']['static']}, platform {f['task']['platform']}: {f['error']}"
-                    for f in failures]
+        messages = [_failure_message(f) for f in failures]
         if failures and on_error == "fail":
             raise ExportError(messages)
         for message in messages:

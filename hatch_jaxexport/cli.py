@@ -94,10 +94,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:
         if args.debug:
             raise
-        first = str(err).strip().splitlines()
-        print(f"jaxexport: error: {type(err).__name__}: {' '.join(first[:1])}"
-              + (f" (+{len(first) - 1} more lines; --debug for details)"
-                 if len(first) > 1 else ""), file=sys.stderr)
-        if len(first) > 1:
-            print("\n".join(first[1:]), file=sys.stderr)
+        print(f"jaxexport: error: {err}", file=sys.stderr)
         return 1

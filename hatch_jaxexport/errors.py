@@ -18,10 +18,14 @@ class ArtifactError(RuntimeError):
 class ExportError(RuntimeError):
     """One or more exports failed during a build; ``failures`` lists each one."""
 
-    def __init__(self, failures: list[str]) -> None:
+    def __init__(self, failures: list[str], headline: str | None = None) -> None:
         self.failures = list(failures)
+        if len(self.failures) == 1 and headline is None:
+            super().__init__(self.failures[0])
+            return
         lines = "\n".join(f"  - {failure}" for failure in self.failures)
-        super().__init__(f"{len(self.failures)} export(s) failed:\n{lines}")
+        headline = headline or f"{len(self.failures)} exports failed"
+        super().__init__(f"{headline}:\n{lines}")
 
 
 class FallbackWarning(UserWarning):

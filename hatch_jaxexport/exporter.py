@@ -123,11 +123,39 @@ def metadata(exported: Any) -> dict[str, Any]:
     }
 
 
+_CALLBACK_TARGET = re.compile(r"custom_call @(\w*callback\w*)")
+
+
+_CALLBACK_MESSAGE = ("the function calls back into Python ({targets}: jax.debug.print, "
+                     "jax.pure_callback or io_callback), which jax.export cannot serialize; "
+                     "remove the callback from the exported function")
+
+
+def _raised_in_callback_lowering(err: BaseException) -> bool:
+    import traceback
+
+    frames = traceback.extract_tb(err.__traceback__)
+    return any(frame.filename.endswith(("_src/callback.py", "_src/debugging.py"))
+               for frame in frames)
+
+
+def _refuse_host_callbacks(exported: Any) -> None:
+    found = sorted(set(_CALLBACK_TARGET.findall(exported.mlir_module())))
+    if found:
+        raise ValueError(_CALLBACK_MESSAGE.format(targets=", ".join(found)))
+
+
 def export_task(fn: ExportableFunction, task: ExportTask) -> tuple[bytes, ArtifactRecord]:
     """Export one task: the serialized blob and its manifest record."""
     spec = fn.export_spec
     structure = spec.structures[task.structure_index]
-    exported = export_exported(fn, task)
+    try:
+        exported = export_exported(fn, task)
+    except Exception as err:
+        if _raised_in_callback_lowering(err):
+            raise ValueError(_CALLBACK_MESSAGE.format(targets="host callback")) from err
+        raise
+    _refuse_host_callbacks(exported)
     type_refs = pytrees.register_all([exported.in_tree, exported.out_tree])
     try:
         with _x64_context(structure.uses_x64):

@@ -104,9 +104,13 @@ def _dtype(name: str) -> np.dtype:
 
 def parse_dtype(raw: Any) -> str:
     """Return the canonical dtype name of a string, numpy or jax dtype; raise ``TypeError``."""
-    candidate = getattr(raw, "dtype", raw) if not isinstance(raw, str | np.dtype) else raw
     try:
-        dtype = _dtype(candidate) if isinstance(candidate, str) else np.dtype(candidate)
+        if isinstance(raw, str):
+            dtype = _dtype(raw)
+        elif isinstance(getattr(raw, "dtype", None), np.dtype):  # jnp.float32, arrays
+            dtype = raw.dtype
+        else:
+            dtype = np.dtype(raw)
     except (TypeError, ValueError) as err:
         raise TypeError(f"{raw!r} is not a dtype") from err
     if dtype.kind not in "biufcV" or (dtype.kind == "V" and dtype.name == "void"):
@@ -175,8 +179,11 @@ def parse_shape(raw: Any) -> tuple[str, ...]:
         raise ValueError(f"a shape must be a string like 'a, b', got {type(raw).__name__}")
     out = []
     for dim in dims:
-        _check_dim_ast(dim, ast.unparse(dim))
-        out.append(ast.unparse(dim))
+        text = ast.unparse(dim)
+        _check_dim_ast(dim, text)
+        if not dim_symbols(text) and _eval(dim, {}) < 0:
+            raise ValueError(f"negative dimension {text!r}")
+        out.append(text)
     return tuple(out)
 
 

@@ -75,3 +75,31 @@ def run_python() -> Callable[..., subprocess.CompletedProcess[str]]:
         return run([python, "-c", code], env=env, check=check, cwd=cwd)
 
     return runner
+
+
+def export_into_copy(tmp: Path, package: str, **options: object) -> Path:
+    """Copy a fixture package into ``tmp`` and bake its artifacts beside it (as a wheel would)."""
+    from hatch_jaxexport.build import export_package
+
+    shutil.copytree(FIXTURES / package, tmp / package,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    export_package(package, tmp / package / "_jaxexport", search_path=[tmp], **options)
+    return tmp
+
+
+@pytest.fixture(scope="session")
+def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding ``jxe_demo`` with its baked artifacts, like site-packages after install."""
+    return export_into_copy(tmp_path_factory.mktemp("demo-site"), "jxe_demo", jobs=2)
+
+
+@pytest.fixture(scope="session")
+def demo(demo_site: Path):
+    """``jxe_demo.funcs`` imported in this process from ``demo_site``."""
+    import importlib
+
+    sys.path.insert(0, str(demo_site))
+    try:
+        yield importlib.import_module("jxe_demo.funcs")
+    finally:
+        sys.path.remove(str(demo_site))

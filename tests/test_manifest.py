@@ -1,0 +1,75 @@
+"""Manifest writing, reading and validation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hatch_jaxexport import ArtifactError
+from hatch_jaxexport.manifest import SCHEMA_VERSION, check_file_name, parse_manifest
+
+
+@pytest.fixture
+def manifest_json(demo_site):
+    return json.loads((demo_site / "jxe_demo" / "_jaxexport" / "manifest.json").read_text())
+
+
+def _bytes(data) -> bytes:
+    return json.dumps(data).encode()
+
+
+def test_manifest_round_trips_and_records_every_field(demo_site, manifest_json):
+    raw = (demo_site / "jxe_demo" / "_jaxexport" / "manifest.json").read_bytes()
+    manifest = parse_manifest(raw)
+    assert manifest.to_bytes() == raw
+    assert manifest.schema_version == SCHEMA_VERSION
+    assert manifest.package == "jxe_demo"
+    record = next(r for r in manifest.artifacts if r.function == "jxe_demo.funcs:constrained")
+    assert record.constraints == ["a >= 2"]
+    assert record.in_avals == ["float32[a,b]", "float32[b]"]
+    assert record.platform == "cpu" and record.vjp_order == 0
+    assert len(record.sha256) == 64 and len(record.fingerprint) == 64
+    assert record.spec["args"]["x"] == {"kind": "array", "shape": ["a", "b"], "dtype": "float32"}
+    poly = sorted(r.static["mode"] for r in manifest.artifacts
+                  if r.function == "jxe_demo.funcs:poly")
+    assert poly == ["exact", "fast"]
+
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda m: m.update(schema_version=SCHEMA_VERSION + 1),
+     r"schema version 2, newer than this hatch-jaxexport reads \(1\); upgrade"),
+    (lambda m: m.update(schema_version="1"), r"schema_version must be an int"),
+    (lambda m: m.update(artifacts={}), r"'artifacts' must be a list"),
+    (lambda m: m["artifacts"][0].update(file="../../etc/passwd"), r"unsafe artifact file"),
+    (lambda m: m["artifacts"][0].update(file="/etc/passwd"), r"unsafe artifact file"),
+    (lambda m: m["artifacts"][0].update(file="sub/x.jaxexport"), r"unsafe artifact file"),
+    (lambda m: m["artifacts"][0].update(sha256="zz"), r"not a SHA-256"),
+    (lambda m: m["artifacts"][0].update(size=10**20), r"out of range"),
+    (lambda m: m["artifacts"][0].update(size=True), r"size must be int"),
+    (lambda m: m["artifacts"][0].pop("platform"), r"artifacts\[0\] lacks 'platform'"),
+    (lambda m: m["artifacts"][0].update(in_avals=[1]), r"in_avals must be list\[str\]"),
+    (lambda m: m["artifacts"].append(m["artifacts"][0]), r"listed twice"),
+    (lambda m: m.update(package=None), r"'package' must be a string"),
+])
+def test_corrupt_manifest_is_a_clear_artifact_error(manifest_json, mutate, message):
+    mutate(manifest_json)
+    with pytest.raises(ArtifactError, match=message):
+        parse_manifest(_bytes(manifest_json))
+
+
+@pytest.mark.parametrize("data", [b"", b"\xff\xfe", b"[1, 2]", b"{", b"null", b"[" * 100000])
+def test_garbage_manifest_is_a_clear_artifact_error(data):
+    with pytest.raises(ArtifactError, match="manifest"):
+        parse_manifest(data)
+
+
+@pytest.mark.parametrize("name", ["a.jaxexport", "f_x-0123.jaxexport"])
+def test_safe_file_names(name):
+    assert check_file_name(name) == name
+
+
+@pytest.mark.parametrize("name", ["..", "a/../b", "C:\\x", "", ".hidden", "a\\b", 3, None])
+def test_unsafe_file_names(name):
+    with pytest.raises(ArtifactError):
+        check_file_name(name)

@@ -1,0 +1,161 @@
+"""Spec parsing and decoration-time validation (SpecError messages)."""
+
+from __future__ import annotations
+
+import collections
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from hatch_jaxexport import SpecError, exportable
+from hatch_jaxexport.spec import (
+    check_constraint,
+    evaluate_dim,
+    parse_constraint,
+    parse_dtype,
+    parse_shape,
+    parse_structure,
+)
+
+
+@pytest.mark.parametrize(("raw", "dims"), [
+    ("a, b", ("a", "b")),
+    ("(a,b)", ("a", "b")),
+    ("n,", ("n",)),
+    ("", ()),
+    ("2*n + 1, 3", ("2 * n + 1", "3")),
+    ("max(a, b), mod(c, 2)", ("max(a, b)", "mod(c, 2)")),
+    (("batch", 784), ("batch", "784")),
+])
+def test_parse_shape_forms(raw, dims):
+    assert parse_shape(raw) == dims
+
+
+@pytest.mark.parametrize("raw", ["a b", "a, b)", "a / 2", "x.y", "-1", "lambda: 1", "a, if"])
+def test_parse_shape_rejects(raw):
+    with pytest.raises(ValueError):
+        parse_shape(raw)
+
+
+@pytest.mark.parametrize(("raw", "name"), [
+    ("float32", "float32"), (np.float64, "float64"), (jnp.float32, "float32"),
+    (jnp.dtype("int8"), "int8"), ("bfloat16", "bfloat16"), (jnp.bfloat16, "bfloat16"),
+    (np.dtype("complex64"), "complex64"), ("bool", "bool"),
+])
+def test_parse_dtype_forms(raw, name):
+    assert parse_dtype(raw) == name
+
+
+@pytest.mark.parametrize("raw", ["float33", "object", "U5", object, 3])
+def test_parse_dtype_rejects(raw):
+    with pytest.raises(TypeError):
+        parse_dtype(raw)
+
+
+def test_dims_and_constraints_evaluate():
+    env = {"a": 4, "b": 6}
+    assert evaluate_dim("2 * a + 1", env) == 9
+    assert evaluate_dim("max(a, b)", env) == 6
+    assert evaluate_dim("floordiv(b, a)", env) == 1
+    assert parse_constraint("a>=2") == "a >= 2"
+    assert check_constraint("a >= 2", env)
+    assert not check_constraint("b <= a", env)
+    with pytest.raises(ValueError, match="one comparison"):
+        parse_constraint("a > 2")
+
+
+def test_structure_key_and_symbols_shared_across_arguments():
+    s = parse_structure("f", {"params": {"w": ("i, o", "float32"), "b": ("o,", "float32")},
+                              "x": ("n, i", jnp.float32)}, 0)
+    assert s.key == "params: {w: float32[i, o], b: float32[o]}; x: float32[n, i]"
+    assert s.symbols == {"i", "o", "n"}
+
+
+def test_structure_leaf_forms():
+    Point = collections.namedtuple("Point", "x y")
+    s = parse_structure("f", {
+        "a": jax.ShapeDtypeStruct((3, 4), jnp.float32),
+        "b": Point(("n", "float32"), ("n", "float32")),
+        "c": [("n", "int32"), None],
+        "d": ("n, m", "float32", ["m >= 2"]),
+    }, 0, ["n <= 100"])
+    assert "a: float32[3, 4]" in s.key
+    assert "b: Point(x=float32[n], y=float32[n])" in s.key
+    assert s.constraints == ("m >= 2", "n <= 100")
+
+
+def _body(x, y=None):
+    return x
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: exportable({"z": ("n", "float32")})(_body),
+     r"test_spec:_body, structure 0: unknown argument name 'z' \(test_spec:_body takes x, y\)"),
+    (lambda: exportable({"x": ("n", "floaty")})(_body),
+     r"argument 'x': bad dtype: 'floaty' is not a dtype"),
+    (lambda: exportable({"x": ("n m", "float32")})(_body), r"argument 'x': cannot parse shape"),
+    (lambda: exportable({"x": ("n", "float32"), "y": ("n", "float32")},
+                        static={"y": [1]})(_body), r"argument 'y' is static"),
+    (lambda: exportable({"x": ("n", "float32")}, static={"q": [1]})(_body),
+     r"static argument 'q' is not an argument"),
+    (lambda: exportable({"x": ("n", "float32")}, static={"y": [[1]]})(_body),
+     r"static value \[1\] of 'y' must be a str, int, float, bool or None"),
+    (lambda: exportable({"x": ("n", "float32")}, platforms=["gpu"])(_body),
+     r"platforms must be a non-empty list of cpu, cuda, rocm, tpu; got \['gpu'\]"),
+    (lambda: exportable({"x": ("n", "float32")}, vjp_order=-1)(_body), r"vjp_order must be"),
+    (lambda: exportable({"x": ("n", "float32", ["k >= 2"])})(_body),
+     r"constraint 'k >= 2' uses k, which no argument's shape uses"),
+    (lambda: exportable({"x": {1: ("n", "float32")}})(_body), r"dict keys must be strings"),
+    (lambda: exportable({})(_body), r"expected a non-empty dict"),
+    (lambda: exportable()(_body), r"give at least one structure"),
+    (lambda: exportable(_body), r"@exportable needs a spec"),
+    (lambda: exportable("f", {"x": ("n", "float32")}, name="g"), r"name is given twice"),
+])
+def test_spec_errors_name_function_argument_and_problem(make, message):
+    with pytest.raises(SpecError, match=message):
+        make()
+
+
+def test_argument_without_spec_or_default_is_an_error():
+    def two(x, y):
+        return x + y
+
+    with pytest.raises(SpecError, match=r"argument 'y' has no spec, no default and is not static"):
+        exportable({"x": ("n", "float32")})(two)
+
+
+def test_spec_error_is_a_value_error():
+    assert issubclass(SpecError, ValueError)
+
+
+def test_decoration_traces_nothing_and_keeps_metadata():
+    calls = []
+
+    def body(x):
+        """Doc of body."""
+        calls.append(x)
+        return x
+
+    wrapped = exportable("named", {"x": ("n", "float32")}, {"x": ("n, m", "float32")})(body)
+    assert calls == []
+    assert wrapped.name == "named"
+    assert wrapped.__doc__ == "Doc of body."
+    assert wrapped.__wrapped__ is body
+    assert len(wrapped.export_spec.structures) == 2
+
+
+def test_default_name_is_module_and_qualname():
+    wrapped = exportable({"x": ("n", "float32")})(_body)
+    assert wrapped.name == f"{__name__}:_body"
+
+
+def test_static_combinations_are_the_cartesian_product():
+    def f(x, mode="a", k=1):
+        return x
+
+    wrapped = exportable({"x": ("n", "float32")}, static={"mode": ["a", "b"], "k": [1, 2, 3]})(f)
+    combos = wrapped.export_spec.static_combinations()
+    assert len(combos) == 6
+    assert {"k": 3, "mode": "b"} in combos
