@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The whole test suite, from nothing: makes a virtual environment per interpreter, installs this
+# project with its test and docs extras (jax comes from PyPI), checks style and runs pytest.
+# Runs on the default python3 (jax 0.10.x on 3.11) and, where one is found, on Python 3.12 with
+# the newest jax. Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not slow"`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+work="${HATCH_JAXEXPORT_TEST_VENVS:-$root/.venvs}"
+
+find_python312() {
+  command -v python3.12 2>/dev/null && return
+  if command -v pyenv >/dev/null 2>&1; then
+    local cand
+    for cand in "$(pyenv root)"/versions/3.12*/bin/python3.12; do
+      [ -x "$cand" ] && { echo "$cand"; return; }
+    done
+  fi
+  return 1
+}
+
+suite() {  # suite PYTHON NAME [pytest args...]
+  local python=$1 name=$2; shift 2
+  local venv="$work/$name"
+  echo "=== $name: $("$python" --version 2>&1) ==="
+  [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade -e ".[test,docs]" \
+    "jax[cpu]" ruff uv
+  "$venv/bin/python" -c 'import jax, sys; print("jax", jax.__version__, "on Python", sys.version.split()[0])'
+  "$venv/bin/python" -m ruff check .
+  "$venv/bin/python" -m pytest "$@"
+}
+
+suite python3 py-default "$@"
+if py312=$(find_python312); then
+  suite "$py312" py312 "$@"
+else
+  echo "=== no Python 3.12 interpreter found: skipping the newest-jax run ==="
+fi
