@@ -119,7 +119,7 @@ def _walk(spec: Any, value: Any, path: str, shapes: list[Any]) -> Any:
             raise _NoMatch(_TREE, f"argument {path!r} expects a dict with keys "
                                   f"{sorted(spec)}, got {got}", TypeError)
         out = {k: _walk(spec[k], value[k], f"{path}[{k!r}]", shapes) for k in spec}
-        return type(value)(out) if type(value) is not dict and isinstance(value, dict) else out
+        return type(spec)(out)  # the exported container type (dict or OrderedDict)
     if isinstance(spec, NamedTupleNode):
         if type(value) is not spec.type:
             raise _NoMatch(_TREE, f"argument {path!r} expects a {spec.type.__name__}, got "

@@ -52,10 +52,12 @@ def _calls(demo):
         ("constrained", (arr(3, 2), arr(2)), {}),
         ("listy", ([arr(2), arr(2)], jnp.float32(3.0)), {}),
         ("power", (arr(3),), {"k": 2}),
+        ("pytree_in", (demo.Stats(arr(3), arr(3)), None,
+                       collections.OrderedDict([("z", arr(3)), ("a", arr(3))])), {}),
     ]
 
 
-@pytest.mark.parametrize("index", range(12))
+@pytest.mark.parametrize("index", range(13))
 def test_round_trip_equals_source_and_uses_the_artifact(demo, no_fallback, index):
     name, args, kwargs = _calls(demo)[index]
     fn = getattr(demo, name)
@@ -148,6 +150,10 @@ BAD_CALLS = [
         r"jax_enable_x64 on\)"),
     Bad(lambda d: d.power(jnp.ones(3), k=3), ValueError,
         r"static argument 'k' got 3; the baked values are 1, 2"),
+    Bad(lambda d: d.pytree_in((jnp.ones(2), jnp.ones(2)), None, {}), TypeError,
+        r"argument 's' expects a Stats, got \(float32\[2\], float32\[2\]\)"),
+    Bad(lambda d: d.pytree_in(d.Stats(jnp.ones(2), jnp.ones(2)), jnp.ones(2), {}), TypeError,
+        r"argument 'extra' expects None, got float32\[2\]"),
     Bad(lambda d: d.power(jnp.ones(3), k=True), ValueError,
         r"static argument 'k' got True"),
 ]
