@@ -97,6 +97,20 @@ def _check_leaf(leaf: LeafSpec, value: Any, path: str, shapes: Shapes) -> Any:
     return value
 
 
+def committed_platform(values: Mapping[str, Any]) -> str | None:
+    """The platform of the first argument committed to a device (``jax.device_put``), if any."""
+    import jax
+
+    for leaf in jax.tree_util.tree_leaves(values):
+        if isinstance(leaf, jax.Array) and not isinstance(leaf, jax.core.Tracer):
+            try:
+                if leaf.committed:
+                    return next(iter(leaf.devices())).platform
+            except Exception:  # an array without concrete placement
+                continue
+    return None
+
+
 def _numpy_dtype(name: str) -> np.dtype:
     from .spec import _dtype
 

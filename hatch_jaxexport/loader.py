@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .decorator import ExportableFunction
-from .dispatch import CallPlan, plan_call
+from .dispatch import CallPlan, committed_platform, plan_call
 from .errors import ArtifactError, FallbackWarning
 from .manifest import (
     ARTIFACT_DIR,
@@ -102,13 +102,13 @@ def forget_package(package: str) -> None:
 
 
 @functools.cache
-def current_platform() -> str:
-    """The jax.export name of the default backend: ``cpu``, ``cuda``, ``rocm`` or ``tpu``."""
+def export_platform(backend: str | None = None) -> str:
+    """The jax.export name (``cpu``, ``cuda``, ``rocm``, ``tpu``) of a backend (default: jax's)."""
     import jax
 
-    backend = jax.default_backend()
+    backend = backend or jax.default_backend()
     if backend == "gpu":
-        version = jax.devices()[0].client.platform_version.lower()
+        version = jax.devices("gpu")[0].client.platform_version.lower()
         return "rocm" if "rocm" in version else "cuda"
     return backend
 
@@ -209,7 +209,8 @@ def _resolve(fn: ExportableFunction, plan: CallPlan, platform: str) -> _Target:
 def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run a call of an ``@exportable`` function (what ``ExportableFunction.__call__`` does)."""
     plan = plan_call(fn, args, kwargs)
-    key = (plan.structure_index, plan.static_key, current_platform())
+    key = (plan.structure_index, plan.static_key,
+           export_platform(committed_platform(plan.values)))
     target = fn.runtime_cache.get(key)
     if target is None:
         with fn.lock:

@@ -185,3 +185,12 @@ def test_strict_mode_raises_artifact_error(demo, monkeypatch):
                                             r"\(HATCH_JAXEXPORT_STRICT is set\): artifacts were "
                                             r"built for cuda"):
         demo.gpu_only(jnp.ones(2))
+
+
+def test_committed_arguments_choose_their_device_platform(demo, no_fallback):
+    from hatch_jaxexport.dispatch import committed_platform
+
+    x = jax.device_put(jnp.ones((2, 2)), jax.devices("cpu")[0])
+    assert committed_platform({"x": x}) == "cpu"
+    assert committed_platform({"x": jnp.ones(2)}) is None  # uncommitted: the default backend
+    np.testing.assert_allclose(demo.scale(x), source(demo.scale)(x), rtol=1e-6)
