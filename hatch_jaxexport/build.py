@@ -129,8 +129,10 @@ def _worker_env(search_path: Sequence[str | os.PathLike[str]]) -> dict[str, str]
 def _failure_message(failure: dict[str, Any]) -> str:
     task = failure["task"]
     static = f", static {task['static']}" if task["static"] else ""
+    member = "" if (task["kind"], task["batched"]) == ("primal", False) else \
+        f", {'batched ' if task['batched'] else ''}{task['kind']} artifact"
     return (f"{task['function']}, structure {task['structure_index']} ({failure['structure']})"
-            f"{static}, platform {task['platform']}: {_short(failure['error'], 600)}")
+            f"{static}, platform {task['platform']}{member}: {_short(failure['error'], 600)}")
 
 
 def _short(text: str, limit: int = 2000) -> str:
@@ -203,7 +205,8 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
         skipped = [SkippedRecord(function=f["task"]["function"], structure=f["structure"],
                                  structure_index=f["task"]["structure_index"],
                                  static=f["task"]["static"], platform=f["task"]["platform"],
-                                 reason=f["error"]) for f in failures]
+                                 reason=f["error"], kind=f["task"]["kind"],
+                                 batched=f["task"]["batched"]) for f in failures]
         manifest = Manifest(package=package, generator=f"hatch-jaxexport {__version__}",
                             jax_version=results[0]["jax_version"],
                             jaxlib_version=results[0]["jaxlib_version"],

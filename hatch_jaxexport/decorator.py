@@ -30,6 +30,16 @@ class ExportSpec:
     export_with_kwargs: bool
     skip_jitting: bool
     static: Mapping[str, tuple[JsonScalar, ...]]
+    ad_order: int = 0
+    vmap: bool = False
+
+    @property
+    def uses_family(self) -> bool:
+        """Whether calls go through the transformation primitive (see ``transforms``).
+
+        Everything does except functions that only ask for jax's native ``vjp_order``.
+        """
+        return not (self.vjp_order > 0 and self.ad_order == 0 and not self.vmap)
 
     def static_combinations(self) -> list[dict[str, JsonScalar]]:
         """Every combination of static values (one artifact each); ``[{}]`` without statics."""
@@ -143,12 +153,17 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
                export_with_kwargs: bool = False, skip_jitting: bool = False,
                static: Mapping[str, Sequence[JsonScalar]] | None = None,
                constraints: Sequence[str] = (), name: str | None = None,
+               ad_order: int = 0, vmap: bool = False,
                ) -> Callable[[Callable[..., Any]], ExportableFunction]:
     """Mark a function for export at build time.
 
     Forms: ``@exportable({"x": ("a, b", "float32")})`` (name defaults to ``module:qualname``) and
     ``@exportable("name", structure, alternative_structure, ...)`` (econpizza style). Raises
     ``SpecError`` at decoration time for a malformed spec; traces nothing.
+
+    ``ad_order=1`` or ``2`` bakes the companion artifacts that make ``jax.jvp``, ``jax.grad``,
+    ``jax.jacfwd``, ``jax.hessian``... work on the loaded function; ``vmap=True`` bakes batched
+    versions (``jax.vmap`` runs as one call instead of sequentially).
     """
     if specs and isinstance(specs[0], str):
         if name is not None:
@@ -167,6 +182,9 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
         if not isinstance(vjp_order, int) or isinstance(vjp_order, bool) or vjp_order < 0:
             raise SpecError(f"@exportable spec of {fn_name}: vjp_order must be an int >= 0, "
                             f"got {vjp_order!r}")
+        if ad_order not in (0, 1, 2) or isinstance(ad_order, bool):
+            raise SpecError(f"@exportable spec of {fn_name}: ad_order must be 0, 1 or 2, "
+                            f"got {ad_order!r}")
         if isinstance(constraints, str):
             raise SpecError(f"@exportable spec of {fn_name}: constraints must be a list of "
                             f"strings, got {constraints!r}")
@@ -203,7 +221,7 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
             name=fn_name, structures=structures,
             platforms=_check_platforms(fn_name, platforms), vjp_order=vjp_order,
             export_with_kwargs=bool(export_with_kwargs), skip_jitting=bool(skip_jitting),
-            static=static_values,
+            static=static_values, ad_order=ad_order, vmap=bool(vmap),
         )
         wrapper = ExportableFunction(fn, spec, signature, tuple(layouts))
         REGISTRY.setdefault(getattr(fn, "__module__", "__main__"), []).append(wrapper)

@@ -14,8 +14,16 @@ from typing import Any
 
 from . import pytrees
 from .decorator import ExportableFunction
-from .manifest import BLOB_SUFFIX, ArtifactRecord, sha256_hex
+from .manifest import BLOB_SUFFIX, ArtifactRecord, artifact_id, sha256_hex
 from .spec import LeafSpec, Structure, static_key, tree_map_leaves
+from .transforms import (
+    BATCH_SYMBOL,
+    KINDS_BY_ORDER,
+    inexact_indices,
+    member_avals,
+    member_function,
+    source_flat,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,38 +34,48 @@ class ExportTask:
     structure_index: int
     static: dict[str, Any]
     platform: str
+    kind: str = "primal"
+    batched: bool = False
 
     @property
     def id(self) -> str:
-        static = ",".join(f"{k}={v!r}" for k, v in sorted(self.static.items()))
-        return f"{self.function}/{self.structure_index}" + (f"/{static}" if static else "") + \
-            f"/{self.platform}"
+        return artifact_id(self.function, self.structure_index, self.static, self.platform,
+                           self.kind, self.batched)
+
+    @property
+    def primal(self) -> ExportTask:
+        return dataclasses.replace(self, kind="primal", batched=False)
 
     def file_name(self, structure: Structure) -> str:
         """A deterministic, safe blob file name."""
         slug = re.sub(r"[^A-Za-z0-9_]+", "_", self.function).strip("_")[:80] or "fn"
-        digest = hashlib.sha256(json.dumps(
-            [self.function, structure.key, static_key(self.static), self.platform]
-        ).encode()).hexdigest()[:16]
+        key = [self.function, structure.key, static_key(self.static), self.platform]
+        if (self.kind, self.batched) != ("primal", False):
+            key += [self.kind, self.batched]
+        digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
         return f"{slug}-{digest}{BLOB_SUFFIX}"
 
 
 def tasks_for(fn: ExportableFunction, default_platforms: tuple[str, ...]) -> list[ExportTask]:
     """Every artifact of a function: structure x static values x platform."""
-    platforms = fn.export_spec.platforms or default_platforms
-    return [ExportTask(fn.name, index, static, platform)
-            for index in range(len(fn.export_spec.structures))
-            for static in fn.export_spec.static_combinations()
-            for platform in platforms]
+    spec = fn.export_spec
+    platforms = spec.platforms or default_platforms
+    members = [(kind, batched) for batched in ((False, True) if spec.vmap else (False,))
+               for kind in KINDS_BY_ORDER[spec.ad_order]]
+    return [ExportTask(fn.name, index, static, platform, kind, batched)
+            for index in range(len(spec.structures))
+            for static in spec.static_combinations()
+            for platform in platforms
+            for kind, batched in members]
 
 
-def abstract_args(structure: Structure) -> dict[str, Any]:
+def abstract_args(structure: Structure, scope: Any = None) -> dict[str, Any]:
     """``jax.ShapeDtypeStruct`` trees for a structure, all symbols in one ``SymbolicScope``."""
     import jax
     import jax.numpy as jnp
     from jax import export
 
-    scope = export.SymbolicScope(list(structure.constraints))
+    scope = scope or export.SymbolicScope(list(structure.constraints))
 
     def leaf(spec: LeafSpec) -> Any:
         shape = export.symbolic_shape(spec.shape_text, scope=scope) if spec.shape else ()
@@ -84,12 +102,36 @@ def export_exported(fn: ExportableFunction, task: ExportTask) -> Any:
 
     spec = fn.export_spec
     structure = spec.structures[task.structure_index]
+    scope = export.SymbolicScope(list(structure.constraints))
     with jax_config.traceback_in_locations_limit(0), _x64_context(structure.uses_x64):
-        values = {**abstract_args(structure), **task.static}
+        values = {**abstract_args(structure, scope), **task.static}
         args, kwargs = fn.layouts[task.structure_index].split(values)
         target = fn.__wrapped__ if spec.skip_jitting else jax.jit(
             fn.__wrapped__, static_argnames=tuple(spec.static))
-        return export.export(target, platforms=[task.platform])(*args, **kwargs)
+        primal = export.export(target, platforms=[task.platform])(*args, **kwargs)
+        if (task.kind, task.batched) == ("primal", False):
+            return primal
+        return _export_member(fn, task, primal, scope)
+
+
+def _export_member(fn: ExportableFunction, task: ExportTask, primal: Any, scope: Any) -> Any:
+    """Export a family member (a companion or a batched artifact) of a primal ``Exported``."""
+    import jax
+    from jax import export
+
+    in_dtypes = [a.dtype for a in primal.in_avals]
+    out_dtypes = [a.dtype for a in primal.out_avals]
+    din, dout = inexact_indices(in_dtypes), inexact_indices(out_dtypes)
+    f_flat = source_flat(fn, task.structure_index, task.static, primal.in_tree)
+    member = member_function(task.kind, f_flat, len(in_dtypes), din, dout)
+    avals = member_avals(task.kind, primal.in_avals, primal.out_avals, din, dout)
+    if task.batched:
+        (batch,) = export.symbolic_shape(BATCH_SYMBOL, scope=scope)
+        member = jax.vmap(member)
+        avals = [jax.ShapeDtypeStruct((batch, *a.shape), a.dtype) for a in avals]
+    else:
+        avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
+    return export.export(jax.jit(member), platforms=[task.platform])(*avals)
 
 
 def fingerprint(exported: Any, vjp_order: int) -> str:
@@ -159,7 +201,8 @@ def export_task(fn: ExportableFunction, task: ExportTask) -> tuple[bytes, Artifa
     type_refs = pytrees.register_all([exported.in_tree, exported.out_tree])
     try:
         with _x64_context(structure.uses_x64):
-            blob = bytes(exported.serialize(vjp_order=spec.vjp_order))
+            vjp_order = spec.vjp_order if task.kind == "primal" and not task.batched else 0
+            blob = bytes(exported.serialize(vjp_order=vjp_order))
     except ValueError as err:
         if "PyTreeDef" in str(err):
             raise ValueError(f"{err} hatch-jaxexport registers namedtuples and jax dataclasses "
@@ -171,8 +214,9 @@ def export_task(fn: ExportableFunction, task: ExportTask) -> tuple[bytes, Artifa
         function=fn.name, structure=structure.key, structure_index=task.structure_index,
         spec=structure.to_json(), constraints=list(structure.constraints), static=task.static,
         platform=task.platform, file=task.file_name(structure), sha256=sha256_hex(blob),
-        size=len(blob), fingerprint=fingerprint(exported, spec.vjp_order),
-        vjp_order=spec.vjp_order, kwargs=spec.export_with_kwargs,
+        size=len(blob), fingerprint=fingerprint(exported, vjp_order),
+        vjp_order=vjp_order, kwargs=spec.export_with_kwargs, kind=task.kind,
+        batched=task.batched,
         calling_convention=exported.calling_convention_version,
         in_tree=str(exported.in_tree), out_tree=str(exported.out_tree),
         in_avals=[str(a) for a in exported.in_avals],

@@ -43,7 +43,7 @@ class PackageArtifacts:
     package: str
     manifest: Manifest
     root: Any  # importlib.resources Traversable
-    by_key: dict[tuple[str, str, str, str], ArtifactRecord]
+    by_key: dict[tuple[str, str, str, str, str, bool], ArtifactRecord]
 
     def read_blob(self, record: ArtifactRecord) -> bytes:
         path = self.root / record.file
@@ -62,9 +62,10 @@ _PACKAGES: dict[str, PackageArtifacts | None] = {}
 _PACKAGES_LOCK = threading.Lock()
 
 
-def artifact_key(record_or_fn: str, structure: str, static_key: str, platform: str
-                 ) -> tuple[str, str, str, str]:
-    return (record_or_fn, structure, static_key, platform)
+def artifact_key(function: str, structure: str, static_key: str, platform: str,
+                 kind: str = "primal", batched: bool = False
+                 ) -> tuple[str, str, str, str, str, bool]:
+    return (function, structure, static_key, platform, kind, batched)
 
 
 def load_package_artifacts(package: str) -> PackageArtifacts | None:
@@ -88,7 +89,8 @@ def load_package_artifacts(package: str) -> PackageArtifacts | None:
         manifest = parse_manifest(data, where=f"{package}/{ARTIFACT_DIR}/{MANIFEST_NAME}")
         from .spec import static_key
 
-        by_key = {artifact_key(r.function, r.structure, static_key(r.static), r.platform): r
+        by_key = {artifact_key(r.function, r.structure, static_key(r.static), r.platform,
+                               r.kind, r.batched): r
                   for r in manifest.artifacts}
         result = PackageArtifacts(package, manifest, root, by_key)
         _PACKAGES[package] = result
@@ -163,8 +165,8 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str
     record = package.by_key.get(artifact_key(fn.name, structure.key, plan.static_key, platform))
     if record is None:
         for skipped in package.manifest.skipped:
-            if (skipped.function, skipped.structure, skipped.platform) == (
-                    fn.name, structure.key, platform):
+            if (skipped.function, skipped.structure, skipped.platform, skipped.kind,
+                    skipped.batched) == (fn.name, structure.key, platform, "primal", False):
                 return None, f"its export failed at build time and was skipped: {skipped.reason}"
         built = sorted({r.platform for r in package.manifest.artifacts if r.function == fn.name})
         if not built:
@@ -175,15 +177,43 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str
         return None, (f"no artifact for structure {plan.structure_index} ({structure.key}) "
                       f"with static values {plan.static_key} on {platform}")
     try:
-        exported = deserialize_checked(package.read_blob(record), record.pytree_types, fn.package)
+        exported = _load(package, record, fn.package)
     except ArtifactError as err:
-        return None, (f"artifact {record.file} (built with jax {package.manifest.jax_version}, "
-                      f"running jax {_jax_version()}) is unusable: {err}")
-    except OSError as err:
-        return None, f"cannot read artifact {record.file}: {err}"
+        return None, str(err)
     import jax
 
-    return jax.jit(exported.call), ""
+    if not fn.export_spec.uses_family:
+        return jax.jit(exported.call), ""
+    from .transforms import Family, source_flat, warn_or_raise
+
+    members = {("primal", False): exported}
+    base = (fn.name, structure.key, plan.static_key, platform)
+    for (*rest, kind, batched), member in package.by_key.items():
+        if tuple(rest) == base and (kind, batched) != ("primal", False):
+            try:
+                members[(kind, batched)] = _load(package, member, fn.package)
+            except ArtifactError as err:
+                warnings.warn(f"{fn.name}: {err}; transformations needing it trace the source",
+                              FallbackWarning, stacklevel=5)
+    family = Family(
+        name=fn.name, members=members, in_tree=exported.in_tree, out_tree=exported.out_tree,
+        in_dtypes=[a.dtype for a in exported.in_avals],
+        out_dtypes=[a.dtype for a in exported.out_avals],
+        source_flat=source_flat(fn, plan.structure_index, plan.static, exported.in_tree),
+        on_missing=warn_or_raise(fn.name, strict_mode()))
+    return family.jitted_primal(), ""
+
+
+def _load(package: PackageArtifacts, record: ArtifactRecord, package_name: str) -> Any:
+    """Read, check and deserialize one artifact; ``ArtifactError`` says why it is unusable."""
+    try:
+        return deserialize_checked(package.read_blob(record), record.pytree_types, package_name)
+    except ArtifactError as err:
+        raise ArtifactError(
+            f"artifact {record.file} (built with jax {package.manifest.jax_version}, running "
+            f"jax {_jax_version()}) is unusable: {err}") from None
+    except OSError as err:
+        raise ArtifactError(f"cannot read artifact {record.file}: {err}") from None
 
 
 def _jax_version() -> str:

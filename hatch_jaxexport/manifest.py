@@ -22,6 +22,7 @@ MANIFEST_NAME = "manifest.json"
 BLOB_SUFFIX = ".jaxexport"
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+KNOWN_KINDS = ("primal", "jvp", "vjp", "jvp_jvp", "vjp_jvp")
 _MAX_BLOB = 2**34
 
 
@@ -48,13 +49,14 @@ class ArtifactRecord:
     in_avals: list[str]
     out_avals: list[str]
     pytree_types: list[str]
+    kind: str
+    batched: bool
 
     @property
     def id(self) -> str:
         """A readable identifier, unique in a manifest."""
-        static = ",".join(f"{k}={v!r}" for k, v in sorted(self.static.items()))
-        return f"{self.function}/{self.structure_index}" + (f"/{static}" if static else "") + \
-            f"/{self.platform}"
+        return artifact_id(self.function, self.structure_index, self.static, self.platform,
+                           self.kind, self.batched)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +69,8 @@ class SkippedRecord:
     static: dict[str, Any]
     platform: str
     reason: str
+    kind: str
+    batched: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,9 +99,19 @@ class Manifest:
         return (json.dumps(data, sort_keys=True, indent=1, ensure_ascii=True) + "\n").encode()
 
 
+def artifact_id(function: str, structure_index: int, static: Mapping[str, Any], platform: str,
+                kind: str = "primal", batched: bool = False) -> str:
+    """``function/structure/static/platform[/member]``, e.g. ``pkg.m:f/0/mode='a'/cpu/jvp``."""
+    text = ",".join(f"{k}={v!r}" for k, v in sorted(static.items()))
+    member = "" if kind == "primal" else kind
+    member += "+batched" if batched else ""
+    return f"{function}/{structure_index}" + (f"/{text}" if text else "") + f"/{platform}" + \
+        (f"/{member.lstrip('+')}" if member else "")
+
+
 def _sort_key(record: ArtifactRecord | SkippedRecord) -> tuple[Any, ...]:
     return (record.function, record.structure_index, json.dumps(record.static, sort_keys=True),
-            record.platform)
+            record.platform, record.kind, record.batched)
 
 
 def sha256_hex(data: bytes) -> str:
@@ -163,6 +177,9 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
     skipped = tuple(_from_json(SkippedRecord, item, f"skipped[{i}]")
                     for i, item in enumerate(raw["skipped"]))
     seen: set[str] = set()
+    for record in (*artifacts, *skipped):
+        if record.kind not in KNOWN_KINDS:
+            raise ArtifactError(f"corrupt manifest: unknown artifact kind {record.kind!r:.40}")
     for i, record in enumerate(artifacts):
         check_file_name(record.file)
         if not _SHA256.match(record.sha256):
