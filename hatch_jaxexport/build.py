@@ -24,7 +24,7 @@ from . import __version__
 from .decorator import ExportableFunction, registered_in
 from .errors import ExportError
 from .exporter import ExportTask, tasks_for
-from .manifest import MANIFEST_NAME, ArtifactRecord, Manifest, SkippedRecord
+from .manifest import MANIFEST_NAME, ArtifactRecord, Manifest, SkippedRecord, summarize
 
 ON_ERROR_CHOICES = ("fail", "skip")
 DEFAULT_PLATFORMS = ("cpu",)
@@ -218,8 +218,8 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
             shutil.rmtree(out)
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(staging, out)
-    emit(f"{package}: exported {len(records)} artifact(s)"
-         + (f", skipped {len(skipped)}" if skipped else "") + f" into {out}")
+    emit(f"{package}: exported {summarize(records)}"
+         + (f"; skipped {len(skipped)}" if skipped else "") + f" into {out}")
     return BuildResult(manifest, out, messages)
 
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from . import __version__
 from .decorator import KNOWN_PLATFORMS
+from .manifest import member_name, summarize
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -71,15 +72,17 @@ def _inspect(args: argparse.Namespace) -> int:
     print(f"{manifest.package}: {len(manifest.artifacts)} artifact(s), built by "
           f"{manifest.generator} with jax {manifest.jax_version} (jaxlib "
           f"{manifest.jaxlib_version}), schema {manifest.schema_version}")
-    rows = [("function", "structure", "static", "platform", "vjp", "bytes")]
+    rows = [("function", "structure", "static", "platform", "member", "vjp", "bytes")]
     for record in sorted(manifest.artifacts, key=lambda r: r.id):
         rows.append((record.function, f"[{record.structure_index}] {record.structure}",
                      json.dumps(record.static, sort_keys=True) if record.static else "-",
-                     record.platform, str(record.vjp_order), f"{record.size:,}"))
+                     record.platform, member_name(record.kind, record.batched),
+                     str(record.vjp_order), f"{record.size:,}"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
               .rstrip())
+    print(summarize(manifest.artifacts))
     for skipped in manifest.skipped:
         print(f"skipped: {skipped.function} [{skipped.structure_index}] on {skipped.platform}: "
               f"{skipped.reason}")

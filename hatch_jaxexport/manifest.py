@@ -10,7 +10,7 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .errors import ArtifactError
@@ -103,10 +103,25 @@ def artifact_id(function: str, structure_index: int, static: Mapping[str, Any], 
                 kind: str = "primal", batched: bool = False) -> str:
     """``function/structure/static/platform[/member]``, e.g. ``pkg.m:f/0/mode='a'/cpu/jvp``."""
     text = ",".join(f"{k}={v!r}" for k, v in sorted(static.items()))
-    member = "" if kind == "primal" else kind
-    member += "+batched" if batched else ""
+    member = "" if (kind, batched) == ("primal", False) else f"/{member_name(kind, batched)}"
     return f"{function}/{structure_index}" + (f"/{text}" if text else "") + f"/{platform}" + \
-        (f"/{member.lstrip('+')}" if member else "")
+        member
+
+
+def member_name(kind: str, batched: bool) -> str:
+    """``primal``, ``jvp``, ``vjp_jvp+batched``...: which member of its family an artifact is."""
+    return kind + ("+batched" if batched else "")
+
+
+def summarize(artifacts: Sequence[ArtifactRecord]) -> str:
+    """One line: how many artifacts and bytes, and how many of them transformations added."""
+    extra = [a for a in artifacts if (a.kind, a.batched) != ("primal", False)]
+    total = sum(a.size for a in artifacts)
+    text = f"{len(artifacts)} artifact(s), {total:,} bytes"
+    if extra:
+        text += (f"; of these, {len(extra)} for transformations (ad_order/vmap), "
+                 f"{sum(a.size for a in extra):,} bytes")
+    return text
 
 
 def _sort_key(record: ArtifactRecord | SkippedRecord) -> tuple[Any, ...]:

@@ -127,7 +127,8 @@ def test_cli_export_and_inspect(tmp_path):
                 env={"PYTHONPATH": str(site)})
     lines = shown.stdout.splitlines()
     assert lines[0].startswith("jxe_demo: 16 artifact(s), built by hatch-jaxexport")
-    assert lines[1].split() == ["function", "structure", "static", "platform", "vjp", "bytes"]
+    assert lines[1].split() == ["function", "structure", "static", "platform", "member", "vjp",
+                                "bytes"]
     assert any("jxe_demo.funcs:poly" in line and '{"mode": "exact"}' in line for line in lines)
     as_json = run([sys.executable, "-m", "hatch_jaxexport", "inspect", "jxe_demo", "--json"],
                   env={"PYTHONPATH": str(site)})

@@ -1,0 +1,103 @@
+"""Loaded functions under every JAX transformation, against the same transformation of the source.
+
+The matrix (``transform_matrix.py``) runs in a fresh process with ``HATCH_JAXEXPORT_STRICT=1``
+and a trace counter that must not move while the loaded function is transformed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import export_into_copy, run
+from transform_matrix import cases
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="session")
+def ad_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return export_into_copy(tmp_path_factory.mktemp("ad-site"), "jxe_ad", jobs=2)
+
+
+@pytest.fixture(scope="session")
+def matrix(ad_site: Path) -> dict[str, dict]:
+    proc = run([sys.executable, HERE / "transform_matrix.py"],
+               env={"PYTHONPATH": str(ad_site), "HATCH_JAXEXPORT_STRICT": "1"})
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("case", cases())
+def test_transformation_of_loaded_equals_source_without_tracing(matrix, case):
+    result = matrix[case]
+    assert "error" not in result, result.get("error")
+    assert result["traced"] == 0, "the source was traced"
+    assert result["equal"], "loaded and source results differ"
+
+
+FALLBACKS = """
+import warnings, json
+import jax, jax.numpy as jnp
+from hatch_jaxexport import ArtifactError
+import jxe_ad as m
+x = jnp.linspace(0.1, 1.0, 4)
+out = {}
+for name, run in {
+    "hessian_ad1": lambda: jax.hessian(lambda x: m.array1(x).sum())(x),
+    "jvp_ad0": lambda: jax.jvp(m.array0, (x,), (x,)),
+    "vmap_ad0": lambda: jax.vmap(m.array0)(jnp.stack([x, x])),
+    "grad_native_vjp": lambda: jax.grad(lambda x: m.native_vjp(x).sum())(x),
+    "grad_int_arg": lambda: jax.grad(lambda x: m.with_int(x, jnp.int32(3))[0].sum())(x),
+}.items():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            run()
+            out[name] = [str(w.message) for w in caught]
+        except ArtifactError as err:
+            out[name] = "ArtifactError: " + str(err)
+print(json.dumps(out))
+"""
+
+
+def _fallbacks(ad_site, run_python, strict: bool) -> dict:
+    env = {"PYTHONPATH": str(ad_site)}
+    if strict:
+        env["HATCH_JAXEXPORT_STRICT"] = "1"
+    return json.loads(run_python(FALLBACKS, env=env).stdout)
+
+
+def test_transformations_beyond_what_was_baked_trace_the_source_with_a_warning(ad_site,
+                                                                               run_python):
+    out = _fallbacks(ad_site, run_python, strict=False)
+    assert out["hessian_ad1"] == [
+        "jxe_ad.array1: tracing the source: a second-order derivative (jax.hessian, jax.jacfwd of "
+        "jax.jacrev...) needs the vjp_jvp artifact, which was not baked"]
+    assert out["jvp_ad0"] == [
+        "jxe_ad.array0: tracing the source: forward-mode differentiation (jax.jvp, jax.grad, "
+        "jax.jacfwd...) needs the jvp artifact, which was not baked"]
+    assert out["vmap_ad0"] == []  # sequential fallback: no source needed
+    assert out["grad_native_vjp"] == []  # jax's own vjp_order mechanism
+    assert out["grad_int_arg"] == []
+
+
+def test_strict_mode_names_the_transformation_that_needed_a_missing_artifact(ad_site, run_python):
+    out = _fallbacks(ad_site, run_python, strict=True)
+    assert out["hessian_ad1"].startswith("ArtifactError: jxe_ad.array1: a second-order "
+                                         "derivative (jax.hessian")
+    assert "needs the vjp_jvp artifact" in out["hessian_ad1"]
+    assert out["jvp_ad0"].startswith("ArtifactError: jxe_ad.array0: forward-mode")
+    assert out["vmap_ad0"] == []
+
+
+def test_build_reports_and_inspect_shows_companion_artifacts(ad_site):
+    manifest = json.loads((ad_site / "jxe_ad" / "_jaxexport" / "manifest.json").read_text())
+    members = sorted((r["kind"], r["batched"]) for r in manifest["artifacts"]
+                     if r["function"] == "jxe_ad.array2")
+    assert members == sorted((k, b) for k in ("primal", "jvp", "vjp", "jvp_jvp", "vjp_jvp")
+                             for b in (False, True))
+    shown = run([sys.executable, "-m", "hatch_jaxexport", "inspect", "jxe_ad"],
+                env={"PYTHONPATH": str(ad_site)}).stdout
+    assert "vjp_jvp+batched" in shown
