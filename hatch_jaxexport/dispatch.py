@@ -11,8 +11,8 @@ import numpy as np
 from .decorator import ExportableFunction
 from .spec import (
     X64_DTYPES,
+    ClassNode,
     LeafSpec,
-    NamedTupleNode,
     Structure,
     check_constraint,
     dim_symbols,
@@ -65,7 +65,31 @@ def _canonical_dtype(dtype: Any) -> str:
 Shapes = list[tuple[LeafSpec, tuple[int, ...], str]]
 
 
+def _as_array(value: Any) -> Any:
+    """What ``jnp.asarray`` would accept as one array: arrays (jax, numpy, tracers), objects
+    with ``__dlpack__`` or ``__array__``; ``None`` for anything else."""
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        try:
+            np.dtype(value.dtype)
+            return value
+        except TypeError:  # e.g. a torch tensor: its dtype is not numpy's
+            pass
+    if hasattr(value, "__dlpack__"):
+        import jax.dlpack
+
+        return jax.dlpack.from_dlpack(value)
+    if hasattr(value, "__array__"):
+        return np.asarray(value)
+    return None
+
+
 def _check_leaf(leaf: LeafSpec, value: Any, path: str, shapes: Shapes) -> Any:
+    import jax
+
+    if leaf.dtype in X64_DTYPES and not jax.config.jax_enable_x64:
+        raise _NoMatch(_LEAF, f"argument {path!r} expects {leaf.describe()}, a 64-bit dtype, "
+                              "but jax_enable_x64 is off; turn it on (jax.config.update("
+                              "'jax_enable_x64', True)) to call this structure", TypeError)
     if isinstance(value, bool | int | float | complex) and not hasattr(value, "dtype"):
         kind = np.dtype(leaf.dtype).kind if leaf.dtype != "bfloat16" else "f"
         allowed = {bool: "b", int: "iuf c", float: "fc", complex: "c"}[type(value)]
@@ -73,28 +97,25 @@ def _check_leaf(leaf: LeafSpec, value: Any, path: str, shapes: Shapes) -> Any:
             raise _NoMatch(_LEAF, f"argument {path!r} expects {leaf.describe()}, got a Python "
                                   f"{type(value).__name__}", TypeError)
         return np.asarray(value, dtype=_numpy_dtype(leaf.dtype))
-    if not (hasattr(value, "shape") and hasattr(value, "dtype")):
+    array = _as_array(value)
+    if array is None:
         raise _NoMatch(_LEAF, f"argument {path!r} expects an array {leaf.describe()}, got "
                               f"{_describe_value(value)}", TypeError)
+    given = np.dtype(array.dtype).name
     try:
-        dtype = _canonical_dtype(value.dtype)
+        dtype = _canonical_dtype(array.dtype)
     except (TypeError, ValueError):
-        dtype = str(value.dtype)
+        dtype = given
     if dtype != leaf.dtype:
-        hint = ""
-        if np.dtype(value.dtype).name != dtype:
-            hint = f" (jax sees {np.dtype(value.dtype).name} as {dtype} with x64 off)"
-        elif leaf.dtype in X64_DTYPES:
-            hint = " (64-bit inputs need jax_enable_x64 on)"
+        hint = f" (jax sees {given} as {dtype} with x64 off)" if given != dtype else ""
         raise _NoMatch(_LEAF, f"argument {path!r} expects dtype {leaf.dtype} "
-                              f"({leaf.describe()}), got {np.dtype(value.dtype).name}{hint}",
-                       TypeError)
-    shape = tuple(value.shape)
+                              f"({leaf.describe()}), got {given}{hint}", TypeError)
+    shape = tuple(array.shape)
     if len(shape) != len(leaf.shape):
         raise _NoMatch(_LEAF, f"argument {path!r} expects rank {len(leaf.shape)} "
                               f"({leaf.describe()}), got shape {shape}", TypeError)
     shapes.append((leaf, tuple(int(d) for d in shape), path))
-    return value
+    return array
 
 
 def committed_platform(values: Mapping[str, Any]) -> str | None:
@@ -134,12 +155,12 @@ def _walk(spec: Any, value: Any, path: str, shapes: list[Any]) -> Any:
                                   f"{sorted(spec)}, got {got}", TypeError)
         out = {k: _walk(spec[k], value[k], f"{path}[{k!r}]", shapes) for k in spec}
         return type(spec)(out)  # the exported container type (dict or OrderedDict)
-    if isinstance(spec, NamedTupleNode):
+    if isinstance(spec, ClassNode):
         if type(value) is not spec.type:
             raise _NoMatch(_TREE, f"argument {path!r} expects a {spec.type.__name__}, got "
                                   f"{_describe_value(value)}", TypeError)
-        return spec.type(*(_walk(s, v, f"{path}.{f}", shapes)
-                           for f, s, v in zip(spec.type._fields, spec.items, value, strict=True)))
+        return spec.build([_walk(s, getattr(value, f), f"{path}.{f}", shapes)
+                           for f, s in zip(spec.fields, spec.items, strict=True)])
     kind = list if isinstance(spec, list) else tuple
     if type(value) is not kind or len(value) != len(spec):
         raise _NoMatch(_TREE, f"argument {path!r} expects a {kind.__name__} of {len(spec)}, got "
@@ -190,8 +211,10 @@ def _bind_dims(structure: Structure, shapes: Shapes) -> dict[str, int]:
                 raise _NoMatch(_DIMS, f"argument {path!r} has shape {shape}: cannot solve axis "
                                       f"{axis} = {dim} for its symbols", ValueError) from None
             if expected != size:
+                rule = str(expected) if dim == str(expected) else \
+                    f"{dim} = {expected} ({_env_text(env)})"
                 raise _NoMatch(_DIMS, f"argument {path!r} has shape {shape}: axis {axis} must "
-                                      f"be {dim} = {expected} ({_env_text(env)})", ValueError)
+                                      f"be {rule}", ValueError)
     for symbol, size in env.items():
         if size < 1:
             raise _NoMatch(_DIMS, f"{where.get(symbol, 'a dimension')} gives {symbol} = {size}; "
@@ -249,13 +272,6 @@ def plan_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, A
         except _NoMatch as err:
             failures.append((index, err))
             continue
-        if structure.uses_x64:
-            import jax
-
-            if not jax.config.jax_enable_x64:
-                raise TypeError(f"{spec.name}: structure {index} ({structure.key}) uses 64-bit "
-                                "dtypes, but jax_enable_x64 is off; enable it with "
-                                "jax.config.update('jax_enable_x64', True) before calling")
         return CallPlan(index, static, static_key(static), values, bound.args,
                         dict(bound.kwargs))
     best = max(err.score for _, err in failures)

@@ -27,6 +27,7 @@ from .manifest import (
     parse_manifest,
     sha256_hex,
 )
+from .spec import static_key
 
 STRICT_ENV = "HATCH_JAXEXPORT_STRICT"
 
@@ -58,7 +59,7 @@ class PackageArtifacts:
         return data
 
 
-_PACKAGES: dict[str, PackageArtifacts | None] = {}
+_PACKAGES: dict[str, PackageArtifacts | ArtifactError | None] = {}
 _PACKAGES_LOCK = threading.Lock()
 
 
@@ -71,30 +72,34 @@ def artifact_key(function: str, structure: str, static_key: str, platform: str,
 def load_package_artifacts(package: str) -> PackageArtifacts | None:
     """The package's artifacts (cached), ``None`` if it has none; ``ArtifactError`` if corrupt."""
     with _PACKAGES_LOCK:
-        if package in _PACKAGES:
-            return _PACKAGES[package]
-        try:
-            root = importlib.resources.files(package) / ARTIFACT_DIR
-            manifest_path = root / MANIFEST_NAME
-            exists = manifest_path.is_file()
-        except (ModuleNotFoundError, TypeError, ValueError):
-            exists = False
-        if not exists:
-            _PACKAGES[package] = None
-            return None
-        try:
-            data = manifest_path.read_bytes()
-        except OSError as err:
-            raise ArtifactError(f"cannot read the manifest of {package}: {err}") from None
-        manifest = parse_manifest(data, where=f"{package}/{ARTIFACT_DIR}/{MANIFEST_NAME}")
-        from .spec import static_key
+        if package not in _PACKAGES:
+            try:
+                _PACKAGES[package] = _read_package_artifacts(package)
+            except ArtifactError as err:
+                _PACKAGES[package] = err  # a corrupt manifest is read once, reported each call
+        found = _PACKAGES[package]
+    if isinstance(found, ArtifactError):
+        raise ArtifactError(str(found))
+    return found
 
-        by_key = {artifact_key(r.function, r.structure, static_key(r.static), r.platform,
-                               r.kind, r.batched): r
-                  for r in manifest.artifacts}
-        result = PackageArtifacts(package, manifest, root, by_key)
-        _PACKAGES[package] = result
-        return result
+
+def _read_package_artifacts(package: str) -> PackageArtifacts | None:
+    try:
+        root = importlib.resources.files(package) / ARTIFACT_DIR
+        manifest_path = root / MANIFEST_NAME
+        exists = manifest_path.is_file()
+    except (ModuleNotFoundError, TypeError, ValueError):
+        exists = False
+    if not exists:
+        return None
+    try:
+        data = manifest_path.read_bytes()
+    except OSError as err:
+        raise ArtifactError(f"cannot read the manifest of {package}: {err}") from None
+    manifest = parse_manifest(data, where=f"{package}/{ARTIFACT_DIR}/{MANIFEST_NAME}")
+    by_key = {artifact_key(r.function, r.structure, static_key(r.static), r.platform, r.kind,
+                           r.batched): r for r in manifest.artifacts}
+    return PackageArtifacts(package, manifest, root, by_key)
 
 
 def forget_package(package: str) -> None:
@@ -165,8 +170,9 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str
     record = package.by_key.get(artifact_key(fn.name, structure.key, plan.static_key, platform))
     if record is None:
         for skipped in package.manifest.skipped:
-            if (skipped.function, skipped.structure, skipped.platform, skipped.kind,
-                    skipped.batched) == (fn.name, structure.key, platform, "primal", False):
+            if (skipped.function, skipped.structure, static_key(skipped.static), skipped.platform,
+                    skipped.kind, skipped.batched) == (fn.name, structure.key, plan.static_key,
+                                                       platform, "primal", False):
                 return None, f"its export failed at build time and was skipped: {skipped.reason}"
         built = sorted({r.platform for r in package.manifest.artifacts if r.function == fn.name})
         if not built:

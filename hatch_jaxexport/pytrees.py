@@ -9,13 +9,12 @@ import sys
 from typing import Any
 
 from .errors import ArtifactError
+from .spec import type_name
 
 _REGISTERED: set[type] = set()
 
 
-def type_ref(cls: type) -> str:
-    """``module:qualname``: how a manifest names a pytree type."""
-    return f"{cls.__module__}:{cls.__qualname__}"
+type_ref = type_name  # ``module:qualname``: how a manifest names a pytree type
 
 
 def _to_tuples(value: Any) -> Any:

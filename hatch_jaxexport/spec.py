@@ -47,11 +47,20 @@ class LeafSpec:
 
 
 @dataclasses.dataclass(frozen=True)
-class NamedTupleNode:
-    """A namedtuple in a structure: its type and its fields' specs."""
+class ClassNode:
+    """A namedtuple or dataclass in a structure: its type, field names and fields' specs."""
 
     type: type
+    fields: tuple[str, ...]
     items: tuple[Any, ...]
+
+    @property
+    def kind(self) -> str:
+        return "namedtuple" if issubclass(self.type, tuple) else "dataclass"
+
+    def build(self, items: Sequence[Any]) -> Any:
+        """An instance of the type with the given field values (both kinds take keywords)."""
+        return self.type(**dict(zip(self.fields, items, strict=True)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -275,12 +284,24 @@ def _is_namedtuple(value: Any) -> bool:
     return isinstance(value, tuple) and hasattr(type(value), "_fields")
 
 
+def _is_dataclass_instance(value: Any) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
+def _looks_like_shape(value: Any) -> bool:
+    return isinstance(value, str) or (
+        isinstance(value, list | tuple) and all(isinstance(d, int | str) for d in value)
+        and not any(isinstance(d, bool) for d in value))
+
+
 def _looks_like_leaf(value: Any) -> bool:
+    """``(shape, dtype)``, ``(shape, dtype, [constraints])`` or a ``jax.ShapeDtypeStruct``."""
     return (
         isinstance(value, tuple) and not _is_namedtuple(value) and len(value) in (2, 3)
-        and isinstance(value[0], str | Sequence) and not isinstance(value[1], dict | list | tuple)
-        and value[1] is not None
-    ) or (hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, type))
+        and _looks_like_shape(value[0]) and value[1] is not None
+        and not isinstance(value[1], dict | list | tuple) and not hasattr(value[1], "shape")
+    ) or (hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, type)
+          and not _is_dataclass_instance(value))
 
 
 def _parse_tree(raw: Any, where: str, constraints: list[str]) -> Any:
@@ -318,10 +339,11 @@ def _parse_tree(raw: Any, where: str, constraints: list[str]) -> Any:
                                 f"serialize {type(key).__name__} keys), got {key!r}")
             out[key] = _parse_tree(value, f"{where}[{key!r}]", constraints)
         return type(raw)(out) if isinstance(raw, collections.OrderedDict) else out
-    if _is_namedtuple(raw):
-        items = tuple(_parse_tree(v, f"{where}.{f}", constraints)
-                      for f, v in zip(type(raw)._fields, raw, strict=True))
-        return NamedTupleNode(type(raw), items)
+    if _is_namedtuple(raw) or _is_dataclass_instance(raw):
+        fields = tuple(type(raw)._fields) if _is_namedtuple(raw) else tuple(
+            f.name for f in dataclasses.fields(raw) if f.init)
+        items = tuple(_parse_tree(getattr(raw, f), f"{where}.{f}", constraints) for f in fields)
+        return ClassNode(type(raw), fields, items)
     if isinstance(raw, list | tuple):
         items = [_parse_tree(v, f"{where}[{i}]", constraints) for i, v in enumerate(raw)]
         return items if isinstance(raw, list) else tuple(items)
@@ -337,8 +359,8 @@ def iter_leaves(tree: Any, path: str = "") -> Iterator[tuple[str, LeafSpec]]:
         for key, value in tree.items():
             sub = f"{path}[{key!r}]" if path else str(key)
             yield from iter_leaves(value, sub)
-    elif isinstance(tree, NamedTupleNode):
-        for field, value in zip(tree.type._fields, tree.items, strict=True):
+    elif isinstance(tree, ClassNode):
+        for field, value in zip(tree.fields, tree.items, strict=True):
             yield from iter_leaves(value, f"{path}.{field}")
     elif isinstance(tree, list | tuple):
         for i, value in enumerate(tree):
@@ -352,17 +374,17 @@ def _describe_tree(tree: Any) -> str:
         return "None"
     if isinstance(tree, Mapping):
         return "{" + ", ".join(f"{k}: {_describe_tree(v)}" for k, v in tree.items()) + "}"
-    if isinstance(tree, NamedTupleNode):
+    if isinstance(tree, ClassNode):
         inner = ", ".join(f"{f}={_describe_tree(v)}"
-                          for f, v in zip(tree.type._fields, tree.items, strict=True))
+                          for f, v in zip(tree.fields, tree.items, strict=True))
         return f"{tree.type.__name__}({inner})"
     inner = ", ".join(_describe_tree(v) for v in tree)
     return f"[{inner}]" if isinstance(tree, list) else f"({inner}{',' if len(tree) == 1 else ''})"
 
 
 def type_name(cls: type) -> str:
-    """The ``module.qualname`` under which a pytree type is serialized."""
-    return f"{cls.__module__}.{cls.__qualname__}"
+    """``module:qualname``: how the manifest names a pytree type."""
+    return f"{cls.__module__}:{cls.__qualname__}"
 
 
 def tree_to_json(tree: Any) -> Any:
@@ -373,10 +395,10 @@ def tree_to_json(tree: Any) -> Any:
         return {"kind": "none"}
     if isinstance(tree, Mapping):
         return {"kind": "dict", "items": {k: tree_to_json(v) for k, v in tree.items()}}
-    if isinstance(tree, NamedTupleNode):
-        return {"kind": "namedtuple", "type": type_name(tree.type),
+    if isinstance(tree, ClassNode):
+        return {"kind": tree.kind, "type": type_name(tree.type),
                 "items": {f: tree_to_json(v)
-                          for f, v in zip(tree.type._fields, tree.items, strict=True)}}
+                          for f, v in zip(tree.fields, tree.items, strict=True)}}
     return {"kind": "list" if isinstance(tree, list) else "tuple",
             "items": [tree_to_json(v) for v in tree]}
 
@@ -389,26 +411,10 @@ def tree_map_leaves(fn: Callable[[LeafSpec], Any], tree: Any) -> Any:
         return None
     if isinstance(tree, Mapping):
         return type(tree)((k, tree_map_leaves(fn, v)) for k, v in tree.items())
-    if isinstance(tree, NamedTupleNode):
-        return tree.type(*(tree_map_leaves(fn, v) for v in tree.items))
+    if isinstance(tree, ClassNode):
+        return tree.build([tree_map_leaves(fn, v) for v in tree.items])
     items = [tree_map_leaves(fn, v) for v in tree]
     return items if isinstance(tree, list) else tuple(items)
-
-
-def namedtuple_types(tree: Any) -> list[type]:
-    """Every namedtuple type used in a parsed tree."""
-    found: list[type] = []
-    if isinstance(tree, NamedTupleNode):
-        found.append(tree.type)
-        for item in tree.items:
-            found += namedtuple_types(item)
-    elif isinstance(tree, Mapping):
-        for value in tree.values():
-            found += namedtuple_types(value)
-    elif isinstance(tree, list | tuple):
-        for value in tree:
-            found += namedtuple_types(value)
-    return found
 
 
 # --------------------------------------------------------------------------------------------

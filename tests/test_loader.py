@@ -54,10 +54,11 @@ def _calls(demo):
         ("power", (arr(3),), {"k": 2}),
         ("pytree_in", (demo.Stats(arr(3), arr(3)), None,
                        collections.OrderedDict([("z", arr(3)), ("a", arr(3))])), {}),
+        ("swap", (demo.Pair(arr(2), arr(2)),), {}),
     ]
 
 
-@pytest.mark.parametrize("index", range(13))
+@pytest.mark.parametrize("index", range(14))
 def test_round_trip_equals_source_and_uses_the_artifact(demo, no_fallback, index):
     name, args, kwargs = _calls(demo)[index]
     fn = getattr(demo, name)
@@ -146,14 +147,18 @@ BAD_CALLS = [
     Bad(lambda d: d.combine(jnp.ones(2), jnp.ones(2)), TypeError,
         r"jxe_demo.funcs:combine: too many positional arguments"),
     Bad(lambda d: d.precise(jnp.ones(3)), TypeError,
-        r"argument 'x' expects dtype float64 \(float64\[n\]\), got float32 \(64-bit inputs need "
-        r"jax_enable_x64 on\)"),
+        r"argument 'x' expects float64\[n\], a 64-bit dtype, but jax_enable_x64 is off; turn it "
+        r"on"),
     Bad(lambda d: d.power(jnp.ones(3), k=3), ValueError,
         r"static argument 'k' got 3; the baked values are 1, 2"),
     Bad(lambda d: d.pytree_in((jnp.ones(2), jnp.ones(2)), None, {}), TypeError,
         r"argument 's' expects a Stats, got \(float32\[2\], float32\[2\]\)"),
     Bad(lambda d: d.pytree_in(d.Stats(jnp.ones(2), jnp.ones(2)), jnp.ones(2), {}), TypeError,
         r"argument 'extra' expects None, got float32\[2\]"),
+    Bad(lambda d: d.swap((jnp.ones(2), jnp.ones(2))), TypeError,
+        r"argument 'pair' expects a Pair, got \(float32\[2\], float32\[2\]\)"),
+    Bad(lambda d: d.scale([[1.0, 2.0]]), TypeError,
+        r"argument 'x' expects an array float32\[a, b\], got \[\[float 1.0, float 2.0\]\]"),
     Bad(lambda d: d.power(jnp.ones(3), k=True), ValueError,
         r"static argument 'k' got True"),
 ]
@@ -194,3 +199,34 @@ def test_committed_arguments_choose_their_device_platform(demo, no_fallback):
     assert committed_platform({"x": x}) == "cpu"
     assert committed_platform({"x": jnp.ones(2)}) is None  # uncommitted: the default backend
     np.testing.assert_allclose(demo.scale(x), source(demo.scale)(x), rtol=1e-6)
+
+
+class ArrayLike:
+    """Not an array, but convertible: ``__array__`` (like pandas or xarray objects)."""
+
+    def __init__(self, data):
+        self.data = np.asarray(data, np.float32)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.data
+
+
+class DLPackOnly:
+    """Only ``__dlpack__`` (like a torch tensor whose dtype numpy does not know)."""
+
+    def __init__(self, data):
+        self.data = np.asarray(data, np.float32)
+        self.shape = self.data.shape
+        self.dtype = "torch.float32"
+
+    def __dlpack__(self, **kwargs):
+        return self.data.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.data.__dlpack_device__()
+
+
+@pytest.mark.parametrize("wrap", [np.asarray, ArrayLike, DLPackOnly, jnp.asarray])
+def test_array_like_inputs_are_accepted(demo, no_fallback, wrap):
+    data = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_allclose(demo.scale(wrap(data)), source(demo.scale)(data), rtol=1e-6)

@@ -159,3 +159,21 @@ def test_static_combinations_are_the_cartesian_product():
     combos = wrapped.export_spec.static_combinations()
     assert len(combos) == 6
     assert {"k": 3, "mode": "b"} in combos
+
+
+def test_a_tuple_of_leaf_and_shape_dtype_struct_is_two_leaves():
+    s = parse_structure("f", {"t": (("n", "float32"), jax.ShapeDtypeStruct((3,), jnp.int32))}, 0)
+    assert s.key == "t: (float32[n], int32[3])"
+
+
+def test_dataclass_instances_are_structure_nodes():
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Params:
+        w: object
+        b: object
+
+    s = parse_structure("f", {"p": Params(("i, o", "float32"), ("o,", "float32"))}, 0)
+    assert s.key == "p: Params(w=float32[i, o], b=float32[o])"
+    assert s.to_json()["args"]["p"]["kind"] == "dataclass"
