@@ -83,7 +83,14 @@ def _layout(signature: inspect.Signature, names: set[str], with_kwargs: bool) ->
 
 
 class ExportableFunction:
-    """A function marked with ``@exportable``; calling it runs the baked artifact when present."""
+    """A function marked with ``@exportable``; calling it runs the baked artifact when present.
+
+    Attributes:
+        export_spec: What the decorator was told (structures, platforms, options).
+        signature: The source function's signature, used to bind calls.
+        package: The top-level package whose ``_jaxexport/`` folder holds the artifacts.
+        __wrapped__: The source function (traced only when no artifact fits).
+    """
 
     def __init__(self, fn: Callable[..., Any], spec: ExportSpec, signature: inspect.Signature,
                  layouts: tuple[CallLayout, ...]) -> None:
@@ -98,6 +105,7 @@ class ExportableFunction:
 
     @property
     def name(self) -> str:
+        """The name in the manifest (``module:qualname`` unless given)."""
         return self.export_spec.name
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -155,15 +163,34 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
                constraints: Sequence[str] = (), name: str | None = None,
                ad_order: int = 0, vmap: bool = False,
                ) -> Callable[[Callable[..., Any]], ExportableFunction]:
-    """Mark a function for export at build time.
+    """Mark a function for export at build time; traces nothing.
 
-    Forms: ``@exportable({"x": ("a, b", "float32")})`` (name defaults to ``module:qualname``) and
-    ``@exportable("name", structure, alternative_structure, ...)`` (econpizza style). Raises
-    ``SpecError`` at decoration time for a malformed spec; traces nothing.
+    Forms: ``@exportable({"x": ("a, b", "float32")})`` (the name defaults to
+    ``module:qualname``) and ``@exportable("name", structure, alternative, ...)`` (the
+    econpizza ``cacheable_function_with_export`` form).
 
-    ``ad_order=1`` or ``2`` bakes the companion artifacts that make ``jax.jvp``, ``jax.grad``,
-    ``jax.jacfwd``, ``jax.hessian``... work on the loaded function; ``vmap=True`` bakes batched
-    versions (``jax.vmap`` runs as one call instead of sequentially).
+    Args:
+        *specs: An optional name, then one or more structures: dicts mapping argument names to
+            ``(shape, dtype)``, ``(shape, dtype, [constraints])``, ``jax.ShapeDtypeStruct`` or
+            dict/list/tuple/namedtuple/dataclass trees of them. Each structure is one symbolic
+            scope; the loader picks the one a call matches.
+        platforms: Platforms to export for (``cpu``, ``cuda``, ``rocm``, ``tpu``); default:
+            the build's ``platforms`` option, else ``("cpu",)``.
+        vjp_order: Reverse-mode order serialized with jax's own mechanism (as jax.export).
+        export_with_kwargs: Export (and call the artifact) with keyword arguments.
+        skip_jitting: The function is already a ``jax.jit`` (with its static arguments).
+        static: Argument name to the list of values to bake, one artifact per combination.
+        constraints: Symbolic constraints (``"a >= 2"``) added to every structure.
+        name: The function's name in the manifest (same as a leading string).
+        ad_order: ``1`` or ``2`` bakes companion artifacts for forward and reverse mode to that
+            order (``jax.jvp``, ``jax.jacfwd``, ``jax.hessian``... on the loaded function).
+        vmap: Also bake batched artifacts, so ``jax.vmap`` runs as one call.
+
+    Returns:
+        A decorator producing an [ExportableFunction][hatch_jaxexport.ExportableFunction].
+
+    Raises:
+        SpecError: A malformed spec, naming the function, the argument and the problem.
     """
     if specs and isinstance(specs[0], str):
         if name is not None:

@@ -126,7 +126,7 @@ def test_api_reference_is_generated_from_docstrings(built_site: tuple[Any, Path]
     # mkdocstrings silently drops a listed member that does not exist (e.g. after a rename)
     missing = [i for i in wanted if f'id="{i}"' not in text]
     assert not missing, f"the API page lists objects that rendered nothing: {missing}"
-    assert "Mark a function for export at build time." in text
+    assert "Mark a function for export at build time; traces nothing." in text
 
 
 def test_diagrams_are_rendered_as_mermaid(built_site: tuple[Any, Path]) -> None:
