@@ -134,14 +134,19 @@ def _export_member(fn: ExportableFunction, task: ExportTask, primal: Any, scope:
     return export.export(jax.jit(member), platforms=[task.platform])(*avals)
 
 
-def fingerprint(exported: Any, vjp_order: int) -> str:
-    """A location-free identity of an export: its metadata and module text without debug info."""
+def module_text(exported: Any) -> str:
+    """The module text of an export without locations or other debug info (comparable)."""
     from jax._src.interpreters import mlir as jax_mlir
     from jax._src.lib.mlir import ir
 
     with jax_mlir.make_ir_context():
         module = ir.Module.parse(exported.mlir_module())
-        text = module.operation.get_asm(enable_debug_info=False)
+        return str(module.operation.get_asm(enable_debug_info=False))
+
+
+def fingerprint(exported: Any, vjp_order: int) -> str:
+    """A location-free identity of an export: its metadata and module text without debug info."""
+    text = module_text(exported)
     meta = metadata(exported)
     meta["vjp_order"] = vjp_order
     return hashlib.sha256((json.dumps(meta, sort_keys=True) + "\n" + text).encode()).hexdigest()
@@ -166,6 +171,12 @@ def metadata(exported: Any) -> dict[str, Any]:
 
 
 _CALLBACK_TARGET = re.compile(r"custom_call @(\w*callback\w*)")
+_CUSTOM_CALL = re.compile(r"custom_call @([\w.]+)")
+
+
+def custom_call_targets(exported: Any) -> list[str]:
+    """The custom-call targets a module uses (LAPACK kernels, shape assertions...)."""
+    return sorted(set(_CUSTOM_CALL.findall(exported.mlir_module())))
 
 
 _CALLBACK_MESSAGE = ("the function calls back into Python ({targets}: jax.debug.print, "
@@ -216,7 +227,7 @@ def export_task(fn: ExportableFunction, task: ExportTask) -> tuple[bytes, Artifa
         platform=task.platform, file=task.file_name(structure), sha256=sha256_hex(blob),
         size=len(blob), fingerprint=fingerprint(exported, vjp_order),
         vjp_order=vjp_order, kwargs=spec.export_with_kwargs, kind=task.kind,
-        batched=task.batched,
+        batched=task.batched, custom_calls=custom_call_targets(exported),
         calling_convention=exported.calling_convention_version,
         in_tree=str(exported.in_tree), out_tree=str(exported.out_tree),
         in_avals=[str(a) for a in exported.in_avals],

@@ -188,11 +188,22 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str
         return None, str(err)
     import jax
 
+    from .cache import ensure_compilation_cache
+    from .jaxcompat import lapack_init_skipped, needs_lapack
+
+    ensure_compilation_cache()
     if not fn.export_spec.uses_family:
-        return jax.jit(exported.call), ""
+        jitted = jax.jit(exported.call)
+        lapack_free = not needs_lapack(record.custom_calls)
+
+        def native(*args: Any, **kwargs: Any) -> Any:
+            with lapack_init_skipped(lapack_free):
+                return jitted(*args, **kwargs)
+        return native, ""
     from .transforms import Family, source_flat, warn_or_raise
 
     members = {("primal", False): exported}
+    lapack_free = {("primal", False)} if not needs_lapack(record.custom_calls) else set()
     base = (fn.name, structure.key, plan.static_key, platform)
     for (*rest, kind, batched), member in package.by_key.items():
         if tuple(rest) == base and (kind, batched) != ("primal", False):
@@ -201,12 +212,15 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str
             except ArtifactError as err:
                 warnings.warn(f"{fn.name}: {err}; transformations needing it trace the source",
                               FallbackWarning, stacklevel=5)
+                continue
+            if not needs_lapack(member.custom_calls):
+                lapack_free.add((kind, batched))
     family = Family(
         name=fn.name, members=members, in_tree=exported.in_tree, out_tree=exported.out_tree,
         in_dtypes=[a.dtype for a in exported.in_avals],
         out_dtypes=[a.dtype for a in exported.out_avals],
         source_flat=source_flat(fn, plan.structure_index, plan.static, exported.in_tree),
-        on_missing=warn_or_raise(fn.name, strict_mode()))
+        on_missing=warn_or_raise(fn.name, strict_mode()), lapack_free=frozenset(lapack_free))
     return family.jitted_primal(), ""
 
 
@@ -242,8 +256,42 @@ def _resolve(fn: ExportableFunction, plan: CallPlan, platform: str) -> _Target:
     return _Target(fallback, static_in_call=True, from_artifact=False)
 
 
+_FAST_CACHE_LIMIT = 512
+
+
+def _fast_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A cheap key for calls of positional plain arrays (no kwargs, pytrees, tracers, or
+    arrays committed to a device); ``None`` otherwise.
+
+    Two calls with equal keys pass the same checks and resolve to the same target, so the full
+    checks run once per key; ``ExportableFunction.__call__`` computes the same key inline.
+    """
+    from . import decorator
+
+    if not decorator._fast_types:
+        import jax.numpy as jnp
+        import numpy as np
+        from jax._src import config as jax_config
+
+        decorator._fast_types[:] = [type(jnp.zeros(())), np.ndarray, jax_config.enable_x64]
+    jax_array, np_array, x64 = decorator._fast_types
+    if kwargs:
+        return None
+    key = []
+    for arg in args:
+        kind = type(arg)
+        if kind is jax_array:
+            if arg.committed:
+                return None
+        elif kind is not np_array:
+            return None
+        key.append((arg.shape, arg.dtype))
+    return tuple(key), x64.value
+
+
 def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run a call of an ``@exportable`` function (what ``ExportableFunction.__call__`` does)."""
+    fast = _fast_key(args, kwargs)
     plan = plan_call(fn, args, kwargs)
     key = (plan.structure_index, plan.static_key,
            export_platform(committed_platform(plan.values)))
@@ -258,6 +306,11 @@ def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[
         call_args, call_kwargs = layout.split({**plan.values, **plan.static})
     else:
         call_args, call_kwargs = layout.split(plan.values, skip=plan.static)
+    if fast is not None and not call_kwargs and len(call_args) == len(args) and all(
+            a is b for a, b in zip(call_args, args, strict=True)):
+        if len(fn.fast_cache) >= _FAST_CACHE_LIMIT:
+            fn.fast_cache.clear()
+        fn.fast_cache[fast] = target.call
     return target.call(*call_args, **call_kwargs)
 
 

@@ -51,6 +51,7 @@ class ArtifactRecord:
     pytree_types: list[str]
     kind: str
     batched: bool
+    custom_calls: list[str]
 
     @property
     def id(self) -> str:

@@ -131,7 +131,8 @@ class Family:
     def __init__(self, name: str, members: dict[tuple[str, bool], Any], in_tree: Any,
                  out_tree: Any, in_dtypes: Sequence[Any], out_dtypes: Sequence[Any],
                  source_flat: Callable[..., tuple[Any, ...]],
-                 on_missing: Callable[[str], None]) -> None:
+                 on_missing: Callable[[str], None],
+                 lapack_free: frozenset[tuple[str, bool]] = frozenset()) -> None:
         self.name = name
         self.members = members  # (kind, batched) -> Exported
         self.in_tree, self.out_tree = in_tree, out_tree
@@ -140,6 +141,7 @@ class Family:
         self.dout = inexact_indices(out_dtypes)
         self.source_flat = source_flat
         self.on_missing = on_missing
+        self.lapack_free = lapack_free  # members whose modules hold no LAPACK call
         self._jitted: dict[tuple[str, bool], Callable[..., Any]] = {}
         self._lock = threading.Lock()
 
@@ -191,10 +193,14 @@ class Family:
 
 
 def _make_primitive() -> Any:
-    from jax.extend import core as jcore
     from jax.interpreters import ad, batching, mlir
 
-    prim = jcore.Primitive("hatch_jaxexport_call")
+    try:  # jax.extend.core.Primitive is the public name, but importing jax.extend costs ~30 ms
+        from jax._src.core import Primitive
+    except ImportError:  # pragma: no cover - future jax
+        from jax.extend.core import Primitive
+
+    prim = Primitive("hatch_jaxexport_call")
     prim.multiple_results = True
 
     @functools.lru_cache(maxsize=1024)
@@ -215,8 +221,11 @@ def _make_primitive() -> Any:
     prim.def_abstract_eval(abstract_eval)
 
     def lowering(ctx: Any, *args: Any, family: Family, kind: str, batched: bool) -> Any:
-        return mlir.lower_fun(family.exported_call(kind, batched), multiple_results=True)(
-            ctx, *args)
+        from .jaxcompat import lapack_init_skipped
+
+        with lapack_init_skipped((kind, batched) in family.lapack_free):
+            return mlir.lower_fun(family.exported_call(kind, batched), multiple_results=True)(
+                ctx, *args)
 
     mlir.register_lowering(prim, lowering)
 

@@ -185,7 +185,7 @@ def test_no_artifact_for_platform_falls_back_with_one_warning(demo):
 
 def test_strict_mode_raises_artifact_error(demo, monkeypatch):
     monkeypatch.setenv("HATCH_JAXEXPORT_STRICT", "1")
-    demo.gpu_only.runtime_cache.clear()
+    demo.gpu_only.clear_cache()
     with pytest.raises(ArtifactError, match=r"gpu_only: no usable baked artifact "
                                             r"\(HATCH_JAXEXPORT_STRICT is set\): artifacts were "
                                             r"built for cuda"):

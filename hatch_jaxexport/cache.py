@@ -1,0 +1,68 @@
+"""JAX's persistent compilation cache, turned on by the loader in a per-user cache folder.
+
+Baked artifacts remove tracing and lowering; the XLA compile of the first call remains. With the
+persistent cache, a machine compiles each artifact once, and later processes load the compiled
+executable. The loader enables it on first use of an artifact unless the user configured their
+own cache (``jax_compilation_cache_dir`` / ``JAX_COMPILATION_CACHE_DIR``) or opted out with
+``HATCH_JAXEXPORT_CACHE=0``; ``HATCH_JAXEXPORT_CACHE=/some/dir`` picks the folder.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+
+CACHE_ENV = "HATCH_JAXEXPORT_CACHE"
+_OFF = ("0", "false", "no", "off")
+_lock = threading.Lock()
+_done = False
+_active: str | None = None
+
+
+def default_cache_dir() -> Path:
+    """The per-user cache folder (the platformdirs convention for ``user_cache_dir``)."""
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+        return base / "hatch-jaxexport" / "Cache" / "jax"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "hatch-jaxexport" / "jax"
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "hatch-jaxexport" / "jax"
+
+
+def ensure_compilation_cache() -> str | None:
+    """Turn JAX's persistent compilation cache on (once); return its folder, or ``None`` if off."""
+    global _done, _active
+    with _lock:
+        if _done:
+            return _active
+        _done = True
+        choice = os.environ.get(CACHE_ENV, "").strip()
+        if choice.lower() in _OFF:
+            return None
+        import jax
+
+        own = jax.config.jax_compilation_cache_dir
+        if own:
+            _active = str(own)
+            return _active
+        folder = Path(choice) if choice else default_cache_dir()
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return None
+        jax.config.update("jax_compilation_cache_dir", str(folder))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        try:
+            jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+        except AttributeError:  # older jax
+            pass
+        _active = str(folder)
+        return _active
+
+
+def active_cache_dir() -> str | None:
+    """The folder the loader turned on (or found), ``None`` before first use or when off."""
+    return _active

@@ -1,0 +1,68 @@
+"""Version-guarded adjustments to jax internals, each checked before it is applied.
+
+Only one today: ``call_exported``'s lowering initialises LAPACK (importing ``scipy.linalg``,
+150-270 ms) for every artifact whose platforms include ``cpu``, even when the module holds no
+LAPACK call. The loader knows from the manifest which artifacts need it; while it lowers one
+that does not, the initialisation is skipped. If jax's internals differ from what this expects,
+nothing is changed and jax behaves as usual.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import inspect
+import threading
+from collections.abc import Iterator, Sequence
+
+_SKIP_LAPACK_INIT: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "hatch_jaxexport_skip_lapack_init", default=False)
+_INSTALL_LOCK = threading.Lock()
+_installed: bool | None = None
+
+
+def needs_lapack(custom_calls: Sequence[str]) -> bool:
+    """Whether a module with these custom-call targets needs LAPACK initialised."""
+    return any("lapack" in target.lower() for target in custom_calls)
+
+
+def install_lapack_guard() -> bool:
+    """Wrap ``jax._src.export._export._ensure_backends_initialized``; ``False`` if not possible."""
+    global _installed
+    with _INSTALL_LOCK:
+        if _installed is not None:
+            return _installed
+        _installed = False
+        try:
+            from jax._src.export import _export
+        except ImportError:
+            return False
+        original = getattr(_export, "_ensure_backends_initialized", None)
+        if original is None or not callable(original):
+            return False
+        try:
+            params = list(inspect.signature(original).parameters)
+        except (TypeError, ValueError):
+            return False
+        if params != ["platforms"]:
+            return False
+
+        def guarded(platforms: tuple[str, ...]) -> None:
+            if _SKIP_LAPACK_INIT.get():
+                return None
+            return original(platforms)
+
+        guarded.__wrapped__ = original  # type: ignore[attr-defined]
+        _export._ensure_backends_initialized = guarded
+        _installed = True
+        return True
+
+
+@contextlib.contextmanager
+def lapack_init_skipped(skip: bool) -> Iterator[None]:
+    """Within this block, lowering an exported call skips LAPACK initialisation if ``skip``."""
+    token = _SKIP_LAPACK_INIT.set(skip and install_lapack_guard())
+    try:
+        yield
+    finally:
+        _SKIP_LAPACK_INIT.reset(token)
