@@ -1,0 +1,253 @@
+"""pytest plugin: check that an installed wheel's baked artifacts match fresh exports of the source.
+
+Registered through the ``pytest11`` entry point as ``jaxexport``; inert unless asked with
+``pytest --jaxexport-check PACKAGE`` (repeatable) or the ini option ``jaxexport_packages``.
+``-p no:jaxexport`` disables it. A thin adapter over :mod:`hatch_jaxexport.check`: for each
+package it adds a collector ``jaxexport:PACKAGE`` whose one test function, ``jaxexport``, is
+parametrized (in ``pytest_generate_tests``) with one case per artifact id, so ids, counts, ``-k``
+and xdist behave as for any parametrized test.
+
+Importing this module imports neither jax nor the rest of hatch-jaxexport's build layer: that
+happens only when a check is asked for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from .check import Outcome, Plan
+
+FIXTURE = "jaxexport_artifact"
+_PROPERTY = "jaxexport"
+_SHAPES_DEFAULT = 3
+
+
+@dataclasses.dataclass
+class _State:
+    """What this run checks, the plans made so far and the outcomes reported."""
+
+    packages: list[str]
+    shapes: int
+    plans: dict[str, Plan] = dataclasses.field(default_factory=dict)
+    errors: dict[str, str] = dataclasses.field(default_factory=dict)
+    outcomes: dict[str, dict[str, dict[str, Any]]] = dataclasses.field(default_factory=dict)
+
+    def plan(self, package: str) -> Plan:
+        if package not in self.plans:
+            from .check import plan_check
+
+            self.plans[package] = plan_check(package)
+        return self.plans[package]
+
+
+_STATE = pytest.StashKey[_State]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("jaxexport", "hatch-jaxexport release check")
+    group.addoption(
+        "--jaxexport-check", action="append", default=[], metavar="PACKAGE",
+        dest="jaxexport_check",
+        help="check that the installed wheel's jax.export artifacts of PACKAGE (an import "
+             "name) match fresh exports of its source; repeatable. Overrides the ini option "
+             "jaxexport_packages.")
+    group.addoption(
+        "--jaxexport-shapes", type=int, default=None, metavar="N", dest="jaxexport_shapes",
+        help=f"concrete shapes each artifact runs on (default: {_SHAPES_DEFAULT}; 0 compares "
+             "metadata and fingerprints only)")
+    parser.addini("jaxexport_packages", type="args", default=[],
+                  help="packages to check as with --jaxexport-check (whitespace-separated)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    packages = config.getoption("jaxexport_check") or config.getini("jaxexport_packages")
+    if not packages:
+        return  # inert
+    shapes = config.getoption("jaxexport_shapes")
+    if shapes is not None and shapes < 0:
+        raise pytest.UsageError(f"--jaxexport-shapes must be >= 0, got {shapes}")
+    state = _State(list(dict.fromkeys(packages)), _SHAPES_DEFAULT if shapes is None else shapes)
+    config.stash[_STATE] = state
+    config.pluginmanager.register(_Reporter(state), "jaxexport-reporter")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Any:
+    """Add one ``jaxexport:PACKAGE`` collector per checked package to the session's top level."""
+    report = yield
+    state = collector.config.stash.get(_STATE, None)
+    if state is not None and isinstance(collector, pytest.Session) and report.passed:
+        for package in state.packages:
+            report.result.append(CheckModule.from_parent(
+                collector, path=collector.config.rootpath / f"jaxexport:{package}",
+                package=package))
+    return report
+
+
+def jaxexport(jaxexport_artifact: Artifact) -> None:
+    """One artifact of the installed wheel against a fresh export of the source."""
+    jaxexport_artifact.check()
+
+
+jaxexport.__test__ = True  # type: ignore[attr-defined]  # collected under this name
+
+
+class CheckModule(pytest.Module):
+    """The release check of one package: a module holding the parametrized ``jaxexport``."""
+
+    def __init__(self, *, package: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.package = package
+
+    def _getobj(self) -> types.ModuleType:
+        from .check import CheckError
+
+        state = self.config.stash[_STATE]
+        try:
+            state.plan(self.package)
+        except CheckError as err:
+            state.errors[self.package] = str(err)
+            raise self.CollectError(f"jaxexport: cannot check {self.package}: {err}") from None
+        module = types.ModuleType(f"jaxexport:{self.package}")
+        module.jaxexport = jaxexport  # type: ignore[attr-defined]
+        return module
+
+
+@dataclasses.dataclass(frozen=True)
+class _CaseRef:
+    package: str
+    id: str
+
+    def __repr__(self) -> str:
+        return self.id
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    collector = metafunc.definition.parent
+    if FIXTURE not in metafunc.fixturenames or not isinstance(collector, CheckModule):
+        return
+    plan = metafunc.config.stash[_STATE].plan(collector.package)
+    refs = [_CaseRef(collector.package, case.id) for case in plan.cases]
+    metafunc.parametrize(FIXTURE, refs, ids=[ref.id for ref in refs], indirect=True)
+
+
+class Artifact:
+    """The ``jaxexport_artifact`` fixture's value: one case of a package's check."""
+
+    def __init__(self, state: _State, ref: _CaseRef, node: pytest.Item) -> None:
+        self.state, self.ref, self.node = state, ref, node
+
+    @property
+    def plan(self) -> Plan:
+        return self.state.plan(self.ref.package)
+
+    def outcome(self) -> Outcome:
+        from .check import check_case
+
+        plan = self.plan
+        (case,) = [c for c in plan.cases if c.id == self.ref.id]
+        return check_case(plan, case, shapes=self.state.shapes)
+
+    def check(self) -> None:
+        """Run the check; fail with its readable diff, skip for exports skipped at build."""
+        outcome = self.outcome()
+        self.node.user_properties.append((_PROPERTY, {
+            "package": self.ref.package, "id": self.ref.id, "status": outcome.status,
+            "notes": list(outcome.notes), "ran": outcome.ran}))
+        if outcome.status == "skipped":
+            pytest.skip(outcome.message)
+        if not outcome.ok:
+            pytest.fail(outcome.message, pytrace=False)
+
+
+@pytest.fixture
+def jaxexport_artifact(request: pytest.FixtureRequest) -> Artifact:
+    """One artifact case of ``--jaxexport-check`` (parametrized by the plugin itself)."""
+    state = request.config.stash.get(_STATE, None)
+    ref = getattr(request, "param", None)
+    if state is None or not isinstance(ref, _CaseRef):
+        pytest.fail("the jaxexport_artifact fixture is parametrized by the jaxexport plugin for "
+                    "its own items; run `pytest --jaxexport-check PACKAGE`", pytrace=False)
+    return Artifact(state, ref, request.node)
+
+
+_HEADINGS = {
+    "stale": "stale (the wheel's artifact differs from a fresh export)",
+    "missing": "missing from the wheel (in the source, no artifact)",
+    "orphan": "not in the source (an artifact with no function or spec entry)",
+    "skipped": "skipped (the export failed at build time)",
+}
+
+
+class _Reporter:
+    """Registered only when a check is asked for: collects outcomes, writes the summary."""
+
+    def __init__(self, state: _State) -> None:
+        self.state = state
+
+    def pytest_report_header(self) -> str:
+        return f"jaxexport: checking the installed artifacts of {', '.join(self.state.packages)}"
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call":
+            return
+        for name, value in report.user_properties:
+            if name == _PROPERTY and isinstance(value, dict):
+                self.state.outcomes.setdefault(value["package"], {})[value["id"]] = value
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        _summary(self.state, terminalreporter)
+
+
+def _summary(state: _State, tr: Any) -> None:
+    tr.write_sep("=", "jaxexport release check")
+    for package in state.packages:
+        if package in state.errors:
+            tr.write_line(f"{package}: cannot check: {state.errors[package]}")
+            continue
+        tr.write_line(_header(state, package))
+        outcomes = state.outcomes.get(package, {})
+        if not outcomes:
+            tr.write_line("  no artifact was checked in this run")
+            continue
+        by_status: dict[str, list[str]] = {}
+        for case_id, value in sorted(outcomes.items()):
+            by_status.setdefault(value["status"], []).append(case_id)
+        matched = len(by_status.get("match", []))
+        ran = sum(1 for v in outcomes.values() if v["ran"] and v["status"] == "match")
+        tr.write_line(f"  {len(outcomes)} checked: {matched} match "
+                      f"({ran} also run and compared numerically on this platform)")
+        for status, heading in _HEADINGS.items():
+            ids = by_status.get(status, [])
+            if ids:
+                tr.write_line(f"  {heading}: {len(ids)}")
+                for case_id in ids:
+                    tr.write_line(f"    {case_id}")
+        not_run = sorted({note for v in outcomes.values() for note in v["notes"]})
+        for note in not_run:
+            count = sum(note in v["notes"] for v in outcomes.values())
+            tr.write_line(f"  {count} x {note}")
+        if any(s in by_status for s in ("stale", "missing", "orphan")):
+            from .check import REBUILD_HINT
+
+            tr.write_line(f"  To fix: {REBUILD_HINT}.")
+
+
+def _header(state: _State, package: str) -> str:
+    plan = state.plans.get(package)
+    if plan is not None:
+        return plan.header()
+    try:  # xdist's controller does not collect: describe the wheel without importing the source
+        from .check import find_bundle
+
+        return f"{package}: {find_bundle(package).describe()}"
+    except Exception as err:
+        return f"{package}: {err}"
+
+
+__all__ = ["Artifact", "CheckModule", "jaxexport_artifact"]
