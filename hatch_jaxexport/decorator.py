@@ -35,6 +35,7 @@ class ExportSpec:
     static: Mapping[str, tuple[JsonScalar, ...]]
     ad_order: int = 0
     vmap: bool = False
+    tiered: bool | None = None
 
     @property
     def uses_family(self) -> bool:
@@ -188,7 +189,7 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
                export_with_kwargs: bool = False, skip_jitting: bool = False,
                static: Mapping[str, Sequence[JsonScalar]] | None = None,
                constraints: Sequence[str] = (), name: str | None = None,
-               ad_order: int = 0, vmap: bool = False,
+               ad_order: int = 0, vmap: bool = False, tiered: bool | None = None,
                ) -> Callable[[Callable[..., Any]], ExportableFunction]:
     """Mark a function for export at build time; traces nothing.
 
@@ -212,6 +213,8 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
         ad_order: ``1`` or ``2`` bakes companion artifacts for forward and reverse mode to that
             order (``jax.jvp``, ``jax.jacfwd``, ``jax.hessian``... on the loaded function).
         vmap: Also bake batched artifacts, so ``jax.vmap`` runs as one call.
+        tiered: Tiered compilation of eager first calls (quick tier, optimized in the
+            background): ``None`` follows ``HATCH_JAXEXPORT_TIERED`` and the platform default.
 
     Returns:
         A decorator producing an [ExportableFunction][hatch_jaxexport.ExportableFunction].
@@ -276,6 +279,7 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
             platforms=_check_platforms(fn_name, platforms), vjp_order=vjp_order,
             export_with_kwargs=bool(export_with_kwargs), skip_jitting=bool(skip_jitting),
             static=static_values, ad_order=ad_order, vmap=bool(vmap),
+            tiered=None if tiered is None else bool(tiered),
         )
         wrapper = ExportableFunction(fn, spec, signature, tuple(layouts))
         REGISTRY.setdefault(getattr(fn, "__module__", "__main__"), []).append(wrapper)

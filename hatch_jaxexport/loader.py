@@ -193,12 +193,13 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str
 
     ensure_compilation_cache()
     if not fn.export_spec.uses_family:
-        jitted = jax.jit(exported.call)
+        jitted = _tiered(fn, jax.jit(exported.call), record, platform)
         lapack_free = not needs_lapack(record.custom_calls)
 
         def native(*args: Any, **kwargs: Any) -> Any:
             with lapack_init_skipped(lapack_free):
                 return jitted(*args, **kwargs)
+        native.inner = jitted  # type: ignore[attr-defined]
         return native, ""
     from .transforms import Family, source_flat, warn_or_raise
 
@@ -221,7 +222,16 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str
         out_dtypes=[a.dtype for a in exported.out_avals],
         source_flat=source_flat(fn, plan.structure_index, plan.static, exported.in_tree),
         on_missing=warn_or_raise(fn.name, strict_mode()), lapack_free=frozenset(lapack_free))
-    return family.jitted_primal(), ""
+    return _tiered(fn, family.jitted_primal(), record, platform), ""
+
+
+def _tiered(fn: ExportableFunction, jitted: Callable[..., Any], record: ArtifactRecord,
+            platform: str) -> Callable[..., Any]:
+    from .tiers import TieredCall, identity, marker_dir, tiering_wanted
+
+    if not tiering_wanted(platform, fn.export_spec.tiered):
+        return jitted
+    return TieredCall(jitted, identity(record.sha256, platform), platform, marker_dir())
 
 
 def _load(package: PackageArtifacts, record: ArtifactRecord, package_name: str) -> Any:
@@ -317,3 +327,16 @@ def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[
 def loaded_from_artifact(fn: ExportableFunction) -> dict[Any, bool]:
     """For introspection and tests: which resolved call keys use an artifact (True) or trace."""
     return {k: v.from_artifact for k, v in fn.runtime_cache.items() if isinstance(v, _Target)}
+
+
+def tiered_calls(fn: ExportableFunction) -> list[Any]:
+    """The ``TieredCall`` objects of a function's resolved targets (tests, benchmarks)."""
+    from .tiers import TieredCall
+
+    found = []
+    for target in fn.runtime_cache.values():
+        call = getattr(target, "call", None)
+        call = getattr(call, "inner", call)
+        if isinstance(call, TieredCall):
+            found.append(call)
+    return found
