@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -37,6 +38,10 @@ class BuildResult:
     manifest: Manifest
     out_dir: Path
     failures: list[str]
+    #: Seconds each artifact took to trace, lower and serialize, by artifact id.
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+    #: Wall-clock seconds of the whole export (workers included).
+    wall_seconds: float = 0.0
 
 
 def discover(package: str) -> list[ExportableFunction]:
@@ -75,7 +80,7 @@ def discover(package: str) -> list[ExportableFunction]:
 def _worker_main(request_path: str) -> int:
     """Entry point of one export worker process (``python -m hatch_jaxexport._worker``)."""
     request = json.loads(Path(request_path).read_text())
-    result: dict[str, Any] = {"records": [], "failures": [], "fatal": None}
+    result: dict[str, Any] = {"records": [], "failures": [], "fatal": None, "seconds": {}}
     try:
         import jax
         import jaxlib
@@ -94,6 +99,7 @@ def _worker_main(request_path: str) -> int:
         from .exporter import export_task
 
         for fn, task in mine:
+            started = time.perf_counter()
             try:
                 blob, record = export_task(fn, task)
             except Exception as err:
@@ -104,6 +110,7 @@ def _worker_main(request_path: str) -> int:
                 continue
             (Path(request["out_dir"]) / record.file).write_bytes(blob)
             result["records"].append(dataclasses.asdict(record))
+            result["seconds"][record.id] = time.perf_counter() - started
     except ExportError as err:
         result["fatal"] = err.failures
     except Exception:
@@ -190,6 +197,7 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
         raise ExportError([f"refusing to replace {out}: it is not empty and holds no "
                            f"{MANIFEST_NAME}"])
     emit = log or (lambda message: None)
+    started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="jaxexport-") as tmp:
         staging = Path(tmp) / "artifacts"
         staging.mkdir()
@@ -220,7 +228,8 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
         shutil.copytree(staging, out)
     emit(f"{package}: exported {summarize(records)}"
          + (f"; skipped {len(skipped)}" if skipped else "") + f" into {out}")
-    return BuildResult(manifest, out, messages)
+    seconds = {k: v for res in results for k, v in res["seconds"].items()}
+    return BuildResult(manifest, out, messages, seconds, time.perf_counter() - started)
 
 
 def list_tasks(package: str, *, platforms: Sequence[str] = DEFAULT_PLATFORMS,

@@ -44,7 +44,35 @@ def _parser() -> argparse.ArgumentParser:
                              "and print one row per artifact.")
     inspect.add_argument("package", help="import name of an installed package")
     inspect.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    warm = sub.add_parser("warmup", help="compile a package's artifacts into the persistent "
+                          "compilation cache of this machine",
+                          description="Call every @exportable of PACKAGE on zeros of the given "
+                          "sizes, so later processes load compiled executables from the cache.")
+    warm.add_argument("package", help="import name of an installed package")
+    warm.add_argument("--dims", action="append", default=[], metavar="SYMBOL=SIZE[,SIZE...]",
+                      help="sizes for a symbolic dimension (repeatable), e.g. --dims n=64,1024")
     return parser
+
+
+def _warmup(args: argparse.Namespace) -> int:
+    from .cache import active_cache_dir
+    from .warmup import warmup_package
+
+    dims: dict[str, list[int]] = {}
+    for item in args.dims:
+        name, sep, sizes = item.partition("=")
+        try:
+            dims[name.strip()] = [int(v) for v in sizes.split(",")]
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():
+            raise ValueError(f"--dims takes SYMBOL=SIZE[,SIZE...], got {item!r}")
+    count, skipped = warmup_package(args.package, dims,
+                                    log=lambda line: print(line, file=sys.stderr))
+    for line in skipped:
+        print(f"skipped: {line}", file=sys.stderr)
+    print(f"warmed {count} call signature(s) into {active_cache_dir()}")
+    return 0
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -93,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; errors print one line (a traceback only with ``--debug``)."""
     args = _parser().parse_args(argv)
     try:
-        return {"export": _export, "inspect": _inspect}[args.command](args)
+        return {"export": _export, "inspect": _inspect, "warmup": _warmup}[args.command](args)
     except Exception as err:
         if args.debug:
             raise

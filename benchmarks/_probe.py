@@ -1,0 +1,82 @@
+"""One fresh-process measurement for ``benchmarks/cold_start.py`` (prints one JSON line).
+
+Usage: ``python _probe.py MODE WORKLOAD [FLOOR_FILE]`` where MODE is ``source`` (``jax.jit`` of
+the function's Python body), ``loaded`` (the installed package's baked artifact), ``floor``
+(a compiled executable deserialized from FLOOR_FILE; written first with ``floor-write``),
+``steady`` (per-call time, loaded vs jit) or ``import`` (import cost of the package).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+
+
+def main() -> None:
+    mode, workload = sys.argv[1], sys.argv[2]
+    t0 = time.perf_counter()
+    import jax
+    import numpy as np
+
+    t1 = time.perf_counter()
+    import example_pkg.benchmarks as workloads  # the workloads live in the installed package
+
+    t2 = time.perf_counter()
+    fn, args = workloads.WORKLOADS[workload]()
+    out: dict[str, float | str | bool] = {"import_jax_s": t1 - t0, "import_pkg_s": t2 - t1}
+    if mode == "import":
+        print(json.dumps(out))
+        return
+    if mode in ("floor-write", "floor"):
+        from jax.experimental import serialize_executable as se
+
+        path = sys.argv[3]
+        if mode == "floor-write":
+            compiled = jax.jit(fn.__wrapped__).lower(*args).compile()
+            payload, in_tree, out_tree = se.serialize(compiled)
+            import pickle  # the floor is measured only; never shipped (it is pickle-based)
+
+            with open(path, "wb") as f:
+                pickle.dump((payload, in_tree, out_tree), f)
+            return
+        import pickle
+
+        start = time.perf_counter()
+        with open(path, "rb") as f:
+            payload, in_tree, out_tree = pickle.load(f)  # noqa: S301 - benchmark-only floor
+        compiled = se.deserialize_and_load(payload, in_tree, out_tree)
+        jax.block_until_ready(compiled(*args))
+        out["first_call_s"] = time.perf_counter() - start
+    elif mode == "steady":
+        import timeit
+
+        jitted = jax.jit(fn.__wrapped__)
+        jax.block_until_ready(jitted(*args))
+        jax.block_until_ready(fn(*args))
+        for name, f in (("jit", jitted), ("loaded", fn)):
+            out[f"{name}_call_us"] = min(timeit.repeat(lambda f=f: f(*args), number=2000,
+                                                      repeat=7)) / 2000 * 1e6
+    else:
+        target = jax.jit(fn.__wrapped__) if mode == "source" else fn
+        start = time.perf_counter()
+        jax.block_until_ready(target(*args))
+        out["first_call_s"] = time.perf_counter() - start
+        if mode == "loaded":
+            from hatch_jaxexport.loader import tiered_calls
+
+            calls = tiered_calls(fn)
+            out["tier"] = ",".join(t for c in calls for t in c.tiers.values()) or "untiered"
+            if calls and "quick" in out["tier"]:
+                for call in calls:
+                    call.wait()
+                out["optimized_after_s"] = time.perf_counter() - start
+        out["traced"] = bool(getattr(workloads, "TRACES", {}).get("count", 0))
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    _ = np
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""``jaxexport warmup``: compile a package's artifacts into the persistent compilation cache.
+
+For container images and deploy steps: run once on the target machine, and the first call of
+every warmed (function, structure, static values, shapes) in later processes loads a compiled
+executable instead of compiling. Symbolic dimensions need values (``--dims n=1024``); a
+structure whose symbols are not all given is skipped and reported.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+
+def warmup_package(package: str, dims: Mapping[str, Sequence[int]],
+                   log: Callable[[str], None] = print) -> tuple[int, list[str]]:
+    """Call every exportable of ``package`` on zeros of the given sizes; return (count, skipped)."""
+    os.environ["HATCH_JAXEXPORT_TIERED"] = "0"  # compile the optimized executable, once
+    import numpy as np
+
+    from .build import discover
+    from .cache import ensure_compilation_cache
+    from .spec import evaluate_dim, tree_map_leaves
+
+    folder = ensure_compilation_cache()
+    if folder is None:
+        raise RuntimeError("the persistent compilation cache is off (HATCH_JAXEXPORT_CACHE=0): "
+                           "there is nothing to warm")
+    plans: list[tuple[Any, int, dict[str, Any], dict[str, int]]] = []
+    skipped = []
+    for fn in discover(package):
+        for index, structure in enumerate(fn.export_spec.structures):
+            missing = sorted(structure.symbols - set(dims))
+            if missing:
+                skipped.append(f"{fn.name} structure {index} ({structure.key}): no value for "
+                               f"{', '.join(missing)} (give --dims {missing[0]}=SIZE)")
+                continue
+            names = sorted(structure.symbols)
+            for sizes in itertools.product(*(dims[n] for n in names)):
+                env = dict(zip(names, sizes, strict=True))
+                for static in fn.export_spec.static_combinations():
+                    plans.append((fn, index, static, env))
+    for number, (fn, index, static, env) in enumerate(plans, 1):
+        structure = fn.export_spec.structures[index]
+        values = {name: tree_map_leaves(
+            lambda leaf, env=env: np.zeros([evaluate_dim(d, env) for d in leaf.shape],
+                                           dtype=leaf.dtype), tree)
+                  for name, tree in structure.args.items()}
+        args, kwargs = fn.layouts[index].split({**values, **static})
+        started = time.perf_counter()
+        try:
+            fn(*args, **kwargs)
+        except Exception as err:
+            skipped.append(f"{fn.name} structure {index} at {env}: {type(err).__name__}: {err}")
+            continue
+        log(f"[{number}/{len(plans)}] {fn.name} [{index}] {env or ''}"
+            f"{' ' + str(static) if static else ''}: {time.perf_counter() - started:.2f} s")
+    return len(plans) - sum(1 for s in skipped if " at {" in s), skipped
