@@ -45,7 +45,7 @@ def main() -> None:
 
         start = time.perf_counter()
         with open(path, "rb") as f:
-            payload, in_tree, out_tree = pickle.load(f)  # noqa: S301 - benchmark-only floor
+            payload, in_tree, out_tree = pickle.load(f)
         compiled = se.deserialize_and_load(payload, in_tree, out_tree)
         jax.block_until_ready(compiled(*args))
         out["first_call_s"] = time.perf_counter() - start

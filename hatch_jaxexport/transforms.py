@@ -331,7 +331,7 @@ def _make_primitive() -> Any:
         size = next(a.shape[d] for a, d in zip(args, dims, strict=True) if d is not None)
         moved = [jnp.moveaxis(a, d, 0) if d is not None else a
                  for a, d in zip(args, dims, strict=True)]
-        if not batched and family.has(kind, True):
+        if not batched and family.has(kind, True) and _broadcast_is_cheap(args, dims, size):
             full = [a if d is not None else jnp.broadcast_to(a, (size, *jnp.shape(a)))
                     for a, d in zip(moved, dims, strict=True)]
             outs = exported_call_p.bind(*full, family=family, kind=kind, batched=True)
@@ -349,6 +349,17 @@ def _make_primitive() -> Any:
 
     batching.primitive_batchers[prim] = batch_rule
     return prim
+
+
+def _broadcast_is_cheap(args: Sequence[Any], dims: Sequence[Any], size: int) -> bool:
+    """Whether broadcasting the unbatched operands to the batch (the batched artifacts take
+    every operand batched) costs no more than the batched operands themselves; otherwise the
+    sequential path is faster (e.g. shared parameters with a batch of inputs)."""
+    import math
+
+    batched = sum(math.prod(a.shape) for a, d in zip(args, dims, strict=True) if d is not None)
+    unbatched = sum(math.prod(a.shape) for a, d in zip(args, dims, strict=True) if d is None)
+    return unbatched * size <= batched
 
 
 def jax_core_aval(value: Any) -> Any:

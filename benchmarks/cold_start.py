@@ -1,0 +1,201 @@
+"""Cold start, side by side in one run: source jit vs baked artifacts, cache cold and warm.
+
+    python benchmarks/cold_start.py [--runs 5] [--quick] [--write-docs]
+
+Builds this project's wheel and ``example_pkg``'s wheel (baked by the Hatch hook), installs both
+into a fresh virtual environment, then measures each workload of ``example_pkg.benchmarks`` in
+fresh processes (medians of ``--runs``, with min and max):
+
+1. source ``jax.jit``, no compile cache (what users do today);
+2. source ``jax.jit`` with JAX's persistent compilation cache warm;
+3. the installed wheel's artifacts, first process on the machine (cache cold);
+3t. the same with tiered compilation (``HATCH_JAXEXPORT_TIERED=1``);
+4. the installed wheel's artifacts, cache warm;
+5. the floor: a compiled executable deserialized from disk (measured only, never shipped).
+
+Then the import cost, the steady-state per-call time (tiny), peak memory of 3 vs 1, and the
+ratios the project targets. ``--write-docs`` writes ``docs/performance-results.md`` and a plot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBE = Path(__file__).resolve().parent / "_probe.py"
+MODES = [("1 source", "source", "nocache"), ("2 source+cache", "source", "warm"),
+         ("3 loaded cold", "loaded", "cold"), ("3t loaded cold tiered", "loaded", "cold-tiered"),
+         ("4 loaded warm", "loaded", "warm"), ("5 floor", "floor", "floor")]
+
+
+def sh(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
+    proc = subprocess.run(cmd, env={**os.environ, **(env or {})}, cwd=cwd, text=True,
+                          capture_output=True)
+    if proc.returncode:
+        raise SystemExit(f"failed: {' '.join(cmd)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc.stdout
+
+
+def prepare(work: Path) -> Path:
+    """A venv with hatch-jaxexport and the baked example_pkg wheel installed; its python."""
+    wheels = work / "wheels"
+    sh([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)])
+    sh([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels),
+        str(ROOT / "example_pkg")], env={"PIP_FIND_LINKS": str(wheels)})
+    venv = work / "venv"
+    uv = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
+    if Path(uv).exists():
+        sh([uv, "venv", "-q", str(venv), "-p", sys.executable])
+        sh([uv, "pip", "install", "-q", "-p", str(venv / "bin" / "python"), "--find-links",
+            str(wheels), "hatch-jaxexport", "example-pkg"])
+    else:
+        sh([sys.executable, "-m", "venv", str(venv)])
+        sh([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--find-links",
+            str(wheels), "hatch-jaxexport", "example-pkg"])
+    return venv / "bin" / "python"
+
+
+def probe(python: Path, mode: str, workload: str, env: dict[str, str], *extra: str) -> dict:
+    out = sh([str(python), str(PROBE), mode, workload, *extra], env=env, cwd=PROBE.parent)
+    return json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
+
+
+def measure(python: Path, work: Path, workloads: list[str], runs: int) -> dict:
+    base = {"HATCH_JAXEXPORT_TIERED": "0", "JAX_PLATFORMS": "cpu"}
+    results: dict = {"first_call": {}, "rss": {}, "tier": {}}
+    for workload in workloads:
+        jax_warm = work / f"jaxcache-{workload}"
+        ours_warm = work / f"ourcache-{workload}"
+        floor = work / f"floor-{workload}.bin"
+        source_warm = {"JAX_COMPILATION_CACHE_DIR": str(jax_warm),
+                       "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+                       "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+        probe(python, "source", workload, {**base, **source_warm})  # warm jax's cache
+        probe(python, "loaded", workload, {**base, "XDG_CACHE_HOME": str(ours_warm)})
+        probe(python, "floor-write", workload, base, str(floor))
+        for label, mode, cache in MODES:
+            times, rss, tiers = [], [], []
+            for run in range(runs):
+                env = dict(base, HATCH_JAXEXPORT_CACHE="0")
+                if cache == "warm" and mode == "source":
+                    env = {**base, **source_warm}
+                elif cache == "warm":
+                    env = {**base, "XDG_CACHE_HOME": str(ours_warm)}
+                elif cache.startswith("cold"):
+                    cold = work / f"cold-{workload}-{label[:2]}-{run}"
+                    env = {**base, "XDG_CACHE_HOME": str(cold)}
+                    if cache == "cold-tiered":
+                        env["HATCH_JAXEXPORT_TIERED"] = "1"
+                extra = (str(floor),) if mode == "floor" else ()
+                out = probe(python, mode, workload, env, *extra)
+                if out.get("traced"):
+                    raise SystemExit(f"{workload}: the loaded function traced its source")
+                times.append(out["first_call_s"])
+                rss.append(out["peak_rss_mb"])
+                if "optimized_after_s" in out:
+                    tiers.append(out["optimized_after_s"])
+            results["first_call"].setdefault(workload, {})[label] = times
+            results["rss"].setdefault(workload, {})[label] = rss
+            if tiers:
+                results["tier"][workload] = tiers
+            print(f"  {workload:12s} {label:24s} median {statistics.median(times) * 1e3:8.1f} ms",
+                  flush=True)
+    imports = [probe(python, "import", workloads[0], base) for _ in range(runs)]
+    results["import_pkg_ms"] = [i["import_pkg_s"] * 1e3 for i in imports]
+    results["import_jax_ms"] = [i["import_jax_s"] * 1e3 for i in imports]
+    steady = probe(python, "steady", "tiny", base)
+    results["steady_us"] = {"jit": steady["jit_call_us"], "loaded": steady["loaded_call_us"]}
+    return results
+
+
+def med(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def report(results: dict) -> list[str]:
+    lines = ["| workload | " + " | ".join(label for label, _, _ in MODES) + " |",
+             "|---|" + "---:|" * len(MODES)]
+    for workload, by_mode in results["first_call"].items():
+        cells = [f"{med(v) * 1e3:.0f} ({min(v) * 1e3:.0f}-{max(v) * 1e3:.0f})"
+                 for v in (by_mode[label] for label, _, _ in MODES)]
+        lines.append(f"| {workload} | " + " | ".join(cells) + " |")
+    lines += ["", "First call in ms: median (min-max) of fresh processes.", "",
+              "| workload | 4/5 (target <= 1.5) | 4/2 (target <= 0.5, trace-heavy) | "
+              "3/1 (target <= 0.8; <= 0.3 trace-heavy) | 3t/1 tiered | 3 RSS / 1 RSS |",
+              "|---|---:|---:|---:|---:|---:|"]
+    for workload, m in results["first_call"].items():
+        r = {k: med(v) for k, v in m.items()}
+        rss = {k: med(v) for k, v in results["rss"][workload].items()}
+        lines.append(
+            f"| {workload} | {r['4 loaded warm'] / r['5 floor']:.2f} | "
+            f"{r['4 loaded warm'] / r['2 source+cache']:.2f} | "
+            f"{r['3 loaded cold'] / r['1 source']:.2f} | "
+            f"{r['3t loaded cold tiered'] / r['1 source']:.2f} | "
+            f"{rss['3 loaded cold'] / rss['1 source']:.2f} |")
+    added = med(results["import_pkg_ms"])
+    steady = results["steady_us"]
+    lines += ["", f"- `import example_pkg` after `import jax`: {added:.1f} ms (target <= 5 ms; "
+              f"`import jax`: {med(results['import_jax_ms']):.0f} ms)",
+              f"- steady state per call (tiny): loaded {steady['loaded']:.1f} us vs `jax.jit` "
+              f"{steady['jit']:.1f} us = {steady['loaded'] / steady['jit']:.2f}x (target <= 1.1x)"]
+    for workload, waits in results["tier"].items():
+        lines.append(f"- tiered {workload}: optimized executable in after {med(waits):.2f} s")
+    return lines
+
+
+def plot(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    workloads = list(results["first_call"])
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    width = 0.8 / len(MODES)
+    for i, (label, _, _) in enumerate(MODES):
+        values = [med(results["first_call"][w][label]) * 1e3 for w in workloads]
+        ax.bar([x + i * width for x in range(len(workloads))], values, width, label=label)
+    ax.set_xticks([x + width * (len(MODES) - 1) / 2 for x in range(len(workloads))], workloads)
+    ax.set_ylabel("first call, ms (median, fresh process)")
+    ax.set_yscale("log")
+    ax.set_title("Time to first result: source jit vs baked artifacts")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="3 runs, tiny and trace-heavy only")
+    parser.add_argument("--write-docs", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="jaxexport-bench-") as tmp:
+        work = Path(tmp)
+        print("building wheels and a fresh venv...", flush=True)
+        python = prepare(work)
+        workloads = ["tiny", "trace_heavy"] if args.quick else \
+            ["tiny", "mlp", "solve", "trace_heavy"]
+        results = measure(python, work, workloads, 3 if args.quick else args.runs)
+    lines = report(results)
+    print("\n".join(lines))
+    if args.write_docs:
+        docs = ROOT / "docs"
+        (docs / "performance-results.md").write_text(
+            "# Benchmark results\n\nMeasured by `python benchmarks/cold_start.py --write-docs` on "
+            "a 2-core CPU machine.\n\n![first call](performance.png)\n\n" + "\n".join(lines) +
+            "\n")
+        plot(results, docs / "performance.png")
+        (docs / "performance-results.json").write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
