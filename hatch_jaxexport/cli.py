@@ -44,6 +44,12 @@ def _parser() -> argparse.ArgumentParser:
                              "and print one row per artifact.")
     inspect.add_argument("package", help="import name of an installed package")
     inspect.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    verify = sub.add_parser("verify", help="check an installed package's artifacts against its "
+                            "manifest", description="Check that PACKAGE's manifest is valid, "
+                            "that every blob it lists is present with its recorded size and "
+                            "SHA-256, and that the folder holds nothing else. Exit 0 with one "
+                            "OK line, or 1 with one line per problem.")
+    verify.add_argument("package", help="import name of an installed package")
     warm = sub.add_parser("warmup", help="compile a package's artifacts into the persistent "
                           "compilation cache of this machine",
                           description="Call every @exportable of PACKAGE on zeros of the given "
@@ -117,11 +123,25 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify(args: argparse.Namespace) -> int:
+    from .verify import check_package
+
+    report = check_package(args.package)
+    if report.ok:
+        print(report.summary())
+        return 0
+    print(f"{args.package}: {len(report.problems)} problem(s):")
+    for problem in report.problems:
+        print(f"  - {problem}")
+    return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; errors print one line (a traceback only with ``--debug``)."""
     args = _parser().parse_args(argv)
     try:
-        return {"export": _export, "inspect": _inspect, "warmup": _warmup}[args.command](args)
+        return {"export": _export, "inspect": _inspect, "warmup": _warmup,
+                "verify": _verify}[args.command](args)
     except Exception as err:
         if args.debug:
             raise

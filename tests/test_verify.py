@@ -1,0 +1,211 @@
+"""``python -m hatch_jaxexport verify PACKAGE``: artifacts checked against the manifest's hashes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import run
+
+from hatch_jaxexport.verify import check_package, verify_package
+
+
+def verify(site: Path, package: str = "jxe_demo"):
+    return run([sys.executable, "-m", "hatch_jaxexport", "verify", package],
+               env={"PYTHONPATH": str(site), "JAX_PLATFORMS": "cpu"}, check=False)
+
+
+@pytest.fixture
+def site(demo_site: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "site"
+    shutil.copytree(demo_site, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def _art(site: Path) -> Path:
+    return site / "jxe_demo" / "_jaxexport"
+
+
+def _manifest(site: Path) -> dict:
+    return json.loads((_art(site) / "manifest.json").read_text())
+
+
+def _record(site: Path, function: str = "jxe_demo.funcs:scale") -> dict:
+    return next(r for r in _manifest(site)["artifacts"] if r["function"] == function)
+
+
+def test_intact_package_is_one_ok_line(site: Path) -> None:
+    proc = verify(site)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    manifest = _manifest(site)
+    total = sum(r["size"] for r in manifest["artifacts"])
+    assert proc.stdout == (
+        f"jxe_demo: OK, {len(manifest['artifacts'])} artifact(s), {total:,} bytes match "
+        f"_jaxexport/manifest.json (schema 1, built with jax {manifest['jax_version']})\n")
+    assert "jax" not in proc.stderr
+
+
+def test_in_process_api_on_the_imported_demo(demo) -> None:
+    assert verify_package("jxe_demo") == []
+    report = check_package("jxe_demo")
+    assert report.ok and report.manifest is not None and report.summary().startswith(
+        "jxe_demo: OK, ")
+
+
+def _flip(site: Path) -> str:
+    record = _record(site)
+    blob = _art(site) / record["file"]
+    data = bytearray(blob.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    blob.write_bytes(bytes(data))
+    return rf"jxe_demo.funcs:scale/0/cpu: _jaxexport/{record['file']} does not match its " \
+           r"SHA-256 \(damaged or modified after the build\)"
+
+
+def _truncate(site: Path) -> str:
+    record = _record(site)
+    blob = _art(site) / record["file"]
+    blob.write_bytes(blob.read_bytes()[:100])
+    return rf"_jaxexport/{record['file']} has 100 bytes, the manifest says {record['size']:,}"
+
+
+def _grow(site: Path) -> str:
+    record = _record(site)
+    blob = _art(site) / record["file"]
+    blob.write_bytes(blob.read_bytes() + b"\0" * 10)
+    return rf"_jaxexport/{record['file']} has more bytes, the manifest says {record['size']:,}"
+
+
+def _delete(site: Path) -> str:
+    record = _record(site, "jxe_demo.funcs:dense")
+    (_art(site) / record["file"]).unlink()
+    return rf"jxe_demo.funcs:dense/0/cpu: _jaxexport/{record['file']} is missing"
+
+
+def _extra_file(site: Path) -> str:
+    (_art(site) / "payload.jaxexport").write_bytes(b"unlisted")
+    return r"_jaxexport/payload.jaxexport: file not listed in the manifest"
+
+
+def _extra_folder(site: Path) -> str:
+    (_art(site) / "sub").mkdir()
+    return r"_jaxexport/sub: folder not listed in the manifest"
+
+
+def _link_out(site: Path) -> str:
+    record = _record(site)
+    blob = _art(site) / record["file"]
+    outside = site.parent / "outside.bin"
+    outside.write_bytes(blob.read_bytes())  # identical bytes: only the link gives it away
+    blob.unlink()
+    blob.symlink_to(outside)
+    return rf"_jaxexport/{record['file']} is a link that resolves outside _jaxexport/"
+
+
+def _foreign_pytree(site: Path) -> str:
+    manifest = _manifest(site)
+    manifest["artifacts"][0]["pytree_types"] = ["os:PathLike"]
+    (_art(site) / "manifest.json").write_text(json.dumps(manifest))
+    return r"pytree type 'os:PathLike' is outside package 'jxe_demo'"
+
+
+def _unsafe_name(site: Path) -> str:
+    manifest = _manifest(site)
+    manifest["artifacts"][0]["file"] = "../funcs.py"
+    (_art(site) / "manifest.json").write_text(json.dumps(manifest))
+    return r"manifest names an unsafe artifact file '../funcs.py'"
+
+
+def _bad_json(site: Path) -> str:
+    (_art(site) / "manifest.json").write_bytes(b'{"schema_version": 1,')
+    return r"corrupt manifest jxe_demo/_jaxexport/manifest.json: not valid JSON"
+
+
+def _newer_schema(site: Path) -> str:
+    manifest = _manifest(site)
+    manifest["schema_version"] = 99
+    (_art(site) / "manifest.json").write_text(json.dumps(manifest))
+    return r"schema version 99, newer than this hatch-jaxexport reads"
+
+
+def _manifest_link(site: Path) -> str:
+    manifest = _art(site) / "manifest.json"
+    outside = site.parent / "manifest.json"
+    outside.write_bytes(manifest.read_bytes())
+    manifest.unlink()
+    manifest.symlink_to(outside)
+    return r"manifest.json is a link that resolves outside _jaxexport/"
+
+
+def _other_package(site: Path) -> str:
+    manifest = _manifest(site)
+    manifest["package"] = "someone_else"
+    (_art(site) / "manifest.json").write_text(json.dumps(manifest))
+    return r"the manifest is for package 'someone_else', not 'jxe_demo'"
+
+
+DAMAGE: list[Callable[[Path], str]] = [
+    _flip, _truncate, _grow, _delete, _extra_file, _extra_folder, _link_out, _foreign_pytree,
+    _unsafe_name, _bad_json, _newer_schema, _manifest_link, _other_package]
+
+
+@pytest.mark.parametrize("damage", DAMAGE, ids=[d.__name__.strip("_") for d in DAMAGE])
+def test_each_problem_is_listed_with_exit_1(site: Path, damage: Callable[[Path], str]) -> None:
+    expected = damage(site)
+    proc = verify(site)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "jxe_demo: 1 problem(s):", proc.stdout
+    assert len(lines) == 2, proc.stdout
+    import re
+
+    assert re.search(expected, lines[1]), (expected, lines[1])
+
+
+def test_several_problems_are_all_listed(site: Path) -> None:
+    _flip(site)
+    _delete(site)
+    _extra_file(site)
+    proc = verify(site)
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "jxe_demo: 3 problem(s):"
+    assert sorted(line.split(":")[0] for line in lines[1:]) == [
+        "  - _jaxexport/payload.jaxexport", "  - jxe_demo.funcs", "  - jxe_demo.funcs"]
+
+
+def test_a_package_without_artifacts_or_not_installed_fails(tmp_path: Path) -> None:
+    proc = verify(tmp_path, "json")
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines()[1] == \
+        "  - json carries no baked artifacts (_jaxexport/manifest.json not found)"
+    missing = verify(tmp_path, "no_such_package_xyz")
+    assert missing.returncode == 1
+    assert "cannot find package 'no_such_package_xyz'" in missing.stdout
+
+
+def test_a_zipped_package_verifies(site: Path, tmp_path: Path) -> None:
+    archive = tmp_path / "site.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in sorted((site / "jxe_demo").rglob("*")):
+            if path.is_file():
+                zf.write(path, path.relative_to(site).as_posix())
+    proc = verify(archive)
+    assert proc.returncode == 0 and proc.stdout.startswith("jxe_demo: OK, "), proc.stdout
+    with zipfile.ZipFile(archive, "a") as zf:
+        zf.writestr("jxe_demo/_jaxexport/extra.bin", b"x")
+    extra = verify(archive)
+    assert extra.returncode == 1 and "extra.bin: file not listed" in extra.stdout
+
+
+def test_verify_never_imports_jax_or_the_package_modules(site: Path) -> None:
+    code = ("import sys\nfrom hatch_jaxexport.verify import verify_package\n"
+            "print(verify_package('jxe_demo'), 'jax' in sys.modules, "
+            "'jxe_demo.funcs' in sys.modules)")
+    proc = run([sys.executable, "-c", code], env={"PYTHONPATH": str(site)})
+    assert proc.stdout.split() == ["[]", "False", "False"]
