@@ -26,6 +26,7 @@ import inspect
 import json
 import os
 import random
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -443,13 +444,66 @@ def metadata_differences(bundled: Any, fresh: Any) -> list[tuple[str, Any, Any]]
 
 def module_diff(bundled_text: str, fresh_text: str, *, limit: int = DIFF_LINES,
                 width: int = 200) -> list[str]:
-    """A unified diff of two location-free module texts, trimmed to ``limit`` lines of ``width``."""
+    """A unified diff of two location-free module texts, trimmed to ``limit`` lines.
+
+    A changed line longer than ``width`` is cut to a window around its first difference from
+    the line it replaces, so the change stays visible in long attribute lists.
+    """
     lines = list(difflib.unified_diff(bundled_text.splitlines(), fresh_text.splitlines(),
                                       "bundled (wheel)", "fresh export (source)", n=2,
                                       lineterm=""))
     more = len(lines) - limit
-    lines = [line if len(line) <= width else line[:width] + " ..." for line in lines[:limit]]
-    return [*lines, f"... ({more} more diff lines)"] if more > 0 else lines
+    lines = lines[:limit]
+    pairs = _changed_pairs(lines)
+    out = []
+    for i, line in enumerate(lines):
+        if len(line) > width:
+            other = pairs.get(i)
+            start = 0 if other is None else _first_difference(line[1:], other[1:])
+            start = max(0, min(start - width // 3, len(line) - width))
+            line = (line[0] + " ..." + line[start + 1:start + width] if start > 0
+                    else line[:width]) + (" ..." if start + width < len(line) else "")
+        out.append(line)
+    return [*out, f"... ({more} more diff lines)"] if more > 0 else out
+
+
+def _changed_pairs(lines: Sequence[str]) -> dict[int, str]:
+    """For each removed/added line of a unified diff, the added/removed line it pairs with."""
+    pairs: dict[int, str] = {}
+    i = 0
+    while i < len(lines):
+        minus = []
+        while i < len(lines) and lines[i].startswith("-") and not lines[i].startswith("---"):
+            minus.append(i)
+            i += 1
+        plus = []
+        while i < len(lines) and lines[i].startswith("+") and not lines[i].startswith("+++"):
+            plus.append(i)
+            i += 1
+        for a, b in zip(minus, plus, strict=False):
+            pairs[a], pairs[b] = lines[b], lines[a]
+        if not minus and not plus:
+            i += 1
+    return pairs
+
+
+def _first_difference(a: str, b: str) -> int:
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+_DIAGNOSTIC = re.compile(r'error_message = "(?:[^"\\]|\\.)*"')
+
+
+def without_diagnostics(text: str) -> str:
+    """Module text with jax's shape-assertion error messages blanked.
+
+    Those messages are diagnostics, not semantics, and their wording (a documentation link)
+    changes between jax versions: artifacts built by another jax are compared without them.
+    """
+    return _DIAGNOSTIC.sub('error_message = "..."', text)
 
 
 def _show(value: Any, limit: int = 300) -> str:
@@ -483,17 +537,33 @@ def _compare(plan: Plan, case: Case, record: ArtifactRecord, task: ExportTask,
     except Exception as err:
         return _failure(plan, case, STALE, f"{case.function}{_where(fn)} no longer exports",
                         [*details, f"fresh export failed: {type(err).__name__}: {err}"])
+    import jax
+
+    other_jax = plan.bundle.manifest.jax_version != jax.__version__
     meta = metadata_differences(bundled, fresh)
     for name, a, b in meta:
+        if other_jax and name == "calling_convention":
+            notes.append(f"calling convention {a} (jax {plan.bundle.manifest.jax_version}) vs "
+                         f"{b} (jax {jax.__version__})")
+            continue
         details.append(f"{name} differs: wheel {_show(a)} != source {_show(b)}")
     if fingerprint(fresh, vjp_order) != record.fingerprint:
-        diff = module_diff(module_text(bundled), module_text(fresh))
+        text_b, text_f = module_text(bundled), module_text(fresh)
+        if other_jax:  # the messages' wording is jax's, not the source's
+            text_b, text_f = without_diagnostics(text_b), without_diagnostics(text_f)
+        diff = module_diff(text_b, text_f)
         if diff:
-            details.append("module text differs (locations stripped):")
+            details.append("module text differs (locations stripped"
+                           + (", jax's diagnostic messages left out" if other_jax else "")
+                           + "):")
             details += [f"  {line}" for line in diff]
-        elif not meta and not details:
-            details.append("fingerprint differs (the module text and metadata are equal: the "
-                           "manifest's fingerprint was computed differently)")
+        elif other_jax:
+            notes.append(f"fingerprint differs only in jax's diagnostic messages (built with "
+                         f"jax {plan.bundle.manifest.jax_version}, checked with jax "
+                         f"{jax.__version__})")
+        elif not meta:
+            notes.append("the manifest's fingerprint differs from the artifact's own (computed "
+                         "by another hatch-jaxexport); module text and metadata are equal")
     ran = False
     comparable = not any(name in ("in_tree", "in_avals", "out_tree", "out_avals")
                          for name, _, _ in meta)
