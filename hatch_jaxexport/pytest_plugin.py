@@ -33,6 +33,7 @@ class _State:
 
     packages: list[str]
     shapes: int
+    only: bool = False
     plans: dict[str, Plan] = dataclasses.field(default_factory=dict)
     errors: dict[str, str] = dataclasses.field(default_factory=dict)
     outcomes: dict[str, dict[str, dict[str, Any]]] = dataclasses.field(default_factory=dict)
@@ -57,6 +58,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "name) match fresh exports of its source; repeatable. Overrides the ini option "
              "jaxexport_packages.")
     group.addoption(
+        "--jaxexport-only", action="store_true", default=False, dest="jaxexport_only",
+        help="run only the release check: collect nothing from the test paths (explicit file "
+             "arguments are still collected)")
+    group.addoption(
         "--jaxexport-shapes", type=int, default=None, metavar="N", dest="jaxexport_shapes",
         help=f"concrete shapes each artifact runs on (default: {_SHAPES_DEFAULT}; 0 compares "
              "metadata and fingerprints only)")
@@ -67,13 +72,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     packages = config.getoption("jaxexport_check") or config.getini("jaxexport_packages")
     if not packages:
+        if config.getoption("jaxexport_only"):
+            raise pytest.UsageError("--jaxexport-only needs --jaxexport-check PACKAGE (or the "
+                                    "ini option jaxexport_packages)")
         return  # inert
     shapes = config.getoption("jaxexport_shapes")
     if shapes is not None and shapes < 0:
         raise pytest.UsageError(f"--jaxexport-shapes must be >= 0, got {shapes}")
-    state = _State(list(dict.fromkeys(packages)), _SHAPES_DEFAULT if shapes is None else shapes)
+    state = _State(list(dict.fromkeys(packages)), _SHAPES_DEFAULT if shapes is None else shapes,
+                   only=config.getoption("jaxexport_only"))
     config.stash[_STATE] = state
     config.pluginmanager.register(_Reporter(state), "jaxexport-reporter")
+
+
+def pytest_ignore_collect(collection_path: Any, config: pytest.Config) -> bool | None:
+    """With ``--jaxexport-only``, nothing under the test paths is collected."""
+    state = config.stash.get(_STATE, None)
+    return True if state is not None and state.only else None
 
 
 @pytest.hookimpl(wrapper=True)

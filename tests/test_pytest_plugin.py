@@ -293,6 +293,9 @@ def test_inert_unless_asked_ini_option_and_p_no(check, pytester):
     assert disabled.ret == pytest.ExitCode.USAGE_ERROR
     disabled.stderr.fnmatch_lines(["*unrecognized arguments: --jaxexport-check*"])
 
+    only = check("--jaxexport-check", PKG, "--jaxexport-only", "-k", "mlp or other")
+    only.assert_outcomes(passed=1, deselected=6)  # test_other.py is not even collected
+
     pytester.makeini(f"[pytest]\njaxexport_packages = {PKG}\n")
     from_ini = check("-k", "mlp", "-q")
     from_ini.assert_outcomes(passed=1, deselected=7)
