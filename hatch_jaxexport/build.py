@@ -150,30 +150,72 @@ def _short(text: str, limit: int = 2000) -> str:
 def _run_workers(package: str, staging: Path, jobs: int, platforms: Sequence[str],
                  search_path: Sequence[str | os.PathLike[str]], python: str,
                  list_only: bool = False) -> list[dict[str, Any]]:
+    """Run ``jobs`` workers and collect their results, in worker order.
+
+    The first worker that dies or fails fatally fails the build at once. However this returns
+    (results, ``ExportError``, ``KeyboardInterrupt``), no worker is left running: the rest are
+    terminated and waited for, so the caller can remove ``staging``.
+    """
     env = _worker_env(search_path)
-    procs = []
-    for worker in range(jobs):
-        request = staging / f".request-{worker}.json"
-        result = staging / f".result-{worker}.json"
-        request.write_text(json.dumps({
-            "package": package, "default_platforms": list(platforms), "worker": worker,
-            "workers": jobs, "out_dir": str(staging), "result": str(result),
-            "list_only": list_only}))
-        proc = subprocess.Popen(
-            [python, "-m", "hatch_jaxexport._worker", str(request)], env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=staging)
-        procs.append((proc, result))
-    results = []
-    for proc, result_path in procs:
-        output, _ = proc.communicate()
-        if not result_path.exists():
-            raise ExportError([f"export worker for {package!r} died (exit {proc.returncode}): "
-                               f"{_short(output)}"])
-        result = json.loads(result_path.read_text())
-        if result["fatal"]:
-            raise ExportError([_short(f) for f in result["fatal"]])
-        results.append(result)
-    return results
+    procs: list[tuple[subprocess.Popen[bytes], Path, Path]] = []
+    try:
+        for worker in range(jobs):
+            request = staging / f".request-{worker}.json"
+            result = staging / f".result-{worker}.json"
+            log = staging / f".worker-{worker}.log"
+            request.write_text(json.dumps({
+                "package": package, "default_platforms": list(platforms), "worker": worker,
+                "workers": jobs, "out_dir": str(staging), "result": str(result),
+                "list_only": list_only}))
+            with log.open("wb") as output:  # a file, not a pipe: no worker blocks on output
+                proc = subprocess.Popen(
+                    [python, "-m", "hatch_jaxexport._worker", str(request)], env=env,
+                    stdout=output, stderr=subprocess.STDOUT, cwd=staging)
+            procs.append((proc, result, log))
+        results: dict[int, dict[str, Any]] = {}
+        while len(results) < len(procs):
+            for index, (proc, result_path, log) in enumerate(procs):
+                if index not in results and proc.poll() is not None:
+                    results[index] = _worker_result(package, proc, result_path, log)
+            if len(results) < len(procs):
+                try:
+                    next(p for i, (p, _, _) in enumerate(procs) if i not in results).wait(0.05)
+                except subprocess.TimeoutExpired:
+                    pass
+        return [results[index] for index in range(len(procs))]
+    except KeyboardInterrupt:
+        stopped = _stop_workers(procs)
+        raise KeyboardInterrupt(f"export of {package!r} stopped ({stopped} worker(s) "
+                                "terminated); nothing was written") from None
+    finally:
+        _stop_workers(procs)
+
+
+def _worker_result(package: str, proc: subprocess.Popen[bytes], result_path: Path,
+                   log: Path) -> dict[str, Any]:
+    """A finished worker's result; ``ExportError`` if it died or failed fatally."""
+    if not result_path.exists():
+        output = log.read_text(errors="replace") if log.exists() else ""
+        raise ExportError([f"export worker for {package!r} died (exit {proc.returncode}): "
+                           f"{_short(output)}"])
+    result = json.loads(result_path.read_text())
+    if result["fatal"]:
+        raise ExportError([_short(f) for f in result["fatal"]])
+    return result
+
+
+def _stop_workers(procs: Sequence[tuple[subprocess.Popen[bytes], Path, Path]]) -> int:
+    """Terminate (then kill) the workers still running and wait for all; how many were."""
+    running = [proc for proc, _, _ in procs if proc.poll() is None]
+    for proc in running:
+        proc.terminate()
+    for proc in running:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return len(running)
 
 
 def export_package(package: str, out_dir: str | os.PathLike[str], *,
@@ -219,7 +261,7 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
                             jax_version=results[0]["jax_version"],
                             jaxlib_version=results[0]["jaxlib_version"],
                             artifacts=tuple(records), skipped=tuple(skipped))
-        for leftover in staging.glob(".*.json"):
+        for leftover in staging.glob(".*"):  # requests, results, logs (blobs never start with .)
             leftover.unlink()
         (staging / MANIFEST_NAME).write_bytes(manifest.to_bytes())
         if out.exists():

@@ -142,6 +142,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return {"export": _export, "inspect": _inspect, "warmup": _warmup,
                 "verify": _verify}[args.command](args)
+    except KeyboardInterrupt as err:
+        if args.debug:
+            raise
+        print("jaxexport: interrupted" + (f": {err}" if str(err) else ""), file=sys.stderr)
+        return 130
     except Exception as err:
         if args.debug:
             raise
