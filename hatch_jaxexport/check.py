@@ -121,8 +121,10 @@ def _import_location(package: str) -> str:
         where = str(Path(spec.origin).parent)
     has = any((Path(p) / ARTIFACT_DIR / MANIFEST_NAME).is_file()
               for p in (spec.submodule_search_locations or ()))
-    return f"`import {package}` resolves to {where}" + \
-        ("" if has else " (a source tree without artifacts)")
+    return f"`import {package}` resolves to {where}" + (
+        " (a source tree holding artifacts of its own, from an editable install or a manual "
+        "export; the check reads those of the installed wheel)" if has
+        else " (a source tree without artifacts)")
 
 
 def find_bundle(package: str) -> Bundle:
@@ -573,6 +575,8 @@ def _compare(plan: Plan, case: Case, record: ArtifactRecord, task: ExportTask,
                      f"{current}")
     elif not comparable:
         notes.append("numerics not run: the signatures differ")
+    elif shapes < 1:
+        notes.append("numerics not run: 0 shapes asked for")
     else:
         constraints = list(dict.fromkeys([*record.constraints, *structure.constraints]))
         problems, run_notes = compare_numerics(bundled, fresh, constraints,
