@@ -1,0 +1,12 @@
+"""Registers the ``jaxexport`` build hook with Hatch (entry point group ``hatch``)."""
+
+from __future__ import annotations
+
+from hatchling.plugin import hookimpl
+
+
+@hookimpl
+def hatch_register_build_hook() -> type:
+    from .hatch_hook import JaxExportBuildHook
+
+    return JaxExportBuildHook

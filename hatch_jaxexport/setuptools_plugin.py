@@ -1,0 +1,222 @@
+"""setuptools integration: a ``[tool.jaxexport]`` table bakes exports into the wheel.
+
+The ``setuptools.finalize_distribution_options`` entry point runs for every setuptools
+distribution in an environment where hatch-jaxexport is installed; it does nothing unless the
+project's ``pyproject.toml`` has a ``[tool.jaxexport]`` table. With the table it
+
+- registers ``build_jaxexport``, a ``build`` sub-command (setuptools' ``SubCommand`` protocol)
+  that exports each package into ``<build_lib>/<package>/_jaxexport/``, or, for editable
+  installs, into the source tree (mapped for strict editable installs), and
+- wraps ``egg_info`` so the metadata requires ``jax>=<exporting version>`` (option
+  ``jax-requirement``).
+
+The options are those of the Hatch hook (see ``hatch_jaxexport.config``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from .config import (
+    SKIP_ENV,
+    ConfigError,
+    ExportOptions,
+    describe_result,
+    parse_options,
+    skip_requested,
+)
+from .manifest import ARTIFACT_DIR, MANIFEST_NAME
+
+TABLE = "tool.jaxexport"
+COMMAND = "build_jaxexport"
+GITIGNORE = "# written by hatch-jaxexport: editable-install artifacts, never commit them\n*\n"
+
+
+def read_table(project_root: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The project's ``[tool.jaxexport]`` table, or ``None`` (no pyproject.toml, no table)."""
+    path = Path(project_root, "pyproject.toml")
+    if not path.is_file():
+        return None
+    import tomllib
+
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None  # setuptools reports a broken pyproject.toml itself
+    tool = data.get("tool")
+    table = tool.get("jaxexport") if isinstance(tool, dict) else None
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise ConfigError([f"{TABLE} must be a table, got {table!r}"])
+    return table
+
+
+def finalize_distribution_options(dist: Any) -> None:
+    """Entry point: wire the export into ``dist`` when the project asks for it."""
+    table = read_table(getattr(dist, "src_root", None) or os.curdir)
+    if table is None:
+        return
+    options = parse_options(table, TABLE)
+    dist._jaxexport_options = options
+    dist.cmdclass[COMMAND] = build_jaxexport_command()
+    build = dist.get_command_class("build")
+    if not any(name == COMMAND for name, _ in build.sub_commands):
+        dist.cmdclass["build"] = type("build", (build,), {
+            "sub_commands": [*build.sub_commands, (COMMAND, None)]})
+    if options.jax_requirement is not None:
+        egg_info = dist.get_command_class("egg_info")
+        if not getattr(egg_info, "_jaxexport_wrapped", False):
+            dist.cmdclass["egg_info"] = _wrap_egg_info(egg_info)
+
+
+def _wrap_egg_info(base: type) -> type:
+    """An ``egg_info`` that first adds the jax requirement of the artifacts to the metadata."""
+
+    class egg_info(base):  # type: ignore[misc, valid-type]
+        _jaxexport_wrapped = True
+
+        def run(self) -> None:
+            dist = self.distribution
+            requirement = _jax_requirement(dist._jaxexport_options)
+            current = list(dist.install_requires or [])
+            if requirement is not None and requirement not in current:
+                # A new (non-static) list: setuptools marks Requires-Dist as dynamic.
+                dist.install_requires = [*current, requirement]
+                dist.metadata.install_requires = dist.install_requires
+            super().run()
+
+    return egg_info
+
+
+def _jax_requirement(options: ExportOptions) -> str | None:
+    """The requirement for artifacts exported by this environment's jax (the build's)."""
+    if skip_requested():
+        return None
+    from importlib import metadata
+
+    try:
+        version = metadata.version("jax")
+    except metadata.PackageNotFoundError:
+        return None  # the export fails later, with the reason
+    return options.requirement_for(version)
+
+
+def build_jaxexport_command() -> type:
+    """The ``build_jaxexport`` command class (setuptools imported only when needed)."""
+    from setuptools import Command
+
+    class build_jaxexport(Command):
+        """Export every ``@exportable`` of the distribution's packages (jax.export)."""
+
+        description = "bake jax.export artifacts of @exportable functions into the build"
+        user_options: list[tuple[str, str | None, str]] = []  # noqa: RUF012
+        editable_mode: bool = False
+
+        def initialize_options(self) -> None:
+            self.build_lib: str | None = None
+            self.editable_mode = False
+
+        def finalize_options(self) -> None:
+            self.set_undefined_options("build_py", ("build_lib", "build_lib"))
+
+        # -- what to export ------------------------------------------------------------------
+
+        def _options(self) -> ExportOptions:
+            options = getattr(self.distribution, "_jaxexport_options", None)
+            return options if options is not None else ExportOptions()
+
+        def packages(self) -> dict[str, Path]:
+            """Top-level packages to export: import name -> source folder."""
+            options = self._options()
+            build_py = self.get_finalized_command("build_py")
+            names = options.packages
+            if names is None:
+                names = tuple(sorted({p for p in (self.distribution.packages or [])
+                                      if "." not in p}))
+                if not names:
+                    raise ConfigError([f"{TABLE}.packages is needed: the distribution has no "
+                                       "top-level package"])
+            found, errors = {}, []
+            for i, name in enumerate(names):
+                source = Path(build_py.get_package_dir(name) or ".").absolute()
+                if (source / "__init__.py").is_file():
+                    found[name] = source
+                else:
+                    errors.append(f"{TABLE}.packages[{i}]: cannot find package {name!r} "
+                                  f"(looked for {os.path.relpath(source)}/__init__.py)")
+            if errors:
+                raise ConfigError(errors)
+            return found
+
+        def _out_dir(self, name: str, source: Path) -> Path:
+            if self.editable_mode:
+                return source / ARTIFACT_DIR
+            return Path(self.build_lib or "build/lib", name, ARTIFACT_DIR)
+
+        # -- the SubCommand protocol ---------------------------------------------------------
+
+        def run(self) -> None:
+            if skip_requested():
+                self.announce(f"jaxexport: {SKIP_ENV} is set: building without exports", 3)
+                return
+            options = self._options()
+            if self.editable_mode and options.editable == "trace":
+                self.announce("jaxexport: editable install with editable = \"trace\": no "
+                              "exports", 2)
+                return
+            from .build import export_package
+
+            packages = self.packages()
+            search_path = sorted({str(s.parent) for s in packages.values()})
+            if not self.editable_mode and self.build_lib:
+                search_path.insert(0, os.path.abspath(self.build_lib))
+            for name, source in packages.items():
+                out = self._out_dir(name, source)
+                self.announce(f"jaxexport: exporting {name} for {', '.join(options.platforms)}",
+                              2)
+                start = time.perf_counter()
+                result = export_package(
+                    name, out, platforms=options.platforms, jobs=options.jobs,
+                    on_error=options.on_error, search_path=search_path,
+                    log=lambda message: self.announce(f"jaxexport: {message}", 2))
+                lines, summary = describe_result(result, time.perf_counter() - start)
+                for line in lines:
+                    self.announce(line, 2)
+                self.announce(f"jaxexport: {summary}", 2)
+                if self.editable_mode:
+                    (out / ".gitignore").write_text(GITIGNORE)
+
+        def _files(self) -> list[tuple[str, Path]]:
+            """(build_lib path, file on disk) for every artifact file that exists now."""
+            pairs = []
+            for name, source in self.packages().items():
+                out = self._out_dir(name, source)
+                if not (out / MANIFEST_NAME).is_file():
+                    continue
+                for file in sorted(out.iterdir()):
+                    if file.name == ".gitignore":
+                        continue
+                    target = os.path.join(self.build_lib or "build/lib", name, ARTIFACT_DIR,
+                                          file.name)
+                    pairs.append((target, file))
+            return pairs
+
+        def get_outputs(self) -> list[str]:
+            return [target for target, _ in self._files()]
+
+        def get_output_mapping(self) -> dict[str, str]:
+            if not self.editable_mode:
+                return {}
+            return {target: str(file) for target, file in self._files()}
+
+        def get_source_files(self) -> list[str]:
+            return []  # artifacts are built from the package sources, never shipped in sdists
+
+    return build_jaxexport
+
+
+__all__ = ["build_jaxexport_command", "finalize_distribution_options", "read_table"]

@@ -1,0 +1,179 @@
+"""Helpers for the build-integration tests: projects, in-process builds, wheels, fresh calls."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from conftest import ROOT, run
+
+EXAMPLE = ROOT / "example_pkg"
+DEMO = ROOT / "scripts" / "demo.py"
+IGNORED = shutil.ignore_patterns("_jaxexport", "dist", "build", "__pycache__", "*.egg-info")
+
+
+def links_env(wheel_dir: Path) -> dict[str, str]:
+    """Offer a local wheel folder to isolated builds of every front end (keeping configured
+    find-links, like this machine's ``PIP_FIND_LINKS``)."""
+    pip = " ".join(filter(None, [str(wheel_dir), os.environ.get("PIP_FIND_LINKS", "")]))
+    uv = ",".join(filter(None, [str(wheel_dir), os.environ.get("UV_FIND_LINKS", "")]))
+    return {"PIP_FIND_LINKS": pip, "UV_FIND_LINKS": uv}
+
+
+def copy_project(source: Path, dest: Path) -> Path:
+    shutil.copytree(source, dest, ignore=IGNORED)
+    return dest
+
+
+def write_project(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip())
+    return root
+
+
+def hatch_pyproject(name: str, hook_table: str = "", *, hook_section: str | None = None,
+                    extra: str = "") -> str:
+    section = hook_section or "tool.hatch.build.targets.wheel.hooks.jaxexport"
+    return textwrap.dedent(f"""
+        [build-system]
+        requires = ["hatchling>=1.21", "hatch-jaxexport"]
+        build-backend = "hatchling.build"
+
+        [project]
+        name = "{name}"
+        version = "0.1.0"
+        requires-python = ">=3.11"
+        dependencies = ["hatch-jaxexport", "jax"]
+        {extra}
+        [{section}]
+        """).lstrip() + textwrap.dedent(hook_table).lstrip()
+
+
+TINY_MODULE = """
+import jax.numpy as jnp
+
+from hatch_jaxexport import exportable
+
+
+@exportable({"x": ("n", "float32")})
+def double(x):
+    return 2 * x + 1
+
+
+@exportable({"x": ("n", "float32")}, static={"p": [2, 3]})
+def power(x, p=2):
+    return x ** p
+"""
+
+FAILING_MODULE = """
+import jax
+
+from hatch_jaxexport import exportable
+
+
+@exportable({"x": ("n", "float32")})
+def noisy(x):
+    jax.debug.print("x = {}", x)
+    return x + 1
+"""
+
+
+def inprocess_build(root: Path, out: Path, *, versions: tuple[str, ...] = ("standard",),
+                    target: str = "wheel") -> list[Path]:
+    """Build with hatchling's builder classes in this process, the hook registered by hand.
+
+    The exports still run in fresh worker processes; only the front end is skipped.
+    """
+    from hatchling.builders.sdist import SdistBuilder
+    from hatchling.builders.wheel import WheelBuilder
+    from hatchling.plugin.manager import PluginManager
+
+    from hatch_jaxexport import hatch_plugin
+
+    manager = PluginManager()
+    manager.manager.register(hatch_plugin, name="jaxexport")
+    builder_class = WheelBuilder if target == "wheel" else SdistBuilder
+    builder = builder_class(str(root), plugin_manager=manager)
+    return [Path(p) for p in builder.build(directory=str(out), versions=list(versions))]
+
+
+def members(archive_path: Path) -> dict[str, bytes]:
+    """The files of a wheel (zip) or sdist (tar.gz), by name."""
+    if archive_path.suffix == ".whl":
+        with zipfile.ZipFile(archive_path) as archive:
+            return {info.filename: archive.read(info) for info in archive.infolist()}
+    import tarfile
+
+    with tarfile.open(archive_path) as archive:
+        return {m.name: archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
+
+
+def artifact_files(wheel: Path, package: str) -> dict[str, bytes]:
+    prefix = f"{package}/_jaxexport/"
+    return {n[len(prefix):]: data for n, data in members(wheel).items() if n.startswith(prefix)}
+
+
+def metadata(wheel: Path) -> str:
+    return next(data.decode() for name, data in members(wheel).items()
+                if name.endswith(".dist-info/METADATA"))
+
+
+def wheel_tag(wheel: Path) -> str:
+    text = next(data.decode() for name, data in members(wheel).items()
+                if name.endswith(".dist-info/WHEEL"))
+    return next(line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("Tag:"))
+
+
+def leaks(archive_path: Path, needles: list[str]) -> list[str]:
+    """Every (member, needle) where a needle occurs in a member's (decompressed) bytes."""
+    found = []
+    for name, data in members(archive_path).items():
+        for needle in needles:
+            if needle.encode() in data or needle.encode("utf-16-le") in data:
+                found.append(f"{name}: {needle!r}")
+    return found
+
+
+def run_example(python: Path, mode: str, workdir: Path, *, strict: bool = True
+                ) -> tuple[dict[str, Any], Path]:
+    """Run the demo's calls of example_pkg in a fresh process of ``python``'s venv.
+
+    ``mode`` is ``artifact`` (bodies replaced by one that raises; strict if asked) or
+    ``source`` (``jax.jit`` of the bodies). Returns the runner's report and its results file.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    out = workdir / f"{mode}.npz"
+    env = {"JAX_PLATFORMS": "cpu", "HATCH_JAXEXPORT_CACHE": str(workdir / "cache"),
+           "PYTHONPATH": ""}
+    if strict:
+        env["HATCH_JAXEXPORT_STRICT"] = "1"
+    proc = run([python, DEMO, "--run", mode, "--out", out], env=env, cwd=workdir)
+    return json.loads(proc.stdout.strip().splitlines()[-1]), out
+
+
+def compare_results(mine: Path, reference: Path) -> dict[str, float]:
+    """Largest absolute difference per call label, between two runner result files."""
+    sys.path.insert(0, str(DEMO.parent))
+    try:
+        import demo
+    finally:
+        sys.path.remove(str(DEMO.parent))
+    return demo.compare(mine, reference)
+
+
+def assert_baked_run(report: dict[str, Any], diffs: dict[str, float]) -> None:
+    """Every call ran an artifact, no body ran, and results match the source."""
+    assert report["strict"] == "1"
+    assert report["bodies_ran"] == [], report
+    assert {row["ran"] for row in report["rows"]} == {"artifact (cpu)"}, report
+    for label, diff in diffs.items():
+        assert diff <= (1e-12 if "float64" in label else 1e-5), (label, diff)
+    assert len(diffs) == len(report["rows"])

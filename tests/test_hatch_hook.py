@@ -1,0 +1,375 @@
+"""The Hatch build hook: real builds, in process (hatchling's builders) and with every front end.
+
+The in-process tests drive hatchling's own ``WheelBuilder``/``SdistBuilder`` with the hook
+registered by hand (the exports still run in worker processes). The slow tests build
+``example_pkg`` with each front end a user has, in isolated environments that get
+hatch-jaxexport as a local wheel, install the wheels into fresh virtual environments and call
+every function in a fresh process with tracing forbidden, comparing against the source.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from _buildkit import (
+    EXAMPLE,
+    FAILING_MODULE,
+    TINY_MODULE,
+    artifact_files,
+    assert_baked_run,
+    compare_results,
+    copy_project,
+    hatch_pyproject,
+    inprocess_build,
+    leaks,
+    links_env,
+    members,
+    metadata,
+    run_example,
+    wheel_tag,
+    write_project,
+)
+from conftest import _uv, make_venv, run
+
+from hatch_jaxexport.config import ConfigError
+from hatch_jaxexport.errors import ExportError
+
+JAX_VERSION = __import__("importlib.metadata").metadata.version("jax")
+
+
+def tiny(root: Path, hook_table: str = "", *, name: str = "jxe_tiny", module: str = TINY_MODULE,
+         **kwargs: str) -> Path:
+    return write_project(root, {
+        "pyproject.toml": hatch_pyproject(name.replace("_", "-"), hook_table, **kwargs),
+        f"{name}/__init__.py": module,
+    })
+
+
+# -- in process ----------------------------------------------------------------------------------
+
+def test_wheel_carries_each_artifact_file_and_the_jax_requirement(tmp_path, capsys):
+    root = tiny(tmp_path / "proj")
+    (wheel,) = inprocess_build(root, tmp_path / "dist")
+    files = artifact_files(wheel, "jxe_tiny")
+    manifest = json.loads(files.pop("manifest.json"))
+    assert sorted(files) == sorted(a["file"] for a in manifest["artifacts"])
+    assert len(files) == 3  # double, power p=2, power p=3 (cpu)
+    assert wheel.name == "jxe_tiny-0.1.0-py3-none-any.whl" and wheel_tag(wheel) == "py3-none-any"
+    assert "Root-Is-Purelib: true" in members(wheel)["jxe_tiny-0.1.0.dist-info/WHEEL"].decode()
+    assert f"Requires-Dist: jax>={JAX_VERSION}" in metadata(wheel)
+    err = capsys.readouterr().err
+    assert "jaxexport: exporting jxe_tiny for cpu (1 worker, on-error fail)" in err
+    assert "  jxe_tiny:double: 1 structure(s), platforms cpu, 1 artifact(s)" in err
+    assert "  jxe_tiny:power: 1 structure(s), platforms cpu, 2 artifact(s)" in err
+    assert "jaxexport: jxe_tiny: 2 function(s), 3 artifact(s)" in err
+    assert not list((tmp_path / "dist").glob("jaxexport-*"))  # no scratch in the output dir
+
+
+def test_options_reach_the_export(tmp_path):
+    root = tiny(tmp_path / "proj", """
+        platforms = ["cpu", "cuda"]
+        jobs = 2
+        jax-requirement = "jax>={version},<2"
+        require-runtime-dependencies = true
+        """)
+    (wheel,) = inprocess_build(root, tmp_path / "dist")
+    manifest = json.loads(artifact_files(wheel, "jxe_tiny")["manifest.json"])
+    assert sorted({a["platform"] for a in manifest["artifacts"]}) == ["cpu", "cuda"]
+    assert len(manifest["artifacts"]) == 6
+    assert f"Requires-Dist: jax<2,>={JAX_VERSION}" in metadata(wheel) or \
+        f"Requires-Dist: jax>={JAX_VERSION},<2" in metadata(wheel)
+
+
+def test_jax_requirement_can_be_turned_off_and_global_table_works(tmp_path):
+    root = tiny(tmp_path / "proj", "jax-requirement = false\n",
+                hook_section="tool.hatch.build.hooks.jaxexport")
+    (wheel,) = inprocess_build(root, tmp_path / "dist")
+    assert "manifest.json" in artifact_files(wheel, "jxe_tiny")
+    assert f"jax>={JAX_VERSION}" not in metadata(wheel)
+
+
+def test_stale_source_tree_artifacts_are_not_shipped(tmp_path):
+    root = tiny(tmp_path / "proj")
+    stale = root / "jxe_tiny" / "_jaxexport"
+    stale.mkdir()
+    (stale / "manifest.json").write_text("{}")
+    (stale / "old-0123.jaxexport").write_bytes(b"stale")
+    (wheel,) = inprocess_build(root, tmp_path / "dist")
+    files = artifact_files(wheel, "jxe_tiny")
+    assert "old-0123.jaxexport" not in files
+    assert json.loads(files["manifest.json"])["artifacts"]
+
+
+def test_sdist_never_carries_artifacts_when_the_hook_runs_for_it(tmp_path):
+    root = tiny(tmp_path / "proj", hook_section="tool.hatch.build.hooks.jaxexport")
+    stale = root / "jxe_tiny" / "_jaxexport"
+    stale.mkdir()
+    (stale / "manifest.json").write_text("{}")
+    (sdist,) = inprocess_build(root, tmp_path / "dist", target="sdist")
+    names = list(members(sdist))
+    assert any(n.endswith("jxe_tiny/__init__.py") for n in names)
+    assert not [n for n in names if "_jaxexport" in n]
+
+
+# dev-mode-dirs: hatchling's explicit editable mode, which needs no `editables` package here
+# (pip's editable install, detection mode, is tested end to end below).
+DEV_MODE = '[tool.hatch.build.targets.wheel]\ndev-mode-dirs = ["."]\n'
+
+
+def test_editable_writes_artifacts_into_the_source_tree(tmp_path, run_python, capsys):
+    root = tiny(tmp_path / "proj", extra=DEV_MODE)
+    (wheel,) = inprocess_build(root, tmp_path / "dist", versions=("editable",))
+    err = capsys.readouterr().err
+    assert "editable install: artifacts written to jxe_tiny/_jaxexport" in err
+    assert "jxe_tiny/_jaxexport is not ignored by the project's .gitignore" in err
+    (root / ".gitignore").write_text("_jaxexport/\n")
+    inprocess_build(root, tmp_path / "dist", versions=("editable",))
+    assert "is not ignored" not in capsys.readouterr().err
+    assert not artifact_files(wheel, "jxe_tiny")  # nothing in site-packages
+    assert f"Requires-Dist: jax>={JAX_VERSION}" in metadata(wheel)
+    folder = root / "jxe_tiny" / "_jaxexport"
+    assert (folder / "manifest.json").is_file()
+    assert (folder / ".gitignore").read_text().splitlines()[-1] == "*"
+    # The package imported from the source tree (what the editable .pth does) finds them.
+    proc = run_python(
+        "import numpy as np, jxe_tiny\n"
+        "from hatch_jaxexport.loader import loaded_from_artifact\n"
+        "print(np.asarray(jxe_tiny.power(np.arange(3, dtype=np.float32), p=3)).tolist(),"
+        " loaded_from_artifact(jxe_tiny.power))",
+        env={"PYTHONPATH": str(root), "HATCH_JAXEXPORT_STRICT": "1",
+             "HATCH_JAXEXPORT_CACHE": "0"}, cwd=tmp_path)
+    assert proc.stdout.startswith("[0.0, 1.0, 8.0] {") and "True" in proc.stdout
+    # A second editable build replaces the folder; a wheel build never ships it.
+    inprocess_build(root, tmp_path / "dist", versions=("editable",))
+    (wheel,) = inprocess_build(root, tmp_path / "dist2")
+    assert ".gitignore" not in artifact_files(wheel, "jxe_tiny")
+
+
+def test_editable_trace_option_exports_nothing(tmp_path, capsys):
+    root = tiny(tmp_path / "proj", 'editable = "trace"\n', extra=DEV_MODE)
+    inprocess_build(root, tmp_path / "dist", versions=("editable",))
+    assert not (root / "jxe_tiny" / "_jaxexport").exists()
+    assert 'editable = "trace": no exports' in capsys.readouterr().err
+
+
+def test_skip_environment_variable(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HATCH_JAXEXPORT_SKIP", "1")
+    root = tiny(tmp_path / "proj")
+    (wheel,) = inprocess_build(root, tmp_path / "dist")
+    assert not artifact_files(wheel, "jxe_tiny")
+    assert "jax>=" not in metadata(wheel)
+    assert "HATCH_JAXEXPORT_SKIP is set" in capsys.readouterr().err
+
+
+def test_export_errors_name_the_function_and_reason(tmp_path, capsys):
+    root = tiny(tmp_path / "proj", name="jxe_noisy", module=FAILING_MODULE)
+    with pytest.raises(ExportError) as info:
+        inprocess_build(root, tmp_path / "dist")
+    assert "jxe_noisy:noisy, structure 0 (x: float32[n]), platform cpu" in str(info.value)
+    assert "callback" in str(info.value).lower()
+    err = capsys.readouterr().err
+    assert "jaxexport: export of jxe_noisy failed (1 problem(s)):" in err
+    assert 'set on-error = "skip"' in err
+    assert not list((tmp_path / "dist").glob("*.whl"))
+
+
+def test_on_error_skip_builds_and_records_the_reason(tmp_path, capsys):
+    root = tiny(tmp_path / "proj", 'on-error = "skip"\n', name="jxe_noisy",
+                module=FAILING_MODULE + TINY_MODULE.split("from hatch_jaxexport import "
+                                                         "exportable", 1)[1])
+    (wheel,) = inprocess_build(root, tmp_path / "dist")
+    manifest = json.loads(artifact_files(wheel, "jxe_noisy")["manifest.json"])
+    assert [s["function"] for s in manifest["skipped"]] == ["jxe_noisy:noisy"]
+    assert "callback" in manifest["skipped"][0]["reason"].lower()
+    assert len(manifest["artifacts"]) == 3
+    err = capsys.readouterr().err
+    assert "jaxexport: warning: skipped jxe_noisy:noisy" in err
+    assert "1 skipped" in err
+
+
+def test_config_errors_are_reported_together_with_their_toml_path(tmp_path):
+    root = tiny(tmp_path / "proj", """
+        jobs = "x"
+        platforms = ["cpu", "gpu"]
+        on-error = "ignore"
+        job = 2
+        require-runtime-dependencies = true
+        """)
+    with pytest.raises(ConfigError) as info:
+        inprocess_build(root, tmp_path / "dist")
+    prefix = "tool.hatch.build.targets.wheel.hooks.jaxexport"
+    assert info.value.errors == [
+        f"{prefix}.job is not an option of hatch-jaxexport (did you mean `jobs`?); known "
+        "options: packages, platforms, jobs, on-error, jax-requirement, editable",
+        f"{prefix}.platforms[1] must be one of 'cpu', 'cuda', 'rocm', 'tpu', got 'gpu'",
+        f"{prefix}.jobs must be an int >= 1 or \"auto\", got 'x'",
+        f"{prefix}.on-error must be 'fail' or 'skip', got 'ignore'",
+    ]
+
+
+def test_packages_option_and_unknown_packages(tmp_path):
+    root = tiny(tmp_path / "proj", 'packages = ["jxe_tiny", "nowhere"]\n')
+    with pytest.raises(ConfigError, match=r"packages\[1\]: cannot find package 'nowhere' "
+                       r"\(looked for nowhere, src/nowhere with an __init__.py\)"):
+        inprocess_build(root, tmp_path / "dist")
+
+
+def test_src_layout_and_two_packages(tmp_path):
+    root = write_project(tmp_path / "proj", {
+        "pyproject.toml": hatch_pyproject("two-pkgs", extra=(
+            '[tool.hatch.build.targets.wheel]\npackages = ["src/alpha", "src/beta"]\n')),
+        "src/alpha/__init__.py": TINY_MODULE,
+        "src/beta/__init__.py": "from alpha import double as twice\n" + TINY_MODULE.replace(
+            "def double", "def triple").replace("2 * x + 1", "3 * x"),
+    })
+    (wheel,) = inprocess_build(root, tmp_path / "dist")
+    alpha = json.loads(artifact_files(wheel, "alpha")["manifest.json"])
+    beta = json.loads(artifact_files(wheel, "beta")["manifest.json"])
+    assert {a["function"] for a in alpha["artifacts"]} == {"alpha:double", "alpha:power"}
+    assert {a["function"] for a in beta["artifacts"]} == {"beta:triple", "beta:power"}
+
+
+# -- front ends, end to end ----------------------------------------------------------------------
+
+FRONT_ENDS = ["hatch build", "python -m build", "python -m build --wheel", "pip wheel .",
+              "pip install .", "uv build"]
+
+
+@pytest.fixture(scope="module")
+def frontend_env(project_wheel: Path, tmp_path_factory) -> dict[str, str]:
+    """Environment of every isolated build: hatch-jaxexport from the local wheel."""
+    env = links_env(project_wheel.parent)
+    env["HATCH_JAXEXPORT_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    return env
+
+
+@pytest.fixture(scope="module")
+def runtime_requirements(project_wheel: Path) -> list[str]:
+    return [str(project_wheel), f"jax=={JAX_VERSION}", "flatbuffers"]
+
+
+@pytest.fixture(scope="module")
+def reproducible_builds(tmp_path_factory, frontend_env) -> list[Path]:
+    """example_pkg built twice with ``uv build`` from two directories, a fake user's HOME."""
+    epoch = "1700000000"
+    wheels = []
+    for i, where in enumerate(("first-place", "elsewhere/deeper")):
+        base = tmp_path_factory.mktemp(f"repro{i}")
+        source = copy_project(EXAMPLE, base / where / "example_pkg")
+        home = base / "home" / "jxe-leak-user"
+        home.mkdir(parents=True)
+        env = {**frontend_env, "SOURCE_DATE_EPOCH": epoch, "HOME": str(home),
+               "USER": "jxe-leak-user", "LOGNAME": "jxe-leak-user",
+               "UV_CACHE_DIR": os.environ.get("UV_CACHE_DIR", str(Path.home() / ".cache/uv")),
+               "PIP_CACHE_DIR": str(Path.home() / ".cache/pip")}
+        run([_uv(), "build", "--wheel", "-o", base / "dist", source], env=env, cwd=source)
+        (wheel,) = (base / "dist").glob("example_pkg-*.whl")
+        wheels.append(wheel)
+    return wheels
+
+
+@pytest.fixture(scope="module")
+def source_results(tmp_path_factory, reproducible_builds, runtime_requirements) -> Path:
+    """example_pkg's results traced from source (jax.jit of the bodies), in a fresh process."""
+    venv = make_venv(tmp_path_factory.mktemp("source-venv") / "venv", *runtime_requirements,
+                     reproducible_builds[0])
+    report, out = run_example(venv, "source", tmp_path_factory.mktemp("source-run"),
+                              strict=False)
+    assert {row["ran"] for row in report["rows"]} == {"traced from source"}
+    return out
+
+
+def _build(front_end: str, source: Path, out: Path, env: dict[str, str], tmp: Path) -> Path:
+    """Build example_pkg's wheel with a front end; returns the wheel (or, for ``pip install .``,
+    the venv python it was installed into)."""
+    py = sys.executable
+    if front_end == "hatch build":
+        hatch = make_venv(tmp / "hatch-venv", "hatch")
+        run([hatch.parent / "hatch", "build", "-t", "wheel", out], env=env, cwd=source)
+    elif front_end == "python -m build":
+        run([py, "-m", "build", "-o", out, source], env=env)
+        (sdist,) = out.glob("example_pkg-*.tar.gz")
+        names = list(members(sdist))
+        assert any(n.endswith("src/example_pkg/nn.py") for n in names)
+        assert not [n for n in names if "_jaxexport" in n], "the sdist carries artifacts"
+    elif front_end == "python -m build --wheel":
+        run([py, "-m", "build", "--wheel", "-o", out, source], env=env)
+    elif front_end == "pip wheel .":
+        run([py, "-m", "pip", "wheel", "--no-deps", "-w", out, "."], env=env, cwd=source)
+    elif front_end == "uv build":
+        run([_uv(), "build", "--wheel", "-o", out, source], env=env)
+    else:
+        raise AssertionError(front_end)
+    (wheel,) = out.glob("example_pkg-*.whl")
+    return wheel
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("front_end", FRONT_ENDS)
+def test_front_end_builds_a_wheel_that_runs_without_tracing(
+        front_end, tmp_path, frontend_env, runtime_requirements, source_results):
+    source = copy_project(EXAMPLE, tmp_path / "src" / "example_pkg")
+    if front_end == "pip install .":
+        python = make_venv(tmp_path / "venv", *runtime_requirements)
+        run([python, "-m", "pip", "install", "--find-links", Path(runtime_requirements[0]).parent,
+             "."], env=frontend_env, cwd=source)
+        site = Path(run([python, "-c", "import example_pkg, os; print(os.path.dirname("
+                                       "example_pkg.__file__))"], cwd=tmp_path).stdout.strip())
+        assert (site / "_jaxexport" / "manifest.json").is_file()
+        assert "site-packages" in str(site)
+    else:
+        wheel = _build(front_end, source, tmp_path / "dist", frontend_env, tmp_path)
+        assert wheel.name == "example_pkg-0.1.0-py3-none-any.whl"
+        assert f"Requires-Dist: jax>={JAX_VERSION}" in metadata(wheel)
+        assert len(artifact_files(wheel, "example_pkg")) == 19  # 18 blobs + manifest
+        python = make_venv(tmp_path / "venv", *runtime_requirements, wheel)
+    assert not (source / "src" / "example_pkg" / "_jaxexport").exists()
+    report, out = run_example(python, "artifact", tmp_path / "run")
+    assert_baked_run(report, compare_results(out, source_results))
+
+
+@pytest.mark.slow
+def test_builds_from_two_directories_are_byte_identical(reproducible_builds):
+    first, second = reproducible_builds
+    assert first.read_bytes() == second.read_bytes()
+
+
+@pytest.mark.slow
+def test_wheels_hold_no_build_path_or_user_name(reproducible_builds):
+    needles = ["jxe-leak-user", "first-place", "elsewhere/deeper", str(Path.home()),
+               f"/{getpass.getuser()}/", str(Path(reproducible_builds[0]).parents[2])]
+    for wheel in reproducible_builds:
+        assert leaks(wheel, [n for n in needles if n not in ("/", "")]) == []
+
+
+@pytest.mark.slow
+def test_config_error_reaches_the_user_through_a_front_end(tmp_path, frontend_env):
+    root = tiny(tmp_path / "proj", 'jobs = 0\nplatforms = "metal"\n')
+    proc = run([_uv(), "build", "--wheel", "-o", tmp_path / "dist", root], env=frontend_env,
+               check=False)
+    assert proc.returncode != 0
+    assert "invalid hatch-jaxexport configuration (2 errors)" in proc.stderr
+    assert ("tool.hatch.build.targets.wheel.hooks.jaxexport.jobs must be an int >= 1 or "
+            "\"auto\", got 0") in proc.stderr
+    assert ("tool.hatch.build.targets.wheel.hooks.jaxexport.platforms[0] must be one of "
+            "'cpu', 'cuda', 'rocm', 'tpu', got 'metal'") in proc.stderr
+
+
+@pytest.mark.slow
+def test_editable_install_with_pip(tmp_path, frontend_env, runtime_requirements, run_python):
+    source = copy_project(EXAMPLE, tmp_path / "src" / "example_pkg")
+    python = make_venv(tmp_path / "venv", *runtime_requirements)
+    run([python, "-m", "pip", "install", "--find-links", Path(runtime_requirements[0]).parent,
+         "-e", "."], env=frontend_env, cwd=source)
+    folder = source / "src" / "example_pkg" / "_jaxexport"
+    assert (folder / "manifest.json").is_file() and (folder / ".gitignore").is_file()
+    report, _ = run_example(python, "artifact", tmp_path / "run")
+    assert report["bodies_ran"] == [] and {r["ran"] for r in report["rows"]} == {
+        "artifact (cpu)"}
+    shutil.rmtree(folder)
