@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -372,6 +373,41 @@ def test_artifacts_built_by_another_jax_compare_on_fingerprint_and_numerics(
     assert f"(the artifacts were built with jax {jax.__version__}: compared on the fingerprint " \
            "and numerically)" in out
     assert "6 checked" not in out and "  7 checked: 6 match" in out
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "example_pkg"
+
+
+@pytest.mark.slow
+def test_example_pkg_wheel_matches_the_repository_source(tmp_path, project_wheel):
+    """The release check of this repository's example: its wheel, built with the build hook,
+    installed in a fresh venv, against ``example_pkg/src`` (as a release job runs it)."""
+    project = Path(shutil.copytree(EXAMPLE, tmp_path / "example_pkg", ignore=shutil.
+                                   ignore_patterns("_jaxexport", "dist", "build", "__pycache__")))
+    links = {"PIP_FIND_LINKS": " ".join(filter(None, [os.fspath(project_wheel.parent),
+                                                       os.environ.get("PIP_FIND_LINKS")])),
+             "UV_FIND_LINKS": ",".join(filter(None, [os.fspath(project_wheel.parent),
+                                                      os.environ.get("UV_FIND_LINKS")]))}
+    uv = shutil.which("uv") or os.fspath(Path(sys.executable).with_name("uv"))
+    if Path(uv).exists():
+        run([uv, "build", "--wheel", "-q", "-o", tmp_path / "dist", project], env=links)
+    else:
+        run([sys.executable, "-m", "build", "--wheel", "-o", tmp_path / "dist", project],
+            env=links)
+    (wheel,) = (tmp_path / "dist").glob("example_pkg-*.whl")
+    python = make_venv(tmp_path / "venv", project_wheel, wheel, "pytest",
+                       find_links=[project_wheel.parent])
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    proc = run([python, "-m", "pytest", "-p", "no:cacheprovider", "--jaxexport-check",
+                "example_pkg", "--jaxexport-only"], cwd=workdir,
+               env={"PYTHONPATH": os.fspath(EXAMPLE / "src")})
+    assert f"source: {EXAMPLE / 'src' / 'example_pkg'} (a source tree without artifacts, not " \
+           "the installed copy)" in proc.stdout, proc.stdout[-3000:]
+    summary = proc.stdout.split("jaxexport release check")[1]
+    counted = re.search(r"\n  (\d+) checked: (\d+) match", summary)
+    assert counted and counted[1] == counted[2] and int(counted[1]) > 0, summary
+    assert re.search(rf"\n=+ {counted[1]} passed in ", proc.stdout), proc.stdout[-3000:]
 
 
 # --------------------------------------------------------------------------------------------
