@@ -1,0 +1,188 @@
+"""Security: no pickle, eval or exec in the package; loading unpickles nothing; a manifest cannot
+make the loader import a module outside the package it belongs to."""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from hatch_jaxexport import ArtifactError
+from hatch_jaxexport.pytrees import resolve
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1] / "hatch_jaxexport"
+UNSAFE_MODULES = {"pickle", "_pickle", "cPickle", "cloudpickle", "dill", "marshal", "shelve",
+                  "joblib", "copyreg"}
+UNSAFE_CALLS = {"eval", "exec", "compile", "__import__", "execfile"}
+
+
+def _unsafe_uses(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        where = f"{path.name}:{getattr(node, 'lineno', '?')}"
+        if isinstance(node, ast.Import):
+            found += [f"{where} import {a.name}" for a in node.names
+                      if a.name.split(".")[0] in UNSAFE_MODULES]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in \
+                UNSAFE_MODULES:
+            found.append(f"{where} from {node.module} import ...")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id in UNSAFE_CALLS:
+            found.append(f"{where} {node.func.id}(...)")
+        elif isinstance(node, ast.Name) and node.id in UNSAFE_MODULES:
+            found.append(f"{where} name {node.id}")
+        elif isinstance(node, ast.Attribute) and "serialize_executable" in node.attr:
+            found.append(f"{where} .{node.attr} (pickle-based)")
+    return found
+
+
+def test_the_package_source_has_no_pickle_eval_or_exec() -> None:
+    sources = sorted(PACKAGE_DIR.rglob("*.py"))
+    assert len(sources) >= 10
+    found = [use for path in sources for use in _unsafe_uses(path)]
+    assert found == []
+
+
+def test_the_scan_would_notice(tmp_path: Path) -> None:
+    sample = tmp_path / "probe.py"
+    sample.write_text(
+        '"""pickle, eval( and exec( in a docstring are fine."""  # and in comments: exec(\n'
+        "import pickle\nfrom marshal import loads\nx = eval('1')\nexec('y = 2')\n"
+        "z = pickle.loads(b'')\nimport jax.experimental.serialize_executable as s\n"
+        "s.deserialize_and_load(1, 2, 3)\nw = jax.experimental.serialize_executable\n")
+    assert sorted(use.split(" ", 1)[1] for use in _unsafe_uses(sample)) == sorted([
+        "import pickle", "from marshal import ...", "eval(...)", "exec(...)", "name pickle",
+        ".serialize_executable (pickle-based)"])
+
+
+LOAD_EVERYTHING = r"""
+import pickle, _pickle, sys
+def refuse(*args, **kwargs):
+    raise AssertionError("something unpickled while loading artifacts")
+for module in (pickle, _pickle):
+    for name in ("load", "loads", "Unpickler"):
+        setattr(module, name, refuse)
+import jax.numpy as jnp, numpy as np
+from jxe_demo import funcs
+x = np.ones((2, 3), np.float32)
+funcs.scale(x); funcs.reduce(x); funcs.poly(x[0], mode="exact"); funcs.stats(x[0])
+funcs.split(x[0]); funcs.dense({"w": x.T, "b": x[0, :2]}, x); funcs.combine(x[0], y=x[0])
+print("loaded without unpickling")
+"""
+
+
+def test_loading_artifacts_unpickles_nothing(demo_site, run_python) -> None:
+    proc = run_python(LOAD_EVERYTHING, env={"PYTHONPATH": str(demo_site), "JAX_PLATFORMS": "cpu",
+                                            "HATCH_JAXEXPORT_STRICT": "1"})
+    assert proc.stdout.strip() == "loaded without unpickling"
+
+
+@pytest.mark.parametrize("ref", [
+    "os:PathLike", "builtins:object", "subprocess:Popen", "jxe_sentinel:Thing",
+    "jxe_demox.funcs:Stats", "jxe_dem:Stats", "jxe_demo", "jxe_demo:", ":Stats", "",
+    ".jxe_demo:Stats", "..jxe_demo:Stats",
+])
+def test_resolve_refuses_types_outside_the_package(ref: str) -> None:
+    before = set(sys.modules)
+    with pytest.raises(ArtifactError, match="outside package 'jxe_demo'"):
+        resolve(ref, "jxe_demo")
+    assert set(sys.modules) == before
+
+
+def test_resolve_finds_types_inside_the_package(demo) -> None:
+    assert resolve("jxe_demo.funcs:Stats", "jxe_demo") is demo.Stats
+    with pytest.raises(ArtifactError, match=r"cannot find pytree type 'jxe_demo\.nowhere:X'"):
+        resolve("jxe_demo.nowhere:X", "jxe_demo")
+    with pytest.raises(ArtifactError, match="is not a class"):
+        resolve("jxe_demo.funcs:TRACES", "jxe_demo")
+
+
+@pytest.fixture
+def site_with_sentinel(demo_site: Path, tmp_path: Path) -> Path:
+    """A copy of ``demo_site`` beside a module that records being imported."""
+    site = tmp_path / "site"
+    shutil.copytree(demo_site, site, ignore=shutil.ignore_patterns("__pycache__"))
+    (site / "jxe_sentinel.py").write_text(
+        "from pathlib import Path\nPath(__file__).with_name('IMPORTED').touch()\n"
+        "class Thing(tuple):\n    _fields = ()\n")
+    return site
+
+
+def _name_pytree_type(site: Path, ref: str) -> None:
+    path = site / "jxe_demo" / "_jaxexport" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    for record in manifest["artifacts"]:
+        if record["function"] == "jxe_demo.funcs:scale":
+            record["pytree_types"] = [ref]
+    path.write_text(json.dumps(manifest))
+
+
+CALL_SCALE = r"""
+import sys, warnings
+import numpy as np
+from hatch_jaxexport import ArtifactError, FallbackWarning
+from jxe_demo import funcs
+before = set(sys.modules)
+try:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = funcs.scale(np.zeros((2, 2), np.float32))
+    print("RESULT", out.tolist())
+    for w in caught:
+        if issubclass(w.category, FallbackWarning):
+            print("FALLBACK", w.message)
+except ArtifactError as err:
+    print("ARTIFACTERROR", err)
+new = sorted(m for m in set(sys.modules) - before if not m.startswith(("jxe_demo", "jax",
+                                                                     "jaxlib", "scipy")))
+print("NEW", new)
+"""
+
+
+@pytest.mark.parametrize("strict", ["0", "1"])
+def test_a_manifest_naming_a_module_outside_the_package_never_imports_it(
+        site_with_sentinel: Path, run_python, strict: str) -> None:
+    _name_pytree_type(site_with_sentinel, "jxe_sentinel:Thing")
+    proc = run_python(CALL_SCALE, env={"PYTHONPATH": str(site_with_sentinel),
+                                       "JAX_PLATFORMS": "cpu", "HATCH_JAXEXPORT_STRICT": strict})
+    assert not (site_with_sentinel / "IMPORTED").exists()
+    word = "ARTIFACTERROR" if strict == "1" else "FALLBACK"
+    assert f"{word} jxe_demo.funcs:scale: no usable baked artifact" in proc.stdout
+    assert "manifest names pytree type 'jxe_sentinel:Thing' outside package 'jxe_demo'" \
+        in proc.stdout
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "pytrees.resolve walks the qualname with getattr from a module inside the package, so "
+    "'jxe_demo.funcs:jax.scipy.special.X' reaches jax and its lazy module __getattr__ imports "
+    "jax.scipy.special: the walk should refuse modules and objects defined outside the package"))
+def test_a_qualname_cannot_walk_into_other_modules(site_with_sentinel: Path, run_python) -> None:
+    _name_pytree_type(site_with_sentinel, "jxe_demo.funcs:jax.scipy.special.X")
+    proc = run_python(CALL_SCALE, env={"PYTHONPATH": str(site_with_sentinel),
+                                       "JAX_PLATFORMS": "cpu", "HATCH_JAXEXPORT_STRICT": "1"})
+    assert "ARTIFACTERROR" in proc.stdout and "outside package" in proc.stdout, proc.stdout
+    assert not any("scipy" in line for line in proc.stdout.splitlines()
+                   if line.startswith("NEW")), proc.stdout
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "a manifest naming a dataclass that is not a registered pytree makes "
+    "pytrees.register raise ValueError, which escapes loader._load: the call fails instead of "
+    "falling back (or raising ArtifactError in strict mode)"))
+@pytest.mark.parametrize("strict", ["0", "1"])
+def test_a_manifest_naming_an_unregistered_dataclass_is_an_artifact_problem(
+        site_with_sentinel: Path, run_python, strict: str) -> None:
+    (site_with_sentinel / "jxe_demo" / "extra.py").write_text(
+        "import dataclasses\n@dataclasses.dataclass\nclass Config:\n    a: int = 0\n")
+    _name_pytree_type(site_with_sentinel, "jxe_demo.extra:Config")
+    proc = run_python(CALL_SCALE, env={"PYTHONPATH": str(site_with_sentinel),
+                                       "JAX_PLATFORMS": "cpu", "HATCH_JAXEXPORT_STRICT": strict},
+                      check=False)
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    word = "ARTIFACTERROR" if strict == "1" else "FALLBACK"
+    assert f"{word} jxe_demo.funcs:scale: no usable baked artifact" in proc.stdout
