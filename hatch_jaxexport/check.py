@@ -57,7 +57,12 @@ DIFF_LINES = 40
 REBUILD_HINT = ("rebuild the wheel from this source and install it again (e.g. `python -m build "
                 "--wheel` then `pip install --force-reinstall dist/*.whl`), then rerun the check")
 
+JAX_HINT = ("check with the jax that built the wheel, or build the wheel with the oldest jax "
+            "you support: a jax.export artifact runs on a jax up to about 6 months newer, and "
+            "only about 3 weeks older, than the jax that exported it")
+
 MATCH, STALE, MISSING, ORPHAN, SKIPPED = "match", "stale", "missing", "orphan", "skipped"
+UNUSABLE = "unusable"
 
 
 class CheckError(RuntimeError):
@@ -302,7 +307,8 @@ def plan_check(package: str, *, platforms: Sequence[str] | None = None) -> Plan:
 
 @dataclasses.dataclass(frozen=True)
 class Outcome:
-    """The verdict on one case: ``match``, ``stale``, ``missing``, ``orphan`` or ``skipped``."""
+    """The verdict on one case: ``match``, ``stale``, ``unusable``, ``missing``, ``orphan`` or
+    ``skipped``."""
 
     status: str
     message: str = ""
@@ -323,24 +329,33 @@ def _where(fn: ExportableFunction) -> str:
     return f" ({path}:{line})" if path else ""
 
 
-def _versions(plan: Plan) -> str:
+def _other_jax(plan: Plan) -> bool:
+    import jax
+
+    return plan.bundle.manifest.jax_version != jax.__version__
+
+
+def _versions(plan: Plan, status: str = STALE) -> str:
     import jax
 
     built = plan.bundle.manifest.jax_version
     if built == jax.__version__:
         return f"built and checked with jax {built}"
-    return (f"built with jax {built}, checked with jax {jax.__version__}: part of the "
-            "difference may come from jax itself; check with the jax the wheel was built with")
+    text = f"built with jax {built}, checked with jax {jax.__version__}"
+    if status == STALE:
+        text += (": part of the difference may come from jax itself; check with the jax the "
+                 "wheel was built with")
+    return text
 
 
 def _failure(plan: Plan, case: Case, status: str, headline: str, details: Sequence[str],
-             notes: Sequence[str] = (), ran: bool = False) -> Outcome:
+             notes: Sequence[str] = (), ran: bool = False, fix: str = REBUILD_HINT) -> Outcome:
     lines = [f"{case.id}: {headline}", *(f"  {d}" for d in details)]
-    if status == STALE:
-        lines.append(f"  {_versions(plan)}")
+    if status in (STALE, UNUSABLE):
+        lines.append(f"  {_versions(plan, status)}")
     lines.append(f"  wheel: {plan.bundle.distribution} {plan.bundle.version}; "
                  f"{plan.source.describe()}")
-    lines.append(f"To fix: {REBUILD_HINT}.")
+    lines.append(f"To fix: {fix}.")
     return Outcome(status, "\n".join(lines), tuple(notes), ran)
 
 
@@ -532,8 +547,9 @@ def _compare(plan: Plan, case: Case, record: ArtifactRecord, task: ExportTask,
                                                    for a in record.in_avals)):
             bundled = deserialize_checked(blob, record.pytree_types, plan.package)
     except (CheckError, ArtifactError) as err:
-        return _failure(plan, case, STALE, "the wheel's artifact cannot be loaded",
-                        [*details, str(err)])
+        return _failure(plan, case, UNUSABLE, "the wheel's artifact cannot be loaded",
+                        [*details, str(err)], fix=JAX_HINT if isinstance(err, ArtifactError)
+                        and _other_jax(plan) else REBUILD_HINT)
     try:
         fresh = export_exported(fn, task)
     except Exception as err:
@@ -541,7 +557,13 @@ def _compare(plan: Plan, case: Case, record: ArtifactRecord, task: ExportTask,
                         [*details, f"fresh export failed: {type(err).__name__}: {err}"])
     import jax
 
-    other_jax = plan.bundle.manifest.jax_version != jax.__version__
+    other_jax = _other_jax(plan)
+    try:
+        text_b = module_text(bundled)
+    except Exception as err:  # e.g. StableHLO from a newer jax: "Failed to deserialize"
+        return _failure(plan, case, UNUSABLE, "this jax cannot read the wheel's artifact",
+                        [*details, f"{type(err).__name__}: {_first_line(err)}"],
+                        fix=JAX_HINT if other_jax else REBUILD_HINT)
     meta = metadata_differences(bundled, fresh)
     for name, a, b in meta:
         if other_jax and name == "calling_convention":
@@ -550,7 +572,7 @@ def _compare(plan: Plan, case: Case, record: ArtifactRecord, task: ExportTask,
             continue
         details.append(f"{name} differs: wheel {_show(a)} != source {_show(b)}")
     if fingerprint(fresh, vjp_order) != record.fingerprint:
-        text_b, text_f = module_text(bundled), module_text(fresh)
+        text_f = module_text(fresh)
         if other_jax:  # the messages' wording is jax's, not the source's
             text_b, text_f = without_diagnostics(text_b), without_diagnostics(text_f)
         diff = module_diff(text_b, text_f)

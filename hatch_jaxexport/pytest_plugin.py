@@ -193,6 +193,7 @@ def jaxexport_artifact(request: pytest.FixtureRequest) -> Artifact:
 
 _HEADINGS = {
     "stale": "stale (the wheel's artifact differs from a fresh export)",
+    "unusable": "unusable here (the wheel's artifact cannot be read or loaded by this jax)",
     "missing": "missing from the wheel (in the source, no artifact)",
     "orphan": "not in the source (an artifact with no function or spec entry)",
     "skipped": "skipped (the export failed at build time)",
@@ -247,10 +248,13 @@ def _summary(state: _State, tr: Any) -> None:
         for note in not_run:
             count = sum(note in v["notes"] for v in outcomes.values())
             tr.write_line(f"  {count} x {note}")
-        if any(s in by_status for s in ("stale", "missing", "orphan")):
-            from .check import REBUILD_HINT
+        from .check import JAX_HINT, REBUILD_HINT
 
+        if any(s in by_status for s in ("stale", "missing", "orphan")):
             tr.write_line(f"  To fix: {REBUILD_HINT}.")
+        if "unusable" in by_status:
+            tr.write_line(f"  To fix the unusable ones: if damaged, rebuild the wheel; if another "
+                          f"jax built them, {JAX_HINT}.")
 
 
 def _header(state: _State, package: str) -> str:

@@ -264,16 +264,19 @@ def test_build_skips_damaged_blobs_and_another_jax_version(check, release_site, 
         "jxe_release.models:mlp/0/cpu: the wheel's artifact cannot be loaded",
         "  artifact */jxe_release/_jaxexport/* does not match the manifest's SHA-256 (damaged "
         "or modified after the build)",
-        "  built with jax 0.0.1, checked with jax *: part of the difference may come from jax "
-        "itself*",
+        "  built with jax 0.0.1, checked with jax *",
+        "  wheel: jxe-release 1.0.0; source: * (the installed copy)",
+        "To fix: rebuild the wheel from this source and install it again *",
     ])
     result.stdout.fnmatch_lines([
         "jxe_release: wheel jxe-release 1.0.0 *; checking with jax * (the artifacts were built "
         "with jax 0.0.1: compared on the fingerprint and numerically)",
         "  3 checked: 1 match (1 also run and compared numerically on this platform)",
-        "  stale (the wheel's artifact differs from a fresh export): 1",
+        "  unusable here (the wheel's artifact cannot be read or loaded by this jax): 1",
         "  skipped (the export failed at build time): 1",
         "    jxe_release.models:poly/0/mode='exact'/cpu",
+        "  To fix the unusable ones: if damaged, rebuild the wheel; if another jax built them, "
+        "check with the jax that built the wheel, *",
     ])
     result.stdout.fnmatch_lines(["SKIPPED [[]1[]] *the export failed at build time and was "
                                  "skipped: ValueError: boom"])
@@ -347,32 +350,67 @@ def _other_python() -> str | None:
     return None
 
 
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".") if part.isdigit())
+
+
 @pytest.mark.slow
-def test_artifacts_built_by_another_jax_compare_on_fingerprint_and_numerics(
-        tmp_path, project_wheel, release_wheel):
+def test_artifacts_built_by_another_jax(tmp_path, project_wheel, release_wheel, release_site):
+    """Newer jax checking older artifacts: fingerprint (without jax's diagnostic messages) and
+    numbers, versions stated. Older jax checking newer artifacts: a clear 'cannot read'."""
     other = _other_python()
     if other is None:
         pytest.skip("no Python 3.11/3.12 besides this one to install another jax into")
-    python = make_venv(tmp_path / "venv", project_wheel, release_wheel, "pytest", python=other)
-    versions = run([python, "-c", "import jax, jaxlib; print(jax.__version__)"]).stdout.strip()
+    other_python = make_venv(tmp_path / "venv", project_wheel, "pytest", "hatchling",
+                             python=other)
+    other_jax = run([other_python, "-c", "import jax; print(jax.__version__)"]).stdout.strip()
     import jax
 
-    if versions == jax.__version__:
-        pytest.skip(f"the other Python also got jax {versions}")
-    workdir = tmp_path / "work"
-    shutil.copytree(PROJECT / PKG, workdir / PKG, ignore=shutil.ignore_patterns("__pycache__"))
-    models = workdir / PKG / "models.py"
+    this_jax = jax.__version__
+    if other_jax == this_jax:
+        pytest.skip(f"the other Python also got jax {other_jax}")
+    other_wheel = build_release_wheel(tmp_path / "other-build", python=other_python)
+    other_site = tmp_path / "other-site"
+    run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", other_site,
+         other_wheel])
+    run([other_python, "-m", "pip", "install", "-q", "--no-deps", release_wheel])
+
+    def check_with(python: str, site: Path | None, workdir: Path) -> str:
+        path = [os.fspath(workdir)] + ([os.fspath(site)] if site else [])
+        proc = run([python, "-m", "pytest", "-p", "no:cacheprovider", "--jaxexport-check", PKG],
+                   cwd=workdir, check=False, env={"PYTHONPATH": os.pathsep.join(path)})
+        assert proc.returncode in (0, 1), proc.stdout[-4000:] + proc.stderr[-2000:]
+        return proc.stdout
+
+    if _version(other_jax) > _version(this_jax):
+        newer, newer_site, older, older_site = other_python, None, sys.executable, other_site
+        old_jax, new_jax = this_jax, other_jax
+    else:
+        newer, newer_site, older, older_site = sys.executable, other_site, other_python, None
+        old_jax, new_jax = other_jax, this_jax
+
+    # the newer jax checks artifacts of the older one, against a source with one edited body
+    edited = tmp_path / "edited"
+    shutil.copytree(PROJECT / PKG, edited / PKG, ignore=shutil.ignore_patterns("__pycache__"))
+    models = edited / PKG / "models.py"
     models.write_text(models.read_text().replace(*STALE_EDITS["body"]))
-    proc = run([python, "-m", "pytest", "-p", "no:cacheprovider", "--jaxexport-check", PKG],
-               cwd=workdir, check=False, env={"PYTHONPATH": os.fspath(workdir)})
-    out = proc.stdout
-    assert proc.returncode == 1, out[-4000:]
+    out = check_with(newer, newer_site, edited)
     assert "1 failed, 6 passed" in out, out[-4000:]
-    assert f"built with jax {jax.__version__}, checked with jax {versions}" in out
+    assert f"built with jax {old_jax}, checked with jax {new_jax}" in out
     assert "module text differs (locations stripped, jax's diagnostic messages left out):" in out
-    assert f"(the artifacts were built with jax {jax.__version__}: compared on the fingerprint " \
-           "and numerically)" in out
-    assert "6 checked" not in out and "  7 checked: 6 match" in out
+    assert f"checking with jax {new_jax} (the artifacts were built with jax {old_jax}: " \
+           "compared on the fingerprint and numerically)" in out
+    assert "  7 checked: 6 match" in out
+
+    # the older jax checks artifacts of the newer one: readable, or said to be unreadable
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = check_with(older, older_site, empty)
+    assert "Traceback" not in out and "INTERNALERROR" not in out, out[-4000:]
+    if " failed" in out:
+        assert "this jax cannot read the wheel's artifact" in out, out[-4000:]
+        assert "To fix: check with the jax that built the wheel" in out
+        assert "unusable here (the wheel's artifact cannot be read or loaded by this jax)" in out
 
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "example_pkg"
