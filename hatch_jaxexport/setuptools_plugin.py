@@ -6,7 +6,8 @@ project's ``pyproject.toml`` has a ``[tool.jaxexport]`` table. With the table it
 
 - registers ``build_jaxexport``, a ``build`` sub-command (setuptools' ``SubCommand`` protocol)
   that exports each package into ``<build_lib>/<package>/_jaxexport/``, or, for editable
-  installs, into the source tree (mapped for strict editable installs), and
+  installs, into the source tree (lenient mode imports from there) with a copy in
+  ``build_lib`` (strict mode's link tree copies it from there), and
 - wraps ``egg_info`` so the metadata requires ``jax>=<exporting version>`` (option
   ``jax-requirement``).
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import os
 import time
+from logging import DEBUG, INFO, WARNING
 from pathlib import Path
 from typing import Any
 
@@ -161,12 +163,12 @@ def build_jaxexport_command() -> type:
 
         def run(self) -> None:
             if skip_requested():
-                self.announce(f"jaxexport: {SKIP_ENV} is set: building without exports", 3)
+                self.announce(f"jaxexport: {SKIP_ENV} is set: building without exports", WARNING)
                 return
             options = self._options()
             if self.editable_mode and options.editable == "trace":
                 self.announce("jaxexport: editable install with editable = \"trace\": no "
-                              "exports", 2)
+                              "exports", INFO)
                 return
             from .build import export_package
 
@@ -176,19 +178,36 @@ def build_jaxexport_command() -> type:
                 search_path.insert(0, os.path.abspath(self.build_lib))
             for name, source in packages.items():
                 out = self._out_dir(name, source)
-                self.announce(f"jaxexport: exporting {name} for {', '.join(options.platforms)}",
-                              2)
+                self.announce(f"jaxexport: exporting {name} for {', '.join(options.platforms)} "
+                              f"({options.jobs} worker(s), on-error {options.on_error})", INFO)
                 start = time.perf_counter()
                 result = export_package(
                     name, out, platforms=options.platforms, jobs=options.jobs,
                     on_error=options.on_error, search_path=search_path,
-                    log=lambda message: self.announce(f"jaxexport: {message}", 2))
+                    log=lambda message: self.announce(
+                        f"jaxexport: {message}",
+                        WARNING if message.startswith("warning:") else DEBUG))
                 lines, summary = describe_result(result, time.perf_counter() - start)
                 for line in lines:
-                    self.announce(line, 2)
-                self.announce(f"jaxexport: {summary}", 2)
+                    self.announce(line, INFO)
+                self.announce(f"jaxexport: {summary}", INFO)
                 if self.editable_mode:
                     (out / ".gitignore").write_text(GITIGNORE)
+                    self._copy_to_build_lib(name, out)
+
+        def _copy_to_build_lib(self, name: str, folder: Path) -> None:
+            """Editable installs: also put copies in ``build_lib``, where a strict editable
+            install (link tree) takes them from. Copies, not links: the loader refuses artifact
+            files that resolve outside their package folder."""
+            import shutil
+
+            target = Path(self.build_lib or "build/lib", name, ARTIFACT_DIR)
+            if target.exists():
+                shutil.rmtree(target)
+            target.mkdir(parents=True)
+            for file in folder.iterdir():
+                if file.name != ".gitignore":
+                    shutil.copyfile(file, target / file.name)
 
         def _files(self) -> list[tuple[str, Path]]:
             """(build_lib path, file on disk) for every artifact file that exists now."""
@@ -209,9 +228,9 @@ def build_jaxexport_command() -> type:
             return [target for target, _ in self._files()]
 
         def get_output_mapping(self) -> dict[str, str]:
-            if not self.editable_mode:
-                return {}
-            return {target: str(file) for target, file in self._files()}
+            # Nothing maps to a source file: editable installs find the in-place artifacts
+            # (lenient mode) or copies of them from ``build_lib`` (strict mode's link tree).
+            return {}
 
         def get_source_files(self) -> list[str]:
             return []  # artifacts are built from the package sources, never shipped in sdists

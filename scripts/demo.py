@@ -70,34 +70,36 @@ def _cases() -> list[dict[str, Any]]:
     ]
 
 
-#: Names of @exportable functions whose Python body ran in this process (artifact mode).
-BODIES_RAN: list[str] = []
-
-
 def _forbidden(*args: Any, _name: str = "?", **kwargs: Any) -> Any:
     """Stands in for every function body: records the call and raises.
 
     Its code is swapped into the real functions, so it may use only locals and builtins (no
     closure, and the globals it sees are the package module's).
     """
-    import sys
+    import builtins
 
-    sys.modules["__main__"].BODIES_RAN.append(_name)
+    builtins._jaxexport_bodies_ran.append(_name)
     raise AssertionError(f"the body of {_name} ran: something traced it")
 
 
-def _forbid_bodies() -> list[str]:
-    """Replace each @exportable's Python body with ``_forbidden``."""
+def forbid_bodies(package: str = PACKAGE) -> list[str]:
+    """Replace each @exportable's Python body in ``package`` with ``_forbidden``.
+
+    Returns the list that collects the names of functions whose body ran anyway.
+    """
+    import builtins
+
     from hatch_jaxexport.decorator import registered_in
 
-    for fn in registered_in(PACKAGE):
+    ran: list[str] = builtins.__dict__.setdefault("_jaxexport_bodies_ran", [])
+    for fn in registered_in(package):
         source = fn.__wrapped__
         if getattr(source, "__closure__", None) is not None or not hasattr(source, "__code__"):
             raise SystemExit(f"demo: cannot guard {fn.name}: its body is not a plain function")
         source.__code__ = _forbidden.__code__
         source.__defaults__ = None
         source.__kwdefaults__ = {"_name": fn.name}
-    return BODIES_RAN
+    return ran
 
 
 def run_cases(mode: str, out: str) -> None:
@@ -110,7 +112,7 @@ def run_cases(mode: str, out: str) -> None:
     import example_pkg
 
     import_s = time.perf_counter() - start
-    ran = _forbid_bodies() if mode == "artifact" else []
+    ran = forbid_bodies() if mode == "artifact" else []
     jax.block_until_ready(jax.numpy.zeros(1) + 1)  # backend start-up, outside the timings
     results, rows = {}, []
     for case in _cases():
