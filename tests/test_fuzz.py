@@ -17,7 +17,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import copy
-import dataclasses
 import json
 import os
 import shutil
@@ -128,18 +127,16 @@ class _OpenAudit:
             cls.active = False
 
 
-@dataclasses.dataclass(repr=False)
 class Site:
     """``jxe_fuzz`` installed in ``site/``, its pristine artifact bytes, and an outside folder
     holding identical copies (a read of one of those would pass the hash check)."""
 
-    site: Path
-    art: Path
-    outside: Path
-    pristine: dict[str, bytes]
-    manifest: dict[str, Any]
-    module: Any
-    reference: dict[tuple[str, int], Any]
+    def __init__(self, site: Path, art: Path, outside: Path, pristine: dict[str, bytes],
+                 manifest: dict[str, Any], module: Any,
+                 reference: dict[tuple[str, int], Any]) -> None:
+        self.site, self.art, self.outside = site, art, outside
+        self.pristine, self.manifest, self.module = pristine, manifest, module
+        self.reference = reference
 
     def __repr__(self) -> str:
         return f"<Site {self.site}>"
@@ -210,8 +207,12 @@ class Site:
                 got = jax.block_until_ready(call(lambda name: getattr(self.module, name)))
             except ArtifactError as err:
                 assert str(err).strip(), "empty ArtifactError"
-                return "artifact_error", str(err)
+                error = str(err)
+            else:
+                error = None
         fallbacks = [str(w.message) for w in caught if issubclass(w.category, FallbackWarning)]
+        if error is not None:  # what the user sees: the error, and any warning before it
+            return "artifact_error", "\n".join([error, *fallbacks])
         assert_same(got, self.reference[function, index])
         return ("fallback", "\n".join(fallbacks)) if fallbacks else ("artifact", "")
 
