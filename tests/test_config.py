@@ -1,0 +1,187 @@
+"""Option validation shared by the Hatch hook and setuptools, and the setuptools wiring."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from hatch_jaxexport.config import (
+    HATCHLING_HOOK_KEYS,
+    ConfigError,
+    ExportOptions,
+    describe_result,
+    parse_options,
+)
+
+HATCH = "tool.hatch.build.targets.wheel.hooks.jaxexport"
+
+
+def errors_of(raw: dict, prefix: str = HATCH, **kwargs) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        parse_options(raw, prefix, **kwargs)
+    return info.value.errors
+
+
+def test_defaults():
+    options = parse_options({}, HATCH)
+    assert options == ExportOptions()
+    assert options.packages is None and options.platforms == ("cpu",)
+    assert options.jobs == 1 and options.on_error == "fail" and options.editable == "in-place"
+    assert options.requirement_for("0.10.2") == "jax>=0.10.2"
+
+
+def test_every_option():
+    options = parse_options({
+        "packages": ["alpha", "beta"], "platforms": ["cuda", "cpu", "cuda"], "jobs": 3,
+        "on-error": "skip", "jax-requirement": "jax[cpu]>={version},<1", "editable": "trace",
+    }, HATCH)
+    assert options == ExportOptions(("alpha", "beta"), ("cuda", "cpu"), 3, "skip",
+                                    "jax[cpu]>={version},<1", "trace")
+    assert options.requirement_for("0.9.1") == "jax[cpu]>=0.9.1,<1"
+
+
+def test_shorthands():
+    assert parse_options({"platforms": "tpu"}, HATCH).platforms == ("tpu",)
+    assert parse_options({"jobs": "auto"}, HATCH).jobs == max(1, os.cpu_count() or 1)
+    assert parse_options({"jax-requirement": False}, HATCH).requirement_for("1.0") is None
+    assert parse_options({"jax-requirement": True}, HATCH).jax_requirement == "jax>={version}"
+
+
+def test_all_errors_reported_together_with_full_paths():
+    raw = {"packages": ["ok", "not-a-name", 3], "platforms": [], "jobs": "x",
+           "on-error": "warn", "jax-requirement": "jax>=>{version}", "editable": True,
+           "platfroms": ["cpu"], "colour": "blue"}
+    assert errors_of(raw) == [
+        f"{HATCH}.colour is not an option of hatch-jaxexport; known options: packages, "
+        "platforms, jobs, on-error, jax-requirement, editable",
+        f"{HATCH}.platfroms is not an option of hatch-jaxexport (did you mean `platforms`?); "
+        "known options: packages, platforms, jobs, on-error, jax-requirement, editable",
+        f"{HATCH}.packages[1] must be the import name of a top-level package (like "
+        "\"my_pkg\"), got 'not-a-name'",
+        f"{HATCH}.packages[2] must be the import name of a top-level package (like "
+        "\"my_pkg\"), got 3",
+        f"{HATCH}.platforms must be a non-empty array of 'cpu', 'cuda', 'rocm', 'tpu', got []",
+        f"{HATCH}.jobs must be an int >= 1 or \"auto\", got 'x'",
+        f"{HATCH}.on-error must be 'fail' or 'skip', got 'warn'",
+        errors_of(raw)[7],  # the requirement parser's wording varies with packaging's version
+        f"{HATCH}.editable must be 'in-place' or 'trace', got True",
+    ]
+    assert errors_of(raw)[7].startswith(
+        f"{HATCH}.jax-requirement must be true, false or a requirement like \"jax>={{version}}\""
+        ", got 'jax>=>{version}': ")
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"jobs": 0}, "jobs must be an int >= 1 or \"auto\", got 0"),
+    ({"jobs": True}, "jobs must be an int >= 1 or \"auto\", got True"),
+    ({"jobs": 1.5}, "jobs must be an int >= 1 or \"auto\", got 1.5"),
+    ({"packages": []}, "packages must be a non-empty array of top-level package names, got []"),
+    ({"packages": "pkg"}, "packages must be a non-empty array of top-level package names, "
+                          "got 'pkg'"),
+    ({"packages": ["a", "a"]}, "packages must be an array without duplicates, got ['a', 'a']"),
+    ({"packages": ["a.b"]}, "packages[0] must be the import name of a top-level package "
+                            "(like \"my_pkg\"), got 'a.b'"),
+    ({"platforms": ["gpu"]}, "platforms[0] must be one of 'cpu', 'cuda', 'rocm', 'tpu', "
+                             "got 'gpu'"),
+    ({"platforms": {"cpu": 1}}, "platforms must be a non-empty array of 'cpu', 'cuda', 'rocm', "
+                                "'tpu', got {'cpu': 1}"),
+    ({"jax-requirement": 1}, "jax-requirement must be true, false or a requirement like "
+                             "\"jax>={version}\", got 1"),
+    ({"on-error": None}, "on-error must be 'fail' or 'skip', got None"),
+])
+def test_one_error(raw, message):
+    assert errors_of(raw, "tool.jaxexport") == [f"tool.jaxexport.{message}"]
+
+
+def test_message_of_one_and_of_many_errors():
+    with pytest.raises(ConfigError) as one:
+        parse_options({"jobs": 0}, "tool.jaxexport")
+    assert str(one.value) == ("invalid hatch-jaxexport configuration: tool.jaxexport.jobs must "
+                              "be an int >= 1 or \"auto\", got 0")
+    with pytest.raises(ConfigError) as two:
+        parse_options({"jobs": 0, "on-error": 1}, "tool.jaxexport")
+    assert str(two.value).splitlines() == [
+        "invalid hatch-jaxexport configuration (2 errors):",
+        "  - tool.jaxexport.jobs must be an int >= 1 or \"auto\", got 0",
+        "  - tool.jaxexport.on-error must be 'fail' or 'skip', got 1"]
+    assert isinstance(two.value, ValueError)
+
+
+def test_hatchling_keys_pass_through_only_where_asked():
+    raw = {"require-runtime-dependencies": True, "dependencies": ["x"],
+           "enable-by-default": False, "require-runtime-features": ["a"], "jobs": 2}
+    assert parse_options(raw, HATCH, passthrough=HATCHLING_HOOK_KEYS).jobs == 2
+    assert len(errors_of(raw, "tool.jaxexport")) == 4  # setuptools has no such keys
+
+
+def test_describe_result(tmp_path):
+    from conftest import FIXTURES
+
+    from hatch_jaxexport.build import export_package
+
+    result = export_package("jxe_demo", tmp_path / "out", search_path=[FIXTURES],
+                            on_error="skip")
+    lines, summary = describe_result(result, 2.5)
+    assert any(line.startswith("  jxe_demo.reduce: 2 structure(s), platforms cpu, "
+                               "2 artifact(s), ") for line in lines)
+    assert any(line.startswith("  jxe_demo.funcs:gpu_only: 1 structure(s), platforms cuda")
+               for line in lines)
+    n = len(result.manifest.artifacts)
+    assert summary.startswith(f"jxe_demo: {len(lines)} function(s), {n} artifact(s), ")
+    assert summary.endswith(f"2.5 s (jax {result.manifest.jax_version})")
+
+
+# -- setuptools: the entry point does nothing without [tool.jaxexport] --------------------------
+
+def _distribution(root):
+    from setuptools.dist import Distribution
+
+    return Distribution({"name": "demo", "src_root": str(root)})
+
+
+def test_setuptools_plugin_ignores_projects_without_the_table(tmp_path):
+    from hatch_jaxexport.setuptools_plugin import finalize_distribution_options, read_table
+
+    assert read_table(tmp_path) is None  # no pyproject.toml
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n[tool.other]\na = 1\n")
+    assert read_table(tmp_path) is None
+    (tmp_path / "pyproject.toml").write_text("not [valid toml")
+    assert read_table(tmp_path) is None  # setuptools reports that itself
+    dist = _distribution(tmp_path)
+    before = dict(dist.cmdclass)
+    finalize_distribution_options(dist)
+    assert dist.cmdclass == before
+
+
+def test_setuptools_plugin_wires_the_command_when_the_table_exists(tmp_path):
+    from hatch_jaxexport.setuptools_plugin import COMMAND, finalize_distribution_options
+
+    (tmp_path / "pyproject.toml").write_text("[tool.jaxexport]\nplatforms = ['cpu', 'tpu']\n")
+    dist = _distribution(tmp_path)
+    finalize_distribution_options(dist)
+    finalize_distribution_options(dist)  # idempotent
+    build = dist.get_command_class("build")
+    assert [name for name, _ in build.sub_commands].count(COMMAND) == 1
+    command = dist.get_command_class(COMMAND)
+    assert command.editable_mode is False
+    for method in ("get_outputs", "get_output_mapping", "get_source_files", "run"):
+        assert callable(getattr(command, method))
+    assert dist._jaxexport_options.platforms == ("cpu", "tpu")
+    assert dist.get_command_class("egg_info")._jaxexport_wrapped
+
+
+def test_setuptools_plugin_reports_config_errors(tmp_path):
+    from hatch_jaxexport.setuptools_plugin import finalize_distribution_options
+
+    (tmp_path / "pyproject.toml").write_text("[tool]\njaxexport = 3\n")
+    with pytest.raises(ConfigError, match=r"tool\.jaxexport must be a table, got 3"):
+        finalize_distribution_options(_distribution(tmp_path))
+    (tmp_path / "pyproject.toml").write_text("[tool.jaxexport]\njobs = -1\nplatform = 'cpu'\n")
+    with pytest.raises(ConfigError) as info:
+        finalize_distribution_options(_distribution(tmp_path))
+    assert info.value.errors == [
+        "tool.jaxexport.platform is not an option of hatch-jaxexport (did you mean "
+        "`platforms`?); known options: packages, platforms, jobs, on-error, jax-requirement, "
+        "editable",
+        "tool.jaxexport.jobs must be an int >= 1 or \"auto\", got -1"]
