@@ -193,13 +193,18 @@ def _bytes(n: int) -> str:
 
 
 def describe_result(result: BuildResult, seconds: float) -> tuple[list[str], str]:
-    """One progress line per exported function, and a summary line, for a finished export."""
+    """One progress line per exported function, and a summary line, for a finished export.
+
+    A function's time is the sum over its artifacts (workers run in parallel); ``seconds`` is
+    the wall-clock time of the whole export.
+    """
     by_function: dict[str, list[Any]] = {}
     for record in result.manifest.artifacts:
         by_function.setdefault(record.function, []).append(record)
     skipped: dict[str, int] = {}
     for record in result.manifest.skipped:
         skipped[record.function] = skipped.get(record.function, 0) + 1
+    #: Seconds each artifact took to export, by artifact id (``ArtifactRecord.id``).
     timings: Mapping[str, float] = getattr(result, "seconds", None) or {}
     lines = []
     for name in sorted(set(by_function) | set(skipped)):
@@ -209,8 +214,8 @@ def describe_result(result: BuildResult, seconds: float) -> tuple[list[str], str
         size = sum(r.size for r in records)
         line = (f"  {name}: {structures} structure(s), platforms {platforms}, "
                 f"{len(records)} artifact(s), {_bytes(size)}")
-        if name in timings:
-            line += f", {timings[name]:.2f} s"
+        if any(r.id in timings for r in records):
+            line += f", {sum(timings.get(r.id, 0.0) for r in records):.2f} s"
         if name in skipped:
             line += f", {skipped[name]} skipped"
         lines.append(line)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -123,8 +124,9 @@ def test_describe_result(tmp_path):
     result = export_package("jxe_demo", tmp_path / "out", search_path=[FIXTURES],
                             on_error="skip")
     lines, summary = describe_result(result, 2.5)
-    assert any(line.startswith("  jxe_demo.reduce: 2 structure(s), platforms cpu, "
-                               "2 artifact(s), ") for line in lines)
+    reduce = next(line for line in lines if line.startswith("  jxe_demo.reduce: "))
+    assert re.fullmatch(r"  jxe_demo\.reduce: 2 structure\(s\), platforms cpu, 2 artifact\(s\), "
+                        r"[0-9.]+ kB, [0-9.]+ s", reduce), reduce
     assert any(line.startswith("  jxe_demo.funcs:gpu_only: 1 structure(s), platforms cuda")
                for line in lines)
     n = len(result.manifest.artifacts)
