@@ -162,6 +162,14 @@ class JaxExportBuildHook(BuildHookInterface):
                 build_data["dependencies"].append(requirement)
                 self.app.display_info(f"jaxexport: added runtime requirement {requirement!r}")
 
+    def clean(self, versions: list[str]) -> None:
+        """``hatch clean`` / ``hatch build --clean``: remove editable-install artifact folders."""
+        for folder in self._source_artifact_folders():
+            marker = folder / ".gitignore"
+            if marker.is_file() and marker.read_text().startswith(GITIGNORE.splitlines()[0]):
+                _remove_tree(folder)
+                self.app.display_info(f"jaxexport: removed {os.path.relpath(folder, self.root)}")
+
     def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:
         if self._scratch is not None:
             self._scratch.cleanup()

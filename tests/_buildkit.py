@@ -87,7 +87,7 @@ def noisy(x):
 
 
 def inprocess_build(root: Path, out: Path, *, versions: tuple[str, ...] = ("standard",),
-                    target: str = "wheel") -> list[Path]:
+                    target: str = "wheel", clean_only: bool = False) -> list[Path]:
     """Build with hatchling's builder classes in this process, the hook registered by hand.
 
     The exports still run in fresh worker processes; only the front end is skipped.
@@ -102,7 +102,8 @@ def inprocess_build(root: Path, out: Path, *, versions: tuple[str, ...] = ("stan
     manager.manager.register(hatch_plugin, name="jaxexport")
     builder_class = WheelBuilder if target == "wheel" else SdistBuilder
     builder = builder_class(str(root), plugin_manager=manager)
-    return [Path(p) for p in builder.build(directory=str(out), versions=list(versions))]
+    return [Path(p) for p in builder.build(directory=str(out), versions=list(versions),
+                                           clean_only=clean_only)]
 
 
 def members(archive_path: Path) -> dict[str, bytes]:

@@ -151,6 +151,9 @@ def test_editable_writes_artifacts_into_the_source_tree(tmp_path, run_python, ca
     inprocess_build(root, tmp_path / "dist", versions=("editable",))
     (wheel,) = inprocess_build(root, tmp_path / "dist2")
     assert ".gitignore" not in artifact_files(wheel, "jxe_tiny")
+    # `hatch clean` removes the folder (only folders the hook wrote).
+    inprocess_build(root, tmp_path / "dist", clean_only=True)
+    assert not folder.exists()
 
 
 def test_editable_trace_option_exports_nothing(tmp_path, capsys):
