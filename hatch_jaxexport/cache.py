@@ -4,7 +4,8 @@ Baked artifacts remove tracing and lowering; the XLA compile of the first call r
 persistent cache, a machine compiles each artifact once, and later processes load the compiled
 executable. The loader enables it on first use of an artifact unless the user configured their
 own cache (``jax_compilation_cache_dir`` / ``JAX_COMPILATION_CACHE_DIR``) or opted out with
-``HATCH_JAXEXPORT_CACHE=0``; ``HATCH_JAXEXPORT_CACHE=/some/dir`` picks the folder.
+``HATCH_JAXEXPORT_CACHE=0``; ``HATCH_JAXEXPORT_CACHE=/some/dir`` picks the folder (``1`` means the
+default folder).
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def ensure_compilation_cache() -> str | None:
         if own:
             _active = str(own)
             return _active
-        folder = Path(choice) if choice else default_cache_dir()
+        on = choice.lower() in ("", "1", "true", "yes", "on")
+        folder = default_cache_dir() if on else Path(choice)
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError:

@@ -20,6 +20,7 @@ from .spec import (
     static_key,
 )
 
+_MAX_DIM = 2**31 - 1  # jax refines symbolic shapes with int32 arithmetic
 # How far a structure got before failing: higher is closer (chooses the error to show).
 _TREE, _LEAF, _DIMS = 0, 1, 2
 
@@ -65,15 +66,20 @@ def _canonical_dtype(dtype: Any) -> str:
 Shapes = list[tuple[LeafSpec, tuple[int, ...], str]]
 
 
+def _is_jax_array(value: Any) -> bool:
+    import jax
+
+    return isinstance(value, jax.Array)  # concrete arrays and tracers
+
+
 def _as_array(value: Any) -> Any:
     """What ``jnp.asarray`` would accept as one array: arrays (jax, numpy, tracers), objects
     with ``__dlpack__`` or ``__array__``; ``None`` for anything else."""
-    if hasattr(value, "shape") and hasattr(value, "dtype"):
-        try:
-            np.dtype(value.dtype)
-            return value
-        except TypeError:  # e.g. a torch tensor: its dtype is not numpy's
-            pass
+    if isinstance(value, np.ndarray | np.generic) or _is_jax_array(value):
+        return value
+    if hasattr(value, "shape") and hasattr(value, "dtype") and not hasattr(
+            value, "__array__") and not hasattr(value, "__dlpack__"):
+        return value  # something array-shaped jax may know (e.g. a ShapeDtypeStruct)
     if hasattr(value, "__dlpack__"):
         import jax.dlpack
 
@@ -190,6 +196,12 @@ def _solve(dim: str, size: int, env: dict[str, int]) -> None:
 def _bind_dims(structure: Structure, shapes: Shapes) -> dict[str, int]:
     env: dict[str, int] = {}
     where: dict[str, str] = {}
+    for _leaf, shape, path in shapes if structure.constraints else ():
+        for axis, size in enumerate(shape):
+            if size > _MAX_DIM:  # constraints are checked by jax in int32 even abstractly
+                raise _NoMatch(_DIMS, f"argument {path!r} has shape {shape}: axis {axis} is "
+                                      f"{size}, beyond {_MAX_DIM}, the largest dimension jax's "
+                                      "shape refinement handles", ValueError)
     for leaf, shape, path in shapes:  # plain symbols first
         for axis, (dim, size) in enumerate(zip(leaf.shape, shape, strict=True)):
             if dim.isidentifier():
@@ -230,6 +242,20 @@ def _env_text(env: Mapping[str, int]) -> str:
     return ", ".join(f"{k} = {v}" for k, v in sorted(env.items()))
 
 
+def _signature_text(fn: ExportableFunction) -> str:
+    """The signature without annotations or defaults' values: ``(x, mode='fast', *, y)``."""
+    parts = []
+    star = False
+    for param in fn.signature.parameters.values():
+        if param.kind == param.KEYWORD_ONLY and not star:
+            parts.append("*")
+            star = True
+        if param.kind == param.VAR_POSITIONAL:
+            star = True
+        parts.append(str(param.replace(annotation=param.empty)))
+    return f"({', '.join(parts)})"
+
+
 def _same(a: Any, b: Any) -> bool:
     return a is b or (type(a) is type(b) and a == b)
 
@@ -240,7 +266,12 @@ def plan_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, A
     try:
         bound = fn.signature.bind(*args, **kwargs)
     except TypeError as err:
-        raise TypeError(f"{spec.name}: {err}") from None
+        text = str(err)
+        keyword_only = [p.name for p in fn.signature.parameters.values()
+                        if p.kind == p.KEYWORD_ONLY]
+        if "'" not in text and keyword_only:
+            text += f" ({', '.join(map(repr, keyword_only))} must be passed by keyword)"
+        raise TypeError(f"{spec.name}: {text}; it takes {_signature_text(fn)}") from None
     bound.apply_defaults()
     arguments = bound.arguments
     for param in fn.signature.parameters.values():

@@ -21,6 +21,20 @@ _INSTALL_LOCK = threading.Lock()
 _installed: bool | None = None
 
 
+def concrete_array_type() -> type:
+    """jax's concrete array class (never a tracer's, whatever trace is active)."""
+    try:
+        from jax._src.array import ArrayImpl
+
+        return ArrayImpl
+    except ImportError:  # pragma: no cover - future jax
+        import jax
+        import numpy as np
+
+        with jax.ensure_compile_time_eval():
+            return type(jax.device_put(np.zeros(())))
+
+
 def needs_lapack(custom_calls: Sequence[str]) -> bool:
     """Whether a module with these custom-call targets needs LAPACK initialised."""
     return any("lapack" in target.lower() for target in custom_calls)

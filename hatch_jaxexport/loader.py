@@ -48,15 +48,21 @@ class PackageArtifacts:
 
     def read_blob(self, record: ArtifactRecord) -> bytes:
         path = self.root / record.file
-        if isinstance(path, pathlib.Path):
-            real_root = pathlib.Path(os.path.realpath(self.root))
-            if not pathlib.Path(os.path.realpath(path)).is_relative_to(real_root):
-                raise ArtifactError(f"artifact {record.file!r} resolves outside {real_root}")
+        _check_inside(path, self.root, f"artifact {record.file!r}")
         data = path.read_bytes()
         if len(data) != record.size or sha256_hex(data) != record.sha256:
             raise ArtifactError(f"artifact {record.file} does not match the manifest's SHA-256 "
                                 "(damaged or modified after the build)")
         return data
+
+
+def _check_inside(path: Any, base: Any, what: str) -> None:
+    """Refuse a file-system path that resolves (through symlinks) outside ``base``."""
+    if isinstance(path, pathlib.Path) and isinstance(base, pathlib.Path):
+        real_base = pathlib.Path(os.path.realpath(base))
+        if not pathlib.Path(os.path.realpath(path)).is_relative_to(real_base):
+            raise ArtifactError(f"{what} resolves outside {real_base} (a symlink out of the "
+                                "package); refusing to read it")
 
 
 _PACKAGES: dict[str, PackageArtifacts | ArtifactError | None] = {}
@@ -85,13 +91,16 @@ def load_package_artifacts(package: str) -> PackageArtifacts | None:
 
 def _read_package_artifacts(package: str) -> PackageArtifacts | None:
     try:
-        root = importlib.resources.files(package) / ARTIFACT_DIR
+        package_dir = importlib.resources.files(package)
+        root = package_dir / ARTIFACT_DIR
         manifest_path = root / MANIFEST_NAME
         exists = manifest_path.is_file()
     except (ModuleNotFoundError, TypeError, ValueError):
         exists = False
     if not exists:
         return None
+    _check_inside(root, package_dir, f"{package}/{ARTIFACT_DIR}")
+    _check_inside(manifest_path, root, f"{package}/{ARTIFACT_DIR}/{MANIFEST_NAME}")
     try:
         data = manifest_path.read_bytes()
     except OSError as err:
@@ -127,7 +136,12 @@ def deserialize_checked(data: bytes, refs: list[str], package: str) -> Any:
     from . import pytrees
 
     for ref in refs:
-        pytrees.register(pytrees.resolve(ref, package))
+        cls = pytrees.resolve(ref, package)
+        try:
+            pytrees.register(cls)
+        except Exception as err:  # e.g. a dataclass that is not a registered pytree
+            raise ArtifactError(f"cannot register pytree type {ref!r} named by the manifest: "
+                                f"{type(err).__name__}: {err}") from None
     try:
         exported = export.deserialize(bytearray(data))
     except Exception as err:  # jax raises struct.error, ValueError, IndexError...
@@ -205,15 +219,11 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str
 
     members = {("primal", False): exported}
     lapack_free = {("primal", False)} if not needs_lapack(record.custom_calls) else set()
+    loaders = {}
     base = (fn.name, structure.key, plan.static_key, platform)
     for (*rest, kind, batched), member in package.by_key.items():
         if tuple(rest) == base and (kind, batched) != ("primal", False):
-            try:
-                members[(kind, batched)] = _load(package, member, fn.package)
-            except ArtifactError as err:
-                warnings.warn(f"{fn.name}: {err}; transformations needing it trace the source",
-                              FallbackWarning, stacklevel=5)
-                continue
+            loaders[(kind, batched)] = functools.partial(_load, package, member, fn.package)
             if not needs_lapack(member.custom_calls):
                 lapack_free.add((kind, batched))
     family = Family(
@@ -221,7 +231,8 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str
         in_dtypes=[a.dtype for a in exported.in_avals],
         out_dtypes=[a.dtype for a in exported.out_avals],
         source_flat=source_flat(fn, plan.structure_index, plan.static, exported.in_tree),
-        on_missing=warn_or_raise(fn.name, strict_mode()), lapack_free=frozenset(lapack_free))
+        on_missing=warn_or_raise(fn.name, strict_mode()), lapack_free=frozenset(lapack_free),
+        loaders=loaders)
     return _tiered(fn, family.jitted_primal(), record, platform), ""
 
 
@@ -279,11 +290,12 @@ def _fast_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     from . import decorator
 
     if not decorator._fast_types:
-        import jax.numpy as jnp
         import numpy as np
         from jax._src import config as jax_config
 
-        decorator._fast_types[:] = [type(jnp.zeros(())), np.ndarray, jax_config.enable_x64]
+        from .jaxcompat import concrete_array_type
+
+        decorator._fast_types[:] = [concrete_array_type(), np.ndarray, jax_config.enable_x64]
     jax_array, np_array, x64 = decorator._fast_types
     if kwargs:
         return None

@@ -203,9 +203,11 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
         if not 0 <= record.size <= _MAX_BLOB:
             raise ArtifactError(f"corrupt manifest: artifacts[{i}].size {record.size} is out "
                                 "of range")
-        if record.id in seen or record.file in seen:
+        call_key = json.dumps([record.function, record.structure, record.static,
+                               record.platform, record.kind, record.batched], sort_keys=True)
+        if record.id in seen or record.file in seen or call_key in seen:
             raise ArtifactError(f"corrupt manifest: artifact {record.id} listed twice")
-        seen |= {record.id, record.file}
+        seen |= {record.id, record.file, call_key}
     return Manifest(package=raw["package"], generator=raw["generator"],
                     jax_version=raw["jax_version"], jaxlib_version=raw["jaxlib_version"],
                     artifacts=artifacts, skipped=skipped, schema_version=version)

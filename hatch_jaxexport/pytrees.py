@@ -75,12 +75,15 @@ def resolve(ref: str, package: str) -> type:
         raise ArtifactError(f"manifest names pytree type {ref!r} outside package {package!r}")
     try:
         module = sys.modules.get(module_name) or importlib.import_module(module_name)
-        obj: Any = module
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as err:
+    except ImportError as err:
         raise ArtifactError(f"cannot find pytree type {ref!r} named by the manifest: {err}") \
             from None
-    if not isinstance(obj, type):
-        raise ArtifactError(f"manifest's pytree type {ref!r} is not a class")
+    obj: Any = module
+    for part in qualname.split("."):
+        # walk classes only, each defined in that very module: never into other modules
+        obj = getattr(obj, part, None) if isinstance(obj, type) or obj is module else None
+        if not isinstance(obj, type) or obj.__module__ != module_name:
+            raise ArtifactError(f"manifest's pytree type {ref!r} is not a class defined in "
+                                f"{module_name!r}; refusing to look outside package "
+                                f"{package!r}")
     return obj

@@ -61,11 +61,12 @@ class TieredCall:
         self.threads: dict[Any, threading.Thread] = {}
         self.lock = threading.Lock()
         import jax
-        import jax.numpy as jnp
         import numpy as np
 
+        from .jaxcompat import concrete_array_type
+
         self._flatten = jax.tree_util.tree_flatten
-        self._concrete = (type(jnp.zeros(())), np.ndarray)
+        self._concrete = (concrete_array_type(), np.ndarray)
 
     def _signature(self, args: tuple[Any, ...]) -> Any:
         leaves, treedef = self._flatten(args)

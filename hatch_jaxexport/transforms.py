@@ -132,9 +132,12 @@ class Family:
                  out_tree: Any, in_dtypes: Sequence[Any], out_dtypes: Sequence[Any],
                  source_flat: Callable[..., tuple[Any, ...]],
                  on_missing: Callable[[str], None],
-                 lapack_free: frozenset[tuple[str, bool]] = frozenset()) -> None:
+                 lapack_free: frozenset[tuple[str, bool]] = frozenset(),
+                 loaders: dict[tuple[str, bool], Callable[[], Any]] | None = None) -> None:
         self.name = name
         self.members = members  # (kind, batched) -> Exported
+        self.loaders = dict(loaders or {})  # members deserialized on first use
+        self.broken: dict[tuple[str, bool], str] = {}  # members that failed to load, and why
         self.in_tree, self.out_tree = in_tree, out_tree
         self.n_in = len(in_dtypes)
         self.din = inexact_indices(in_dtypes)
@@ -149,7 +152,22 @@ class Family:
         return f"Family({self.name})"
 
     def has(self, kind: str, batched: bool) -> bool:
-        return (kind, batched) in self.members
+        """Whether the member is baked and usable (deserializing it on first use)."""
+        key = (kind, batched)
+        if key in self.members:
+            return True
+        with self._lock:
+            loader = self.loaders.pop(key, None)
+            if loader is None:
+                return key in self.members
+            from .errors import ArtifactError
+
+            try:
+                self.members[key] = loader()
+            except ArtifactError as err:
+                self.broken[key] = str(err)  # reported by ``source`` when it is needed
+                return False
+            return True
 
     def exported_call(self, kind: str, batched: bool) -> Callable[..., list[Any]]:
         """A flat callable running the member's ``Exported``."""
@@ -162,12 +180,15 @@ class Family:
             return jax.tree_util.tree_leaves(exported.call(*args, **kwargs))
         return call
 
-    def source(self, kind: str, batched: bool, why: str) -> Callable[..., Any]:
+    def source(self, kind: str, batched: bool, why: str, reason: str | None = None
+               ) -> Callable[..., Any]:
         """The member evaluated from source (a transformation no artifact covers)."""
         import jax
 
-        self.on_missing(f"{why} needs the {'batched ' if batched else ''}{kind} artifact, "
-                        "which was not baked")
+        member = f"{'batched ' if batched else ''}{kind} artifact"
+        broken = self.broken.get((kind, batched))
+        self.on_missing(reason or (f"{why} needs the {member}, which is unusable: {broken}"
+                                   if broken else f"{why} needs the {member}, which was not baked"))
         fn = member_function(kind, self.source_flat, self.n_in, self.din, self.dout)
         return jax.vmap(fn) if batched else fn
 
@@ -273,7 +294,8 @@ def _make_primitive() -> Any:
             mid, u = rest[:mid_len], rest[mid_len:]
             dmid, du = drest[:mid_len], drest[mid_len:]
             if x_moves:
-                source = family.source(kind, batched, "a third-order derivative")
+                source = family.source(kind, batched, "", reason=(
+                    "a third-order derivative needs more than ad_order=2 bakes"))
                 import jax
 
                 tangents_in = [instantiate(t, p) for t, p in zip(tangents, primals, strict=True)]

@@ -18,11 +18,27 @@ from typing import Any
 def warmup_package(package: str, dims: Mapping[str, Sequence[int]],
                    log: Callable[[str], None] = print) -> tuple[int, list[str]]:
     """Call every exportable of ``package`` on zeros of the given sizes; return (count, skipped)."""
+    previous = os.environ.get("HATCH_JAXEXPORT_TIERED")
     os.environ["HATCH_JAXEXPORT_TIERED"] = "0"  # compile the optimized executable, once
+    try:
+        return _warmup(package, dims, log)
+    finally:
+        if previous is None:
+            os.environ.pop("HATCH_JAXEXPORT_TIERED", None)
+        else:
+            os.environ["HATCH_JAXEXPORT_TIERED"] = previous
+
+
+def _warmup(package: str, dims: Mapping[str, Sequence[int]], log: Callable[[str], None]
+            ) -> tuple[int, list[str]]:
+    import contextlib
+
+    import jax
     import numpy as np
 
     from .build import discover
     from .cache import ensure_compilation_cache
+    from .loader import loaded_from_artifact
     from .spec import evaluate_dim, tree_map_leaves
 
     folder = ensure_compilation_cache()
@@ -43,6 +59,7 @@ def warmup_package(package: str, dims: Mapping[str, Sequence[int]],
                 env = dict(zip(names, sizes, strict=True))
                 for static in fn.export_spec.static_combinations():
                     plans.append((fn, index, static, env))
+    warmed = 0
     for number, (fn, index, static, env) in enumerate(plans, 1):
         structure = fn.export_spec.structures[index]
         values = {name: tree_map_leaves(
@@ -51,11 +68,18 @@ def warmup_package(package: str, dims: Mapping[str, Sequence[int]],
                   for name, tree in structure.args.items()}
         args, kwargs = fn.layouts[index].split({**values, **static})
         started = time.perf_counter()
+        x64 = jax.enable_x64(True) if structure.uses_x64 else contextlib.nullcontext()
         try:
-            fn(*args, **kwargs)
+            with x64:
+                fn(*args, **kwargs)
         except Exception as err:
             skipped.append(f"{fn.name} structure {index} at {env}: {type(err).__name__}: {err}")
             continue
+        if not all(loaded_from_artifact(fn).values()):
+            skipped.append(f"{fn.name} structure {index} at {env}: no baked artifact for this "
+                           "platform (it traced the source)")
+            continue
+        warmed += 1
         log(f"[{number}/{len(plans)}] {fn.name} [{index}] {env or ''}"
             f"{' ' + str(static) if static else ''}: {time.perf_counter() - started:.2f} s")
-    return len(plans) - sum(1 for s in skipped if " at {" in s), skipped
+    return warmed, skipped

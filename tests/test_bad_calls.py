@@ -34,18 +34,12 @@ class Bad:
     gap: str = ""
 
 
-SIGNATURE_GAP = ("dispatch.plan_call: errors from binding the signature (inspect) do not say "
-                 "which signature is accepted, and 'too many positional arguments' names no "
-                 "argument")
-HUGE_GAP = ("dispatch: a dimension >= 2**31 passes the checks, then overflows jax's int32 shape "
-            "refinement (OverflowError / 'Error refining shapes' without the function's name)")
-
 ROWS = [
     # keywords vs positions
     Bad("keyword-only given by position", lambda d: d.combine(jnp.ones(2), jnp.ones(2)),
-        TypeError, "jxe_demo.funcs:combine", "y", "*, y", SIGNATURE_GAP),
+        TypeError, "jxe_demo.funcs:combine", "y", "*, y"),
     Bad("unknown keyword", lambda d: d.scale(jnp.ones((2, 2)), y=jnp.ones(2)), TypeError,
-        "jxe_demo.funcs:scale", "y", "(x)", SIGNATURE_GAP),
+        "jxe_demo.funcs:scale", "y", "(x)"),
     Bad("static value by position", lambda d: d.poly(jnp.ones(3), "slow"), ValueError,
         "jxe_demo.funcs:poly", "mode", "the baked values are 'fast', 'exact'"),
     Bad("static value of another type", lambda d: d.poly(jnp.ones(3), mode=1), ValueError,
@@ -55,7 +49,7 @@ ROWS = [
     # huge dimensions (abstract only: nothing is ever allocated)
     Bad("dimension beyond int32 with a constraint",
         lambda d: jax.eval_shape(d.constrained, S((2**31, 2), F32), S((2,), F32)),
-        ValueError, "jxe_demo.funcs:constrained", "x", "2147483647", HUGE_GAP),
+        ValueError, "jxe_demo.funcs:constrained", "x", "2147483647"),
     # tracers of an outer transformation
     Bad("wrong rank inside jit", lambda d: jax.jit(lambda x: d.scale(x))(jnp.ones(3)), TypeError,
         "jxe_demo.funcs:scale", "x", f"Accepted: [0] {SCALE}"),
@@ -185,10 +179,6 @@ def test_float64_into_float32_is_refused_with_x64_on(demo_site, run_python) -> N
     assert lines[3:] == ["float32 float32", "python float float32"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the per-call fast path records type(jnp.zeros(())) as the array type on the first call; "
-    "inside a trace that is the tracer type, so later tracers are asked for .committed "
-    "(loader._fast_key, decorator.ExportableFunction.__call__)"))
 def test_first_call_of_a_process_inside_jit(demo_site, run_python) -> None:
     proc = run_python(
         "import jax, jax.numpy as jnp\nfrom jxe_demo import funcs\n"

@@ -491,12 +491,6 @@ SYMLINK_TARGETS = ["outside copy", "outside other blob", "/etc/passwd", "danglin
                    "loop", "inside other blob", "/dev/null"]
 
 
-# Known gap (reported): these symlinks are followed out of the package.
-READS_THROUGH_SYMLINK = {("manifest", "outside copy"), ("manifest", "outside other blob"),
-                         ("manifest", "/etc/passwd"),
-                         ("folder", "outside copy")}
-
-
 def _symlink_cases() -> list[Any]:
     cases = []
     for entry in ("blob", "manifest", "folder"):
@@ -505,13 +499,7 @@ def _symlink_cases() -> list[Any]:
                                                     "/dev/null"):
                 continue
             for strict in (False, True):
-                marks = []
-                if (entry, target) in READS_THROUGH_SYMLINK:
-                    marks = [pytest.mark.xfail(strict=True, reason=(
-                        "the loader reads manifest.json, and the blobs of a symlinked "
-                        "_jaxexport folder, through symlinks that leave the package: only "
-                        "blob paths are resolved and checked (PackageArtifacts.read_blob)"))]
-                cases.append(pytest.param(entry, target, strict, marks=marks,
+                cases.append(pytest.param(entry, target, strict,
                                           id=f"{entry}-{target.replace(' ', '_')}-"
                                              f"{'strict' if strict else 'default'}"))
     return cases
@@ -672,10 +660,6 @@ def test_fuzz_summary(capsys: pytest.CaptureFixture[str]) -> None:
     assert total >= 1000
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
-    "parse_manifest refuses duplicate ids (which use structure_index) but the loader looks "
-    "records up by structure text: two records with the same structure text pass, the last "
-    "wins, and the call reaches jax with the wrong artifact (loader._read_package_artifacts)"))
 @pytest.mark.parametrize("strict", [False, True])
 def test_two_records_for_one_call_are_refused(fuzz_site: Site, strict: bool) -> None:
     tree = copy.deepcopy(fuzz_site.manifest)

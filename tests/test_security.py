@@ -157,10 +157,6 @@ def test_a_manifest_naming_a_module_outside_the_package_never_imports_it(
         in proc.stdout
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "pytrees.resolve walks the qualname with getattr from a module inside the package, so "
-    "'jxe_demo.funcs:jax.scipy.special.X' reaches jax and its lazy module __getattr__ imports "
-    "jax.scipy.special: the walk should refuse modules and objects defined outside the package"))
 def test_a_qualname_cannot_walk_into_other_modules(site_with_sentinel: Path, run_python) -> None:
     _name_pytree_type(site_with_sentinel, "jxe_demo.funcs:jax.scipy.special.X")
     proc = run_python(CALL_SCALE, env={"PYTHONPATH": str(site_with_sentinel),
@@ -170,10 +166,6 @@ def test_a_qualname_cannot_walk_into_other_modules(site_with_sentinel: Path, run
                    if line.startswith("NEW")), proc.stdout
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a manifest naming a dataclass that is not a registered pytree makes "
-    "pytrees.register raise ValueError, which escapes loader._load: the call fails instead of "
-    "falling back (or raising ArtifactError in strict mode)"))
 @pytest.mark.parametrize("strict", ["0", "1"])
 def test_a_manifest_naming_an_unregistered_dataclass_is_an_artifact_problem(
         site_with_sentinel: Path, run_python, strict: str) -> None:
