@@ -20,6 +20,8 @@ _MISSING = object()
 _call_exportable: Callable[..., Any] | None = None  # the loader's entry point, imported lazily
 #: (jax's array type, numpy's, jax's x64 flag), filled by the loader on its first call.
 _fast_types: list[Any] = []
+#: Python values a fast-path key holds by value (static arguments).
+_SCALARS = (str, int, float, bool, type(None))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,20 +122,25 @@ class ExportableFunction:
         return self.export_spec.name
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if not kwargs and _fast_types:  # steady state: positional plain arrays seen before
-            key = []
+        if not kwargs and _fast_types:  # steady state: a call shaped like one seen before
+            key: list[Any] = []
             for arg in args:
                 kind = type(arg)
                 if kind is _fast_types[0]:
                     if arg.committed:
                         break
-                elif kind is not _fast_types[1]:
+                    key.append((arg.shape, arg.dtype))
+                elif kind is _fast_types[1]:
+                    key.append((arg.shape, arg.dtype))
+                elif kind in _SCALARS:
+                    key.append((kind, arg))
+                else:
                     break
-                key.append((arg.shape, arg.dtype))
             else:
-                target = self.fast_cache.get((tuple(key), _fast_types[2].value))
-                if target is not None:
-                    return target(*args)
+                entry = self.fast_cache.get((tuple(key), _fast_types[2].value))
+                if entry is not None:
+                    target, picks = entry
+                    return target(*args) if picks is None else target(*[args[i] for i in picks])
         global _call_exportable
         if _call_exportable is None:
             from .loader import call_exportable

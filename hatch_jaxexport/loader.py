@@ -299,16 +299,34 @@ def _fast_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     jax_array, np_array, x64 = decorator._fast_types
     if kwargs:
         return None
-    key = []
+    key: list[Any] = []
     for arg in args:
         kind = type(arg)
         if kind is jax_array:
             if arg.committed:
                 return None
-        elif kind is not np_array:
+            key.append((arg.shape, arg.dtype))
+        elif kind is np_array:
+            key.append((arg.shape, arg.dtype))
+        elif kind in decorator._SCALARS:
+            key.append((kind, arg))
+        else:
             return None
-        key.append((arg.shape, arg.dtype))
     return tuple(key), x64.value
+
+
+def _picks(call_args: tuple[Any, ...], args: tuple[Any, ...]) -> tuple[int, ...] | None:
+    """Positions of ``call_args`` within ``args`` (by identity, in order), or ``None``."""
+    picks = []
+    position = 0
+    for value in call_args:
+        while position < len(args) and args[position] is not value:
+            position += 1
+        if position == len(args):
+            return None
+        picks.append(position)
+        position += 1
+    return tuple(picks)
 
 
 def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -328,11 +346,13 @@ def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[
         call_args, call_kwargs = layout.split({**plan.values, **plan.static})
     else:
         call_args, call_kwargs = layout.split(plan.values, skip=plan.static)
-    if fast is not None and not call_kwargs and len(call_args) == len(args) and all(
-            a is b for a, b in zip(call_args, args, strict=True)):
+    picks = _picks(call_args, args) if fast is not None and not call_kwargs else None
+    if picks is not None:
+        # the arguments the target takes are some of the call's, by position: remember that
         if len(fn.fast_cache) >= _FAST_CACHE_LIMIT:
             fn.fast_cache.clear()
-        fn.fast_cache[fast] = target.call
+        everything = picks == tuple(range(len(args)))
+        fn.fast_cache[fast] = (target.call, None if everything else picks)
     return target.call(*call_args, **call_kwargs)
 
 
