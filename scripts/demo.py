@@ -333,8 +333,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         wheel = build_wheels(work, args.installer)
         python = install(work, wheel, args.installer)
-        print(_run([python, "-m", "hatch_jaxexport", "inspect", PACKAGE], show=True,
-                   cwd=work).rstrip().replace("\n", "\n    ").join(["    ", ""]))
+        listing = _run([python, "-m", "hatch_jaxexport", "inspect", PACKAGE], cwd=work)
+        lines = listing.strip().splitlines()
+        print(f"    {lines[0]}\n    ... one row per artifact (function, structure, static "
+              f"values, platform, bytes) ...\n    {lines[-1]}")
         _step("calling each function in a fresh process, tracing forbidden "
               "(HATCH_JAXEXPORT_STRICT=1, bodies replaced by one that raises), twice")
         runs = {}
