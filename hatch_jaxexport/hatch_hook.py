@@ -194,7 +194,12 @@ class JaxExportBuildHook(BuildHookInterface):
                                    "problem(s)):")
             for failure in err.failures:
                 self.app.display_error(f"  {failure}")
-            if options.on_error == "fail":
+            if any("No module named" in failure for failure in err.failures):
+                self.app.display_error(
+                    "  (the build environment lacks a module the package imports: set "
+                    "require-runtime-dependencies = true in this hook's table so hatchling "
+                    "installs the project's dependencies for the build)")
+            elif options.on_error == "fail":
                 self.app.display_error("  (set on-error = \"skip\" to build without the "
                                        "failing artifacts)")
             raise

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import time
-from logging import DEBUG, INFO, WARNING
+from logging import DEBUG, ERROR, INFO, WARNING
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +171,7 @@ def build_jaxexport_command() -> type:
                               "exports", INFO)
                 return
             from .build import export_package
+            from .errors import ExportError
 
             packages = self.packages()
             search_path = sorted({str(s.parent) for s in packages.values()})
@@ -181,12 +182,20 @@ def build_jaxexport_command() -> type:
                 self.announce(f"jaxexport: exporting {name} for {', '.join(options.platforms)} "
                               f"({options.jobs} worker(s), on-error {options.on_error})", INFO)
                 start = time.perf_counter()
-                result = export_package(
-                    name, out, platforms=options.platforms, jobs=options.jobs,
-                    on_error=options.on_error, search_path=search_path,
-                    log=lambda message: self.announce(
-                        f"jaxexport: {message}",
-                        WARNING if message.startswith("warning:") else DEBUG))
+                try:
+                    result = export_package(
+                        name, out, platforms=options.platforms, jobs=options.jobs,
+                        on_error=options.on_error, search_path=search_path,
+                        log=lambda message: self.announce(
+                            f"jaxexport: {message}",
+                            WARNING if message.startswith("warning:") else DEBUG))
+                except ExportError as err:
+                    if any("No module named" in failure for failure in err.failures):
+                        self.announce(
+                            "jaxexport: the build environment lacks a module the package "
+                            "imports: list the package's run-time dependencies in "
+                            "[build-system] requires as well", ERROR)
+                    raise
                 lines, summary = describe_result(result, time.perf_counter() - start)
                 for line in lines:
                     self.announce(line, INFO)

@@ -184,6 +184,15 @@ def test_export_errors_name_the_function_and_reason(tmp_path, capsys):
     assert not list((tmp_path / "dist").glob("*.whl"))
 
 
+def test_missing_build_dependency_gets_a_hint(tmp_path, capsys):
+    root = tiny(tmp_path / "proj", name="jxe_needy",
+                module="import not_installed_anywhere\n" + TINY_MODULE)
+    with pytest.raises(ExportError, match="cannot import package 'jxe_needy': "
+                       "ModuleNotFoundError: No module named 'not_installed_anywhere'"):
+        inprocess_build(root, tmp_path / "dist")
+    assert "set require-runtime-dependencies = true" in capsys.readouterr().err
+
+
 def test_on_error_skip_builds_and_records_the_reason(tmp_path, capsys):
     root = tiny(tmp_path / "proj", 'on-error = "skip"\n', name="jxe_noisy",
                 module=FAILING_MODULE + TINY_MODULE.split("from hatch_jaxexport import "

@@ -137,3 +137,16 @@ def test_config_errors_fail_the_build_with_their_toml_path(tmp_path, env):
     output = proc.stdout + proc.stderr
     assert "tool.jaxexport.jobs must be an int >= 1 or \"auto\", got 'x'" in output
     assert "tool.jaxexport.on-error must be 'fail' or 'skip', got 'never'" in output
+
+
+def test_export_failure_names_the_cause(tmp_path, env):
+    root = st_project(tmp_path / "proj")
+    init = root / "src" / "jxe_st" / "__init__.py"
+    init.write_text("import not_installed_anywhere\n" + init.read_text())
+    proc = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", tmp_path / "dist", root],
+               env=env, check=False)
+    assert proc.returncode != 0
+    output = proc.stdout + proc.stderr
+    assert ("cannot import package 'jxe_st': ModuleNotFoundError: No module named "
+            "'not_installed_anywhere'") in output
+    assert "list the package's run-time dependencies in [build-system] requires" in output
