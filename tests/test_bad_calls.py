@@ -34,6 +34,10 @@ class Bad:
     gap: str = ""
 
 
+HUGE_GAP = ("dispatch checks the int32 dimension limit only for structures with constraints: "
+            "without them, a dimension >= 2**31 passes and compiling fails inside jax ('Error "
+            "refining shapes', no function name)")
+
 ROWS = [
     # keywords vs positions
     Bad("keyword-only given by position", lambda d: d.combine(jnp.ones(2), jnp.ones(2)),
@@ -50,6 +54,9 @@ ROWS = [
     Bad("dimension beyond int32 with a constraint",
         lambda d: jax.eval_shape(d.constrained, S((2**31, 2), F32), S((2,), F32)),
         ValueError, "jxe_demo.funcs:constrained", "x", "2147483647"),
+    Bad("dimension beyond int32, compiled",
+        lambda d: jax.jit(d.poly).lower(S((2**31,), F32)).compile(), ValueError,
+        "jxe_demo.funcs:poly", "x", "2147483647", HUGE_GAP),
     # tracers of an outer transformation
     Bad("wrong rank inside jit", lambda d: jax.jit(lambda x: d.scale(x))(jnp.ones(3)), TypeError,
         "jxe_demo.funcs:scale", "x", f"Accepted: [0] {SCALE}"),

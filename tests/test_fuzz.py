@@ -41,12 +41,18 @@ PACKAGE = "jxe_fuzz"
 SOURCE = '''
 """Fuzz target: one function per loader path."""
 import collections
+import dataclasses
 
 import jax.numpy as jnp
 
 from hatch_jaxexport import exportable
 
 Stats = collections.namedtuple("Stats", ["mean", "spread"])
+
+
+@dataclasses.dataclass
+class Config:  # not a pytree: a manifest naming it must not break a call
+    factor: float = 1.0
 
 
 @exportable({"x": ("a, b", "float32")})
@@ -349,7 +355,8 @@ weird_strings = st.one_of(
         "a/../../b", "~/.ssh/id_rsa", "manifest.json", "__init__.py", "..\\..\\x", "\x00",
         "x" * 10_000, "os:system", "builtins:eval", "subprocess:Popen", "jxe_fuzz:Stats",
         "jxe_fuzz..x:Y", "jxe_fuzz.\x00:Y", "jxe_fuzz:__class__", "jxe_fuzz:collections",
-        "jxe_fuzz:jnp.ndarray", "jxe_fuzzx:Stats", "primal", "jvp", "vjp", "cpu", "cuda",
+        "jxe_fuzz:jnp.ndarray", "jxe_fuzz:jnp.fft.X", "jxe_fuzz:Config", "jxe_fuzzx:Stats",
+        "primal", "jvp", "vjp", "cpu", "cuda",
         "\ud800", "0" * 64, "f" * 64, "jxe_fuzz:scale", "jxe_fuzz:poly", "x: float32[n]",
         "x: float32[a, b]", "x: float32[a, b, c]",
     ]))
@@ -362,6 +369,12 @@ weird_values = st.recursive(
     lambda children: st.lists(children, max_size=4)
     | st.dictionaries(weird_strings, children, max_size=4),
     max_leaves=8)
+
+
+# Fields naming what a record is (not its bytes: copying file, sha256 and size together would
+# be a consistent forgery, which no check can tell from a real build).
+MIXUP_FIELDS = ["function", "structure", "structure_index", "static", "platform", "kind",
+                "batched", "file", "pytree_types"]
 
 
 def _paths(tree: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -418,7 +431,7 @@ def test_manifest_json_mutations(fuzz_site: Site, data: st.DataObject, strict: b
     for _ in range(data.draw(st.integers(1, 3))):
         path = data.draw(st.sampled_from(paths))
         op = data.draw(st.sampled_from(["replace", "replace", "delete", "add", "duplicate",
-                                        "copy_field", "traversal", "pytree_ref"]))
+                                        "copy_field", "traversal", "pytree_ref", "mixup"]))
         try:
             parent, key = (_at(tree, path[:-1]), path[-1]) if path else (None, None)
             node = _at(tree, path)
@@ -435,6 +448,17 @@ def test_manifest_json_mutations(fuzz_site: Site, data: st.DataObject, strict: b
         elif op == "copy_field" and path and isinstance(key, str):
             choices = _field_values(site).get(key) or [None]
             parent[key] = copy.deepcopy(data.draw(st.sampled_from(choices)))
+        elif op == "mixup" and isinstance(tree.get("artifacts"), list) and tree["artifacts"]:
+            # an identity field copied from a sibling record: two records may now claim one call
+            record = data.draw(st.sampled_from(tree["artifacts"]))
+            if isinstance(record, dict):
+                siblings = [r for r in tree["artifacts"] if isinstance(r, dict)
+                            and r is not record and r.get("function") == record.get("function")]
+                other = data.draw(st.sampled_from(siblings or [record]))
+                field = data.draw(st.sampled_from(MIXUP_FIELDS))
+                if field in other:
+                    record[field] = copy.deepcopy(other[field])
+                path = ("artifacts", tree["artifacts"].index(record))
         elif op in ("traversal", "pytree_ref"):
             record = data.draw(st.sampled_from(tree.get("artifacts") or [{}])) \
                 if isinstance(tree.get("artifacts"), list) else {}
@@ -536,8 +560,9 @@ def test_symlinks_out_of_the_package(fuzz_site: Site, entry: str, target: str,
     if entry == "blob":
         assert outcome == ("artifact_error" if strict else "fallback"), outcomes
         assert scale["file"] in message
-    elif target == "outside copy":  # the whole manifest or folder elsewhere: must not be read
-        assert outcome in ("artifact_error", "fallback"), outcomes
+    elif target in ("outside copy", "outside other blob", "/etc/passwd"):
+        # the manifest or the whole folder elsewhere: refused unread, like a corrupt manifest
+        assert outcome == "artifact_error" and "resolves outside" in message, outcomes
 
 
 # --- crash safety: damaged blobs with matching hashes, in fresh processes ---------------------
