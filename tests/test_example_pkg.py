@@ -51,7 +51,7 @@ def test_demo_builds_installs_and_runs_without_tracing(tmp_path):
     proc = run([sys.executable, DEMO, "--workdir", tmp_path / "work"], env=env, timeout=900)
     out = proc.stdout
     assert out.rstrip().endswith("demo: OK"), out
-    assert "jaxexport: example_pkg: 6 function(s), 18 artifact(s)" in out
+    assert re.search(r"jaxexport: example_pkg: 6 function\(s\), \d+ artifact\(s\)", out), out
     assert "Requires-Dist: jax>=" in out
     assert "every call ran artifact (cpu); HATCH_JAXEXPORT_STRICT=1; function bodies that ran: " \
            "none" in out
