@@ -8,14 +8,19 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 work="${HATCH_JAXEXPORT_TEST_VENVS:-$root/.venvs}"
 
-find_python312() {
-  command -v python3.12 2>/dev/null && return
+find_python312() {  # a Python 3.12 that really runs (pyenv shims exist for absent versions)
+  local cand candidates=()
   if command -v pyenv >/dev/null 2>&1; then
-    local cand
-    for cand in "$(pyenv root)"/versions/3.12*/bin/python3.12; do
-      [ -x "$cand" ] && { echo "$cand"; return; }
-    done
+    candidates+=("$(pyenv root)"/versions/3.12*/bin/python3.12)
   fi
+  candidates+=("$(command -v python3.12 2>/dev/null || true)")
+  for cand in "${candidates[@]}"; do
+    if [ -n "$cand" ] && [ -x "$cand" ] && "$cand" -c 'import sys; assert sys.version_info[:2] == (3, 12)' \
+        >/dev/null 2>&1; then
+      echo "$cand"
+      return 0
+    fi
+  done
   return 1
 }
 
