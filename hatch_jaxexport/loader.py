@@ -44,7 +44,7 @@ class PackageArtifacts:
     package: str
     manifest: Manifest
     root: Any  # importlib.resources Traversable
-    by_key: dict[tuple[str, str, str, str, str, bool], ArtifactRecord]
+    by_key: dict[tuple[str, str, str, str, str, str, bool], ArtifactRecord]
 
     def read_blob(self, record: ArtifactRecord) -> bytes:
         path = self.root / record.file
@@ -70,9 +70,10 @@ _PACKAGES_LOCK = threading.Lock()
 
 
 def artifact_key(function: str, structure: str, static_key: str, platform: str,
-                 kind: str = "primal", batched: bool = False
-                 ) -> tuple[str, str, str, str, str, bool]:
-    return (function, structure, static_key, platform, kind, batched)
+                 kind: str = "primal", batched: bool = False, mesh: str = ""
+                 ) -> tuple[str, str, str, str, str, str, bool]:
+    """The lookup key of an artifact; ``mesh`` is ``sharding.mesh_text`` of its variant."""
+    return (function, structure, static_key, platform, mesh, kind, batched)
 
 
 def load_package_artifacts(package: str) -> PackageArtifacts | None:
@@ -106,8 +107,11 @@ def _read_package_artifacts(package: str) -> PackageArtifacts | None:
     except OSError as err:
         raise ArtifactError(f"cannot read the manifest of {package}: {err}") from None
     manifest = parse_manifest(data, where=f"{package}/{ARTIFACT_DIR}/{MANIFEST_NAME}")
+    from .sharding import mesh_from_record, mesh_text
+
     by_key = {artifact_key(r.function, r.structure, static_key(r.static), r.platform, r.kind,
-                           r.batched): r for r in manifest.artifacts}
+                           r.batched, mesh_text(mesh_from_record(r.mesh))): r
+              for r in manifest.artifacts}
     return PackageArtifacts(package, manifest, root, by_key)
 
 
@@ -147,6 +151,11 @@ def deserialize_checked(data: bytes, refs: list[str], package: str) -> Any:
     except Exception as err:  # jax raises struct.error, ValueError, IndexError...
         raise ArtifactError(f"jax could not deserialize the artifact: "
                             f"{type(err).__name__}: {err}") from None
+    try:  # a module from a newer StableHLO deserializes here, not later inside a jit
+        exported.mlir_module()
+    except Exception as err:
+        raise ArtifactError(f"jax could not read the artifact's StableHLO module (exported by a "
+                            f"newer jax?): {type(err).__name__}: {str(err)[:300]}") from None
     low = export.minimum_supported_calling_convention_version
     high = export.maximum_supported_calling_convention_version
     if not low <= exported.calling_convention_version <= high:
@@ -174,19 +183,22 @@ def _fallback(fn: ExportableFunction) -> Callable[..., Any]:
     return jax.jit(source, static_argnames=tuple(fn.export_spec.static))
 
 
-def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str
+def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, mesh: str = ""
                         ) -> tuple[Callable[..., Any] | None, str]:
     package = load_package_artifacts(fn.package)
     structure = fn.export_spec.structures[plan.structure_index]
     if package is None:
         return None, (f"package {fn.package!r} has no baked artifacts (not built with "
                       "hatch-jaxexport, or imported from a source checkout)")
-    record = package.by_key.get(artifact_key(fn.name, structure.key, plan.static_key, platform))
+    record = package.by_key.get(artifact_key(fn.name, structure.key, plan.static_key, platform,
+                                             mesh=mesh))
     if record is None:
+        from .sharding import mesh_from_record, mesh_text
+
         for skipped in package.manifest.skipped:
             if (skipped.function, skipped.structure, static_key(skipped.static), skipped.platform,
-                    skipped.kind, skipped.batched) == (fn.name, structure.key, plan.static_key,
-                                                       platform, "primal", False):
+                    skipped.kind, skipped.batched, mesh_text(mesh_from_record(skipped.mesh))) == (
+                        fn.name, structure.key, plan.static_key, platform, "primal", False, mesh):
                 return None, f"its export failed at build time and was skipped: {skipped.reason}"
         built = sorted({r.platform for r in package.manifest.artifacts if r.function == fn.name})
         if not built:
@@ -195,7 +207,8 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str
             return None, (f"artifacts were built for {', '.join(built)}, but this process runs "
                           f"on {platform}")
         return None, (f"no artifact for structure {plan.structure_index} ({structure.key}) "
-                      f"with static values {plan.static_key} on {platform}")
+                      f"with static values {plan.static_key} on {platform}"
+                      + (f" for the mesh {mesh}" if mesh else ""))
     try:
         exported = _load(package, record, fn.package)
     except ArtifactError as err:
@@ -220,7 +233,7 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str
     members = {("primal", False): exported}
     lapack_free = {("primal", False)} if not needs_lapack(record.custom_calls) else set()
     loaders = {}
-    base = (fn.name, structure.key, plan.static_key, platform)
+    base = (fn.name, structure.key, plan.static_key, platform, mesh)
     for (*rest, kind, batched), member in package.by_key.items():
         if tuple(rest) == base and (kind, batched) != ("primal", False):
             loaders[(kind, batched)] = functools.partial(_load, package, member, fn.package)
@@ -263,8 +276,10 @@ def _jax_version() -> str:
     return jax.__version__
 
 
-def _resolve(fn: ExportableFunction, plan: CallPlan, platform: str) -> _Target:
-    call, reason = _artifact_or_reason(fn, plan, platform)
+def _resolve(fn: ExportableFunction, plan: CallPlan, platform: str, mesh: str = "",
+             mismatch: str = "") -> _Target:
+    call, reason = (None, mismatch) if mismatch else \
+        _artifact_or_reason(fn, plan, platform, mesh)
     if call is not None:
         return _Target(call, static_in_call=False, from_artifact=True)
     message = f"{fn.name}: no usable baked artifact, tracing the source instead: {reason}"
@@ -333,8 +348,10 @@ def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[
     """Run a call of an ``@exportable`` function (what ``ExportableFunction.__call__`` does)."""
     fast = _fast_key(args, kwargs)
     plan = plan_call(fn, args, kwargs)
-    key = (plan.structure_index, plan.static_key,
-           export_platform(committed_platform(plan.values)))
+    key: tuple[Any, ...] = (plan.structure_index, plan.static_key,
+                            export_platform(committed_platform(plan.values)))
+    if fn.export_spec.mesh is not None:  # sharded variants: the call's mesh picks one
+        return _call_sharded(fn, plan, key)
     target = fn.runtime_cache.get(key)
     if target is None:
         with fn.lock:
@@ -353,6 +370,36 @@ def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[
             fn.fast_cache.clear()
         everything = picks == tuple(range(len(args)))
         fn.fast_cache[fast] = (target.call, None if everything else picks)
+    return target.call(*call_args, **call_kwargs)
+
+
+def _call_sharded(fn: ExportableFunction, plan: CallPlan, key: tuple[Any, ...]) -> Any:
+    """A call of a function with mesh variants: the variant of the call's mesh, NumPy inputs
+    placed onto that mesh with the artifact's in_specs (never cached on the fast path: the
+    same arrays may run under another mesh next time)."""
+    from . import sharding
+
+    spec = fn.export_spec
+    assert spec.mesh is not None and spec.in_specs is not None
+    found = sharding.call_mesh(plan.values)
+    variant, mismatch = sharding.select_variant(spec.mesh, found)
+    mesh = sharding.mesh_text(variant)
+    key = (*key, mesh if not mismatch else ("no match", sharding.mesh_text(found.shape)))
+    target = fn.runtime_cache.get(key)
+    if target is None:
+        with fn.lock:
+            target = fn.runtime_cache.get(key)
+            if target is None:
+                target = fn.runtime_cache[key] = _resolve(fn, plan, key[2], mesh, mismatch)
+    values = plan.values
+    if variant is not None and target.from_artifact and found.mesh is not None:
+        values = sharding.place(spec.structures[plan.structure_index],
+                                spec.in_specs[plan.structure_index], values, found.mesh)
+    layout = fn.layouts[plan.structure_index]
+    if target.static_in_call:
+        call_args, call_kwargs = layout.split({**values, **plan.static})
+    else:
+        call_args, call_kwargs = layout.split(values, skip=plan.static)
     return target.call(*call_args, **call_kwargs)
 
 
