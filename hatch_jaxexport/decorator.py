@@ -38,6 +38,8 @@ class ExportSpec:
     ad_order: int = 0
     vmap: bool = False
     tiered: bool | None = None
+    #: Dimension symbol -> sizes of the portable static-shape variants (``portable``).
+    concrete: Mapping[str, tuple[int, ...]] | None = None
 
     @property
     def uses_family(self) -> bool:
@@ -197,6 +199,7 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
                static: Mapping[str, Sequence[JsonScalar]] | None = None,
                constraints: Sequence[str] = (), name: str | None = None,
                ad_order: int = 0, vmap: bool = False, tiered: bool | None = None,
+               concrete: Mapping[str, Sequence[int]] | None = None,
                ) -> Callable[[Callable[..., Any]], ExportableFunction]:
     """Mark a function for export at build time; traces nothing.
 
@@ -222,6 +225,9 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
         vmap: Also bake batched artifacts, so ``jax.vmap`` runs as one call.
         tiered: Tiered compilation of eager first calls (quick tier, optimized in the
             background): ``None`` follows ``HATCH_JAXEXPORT_TIERED`` and the platform default.
+        concrete: Dimension symbol to sizes (``{"n": [64, 1024]}``): also bake
+            static-shape StableHLO for non-JAX runtimes such as IREE, one variant per
+            combination of sizes (see ``hatch_jaxexport.portable``).
 
     Returns:
         A decorator producing an [ExportableFunction][hatch_jaxexport.ExportableFunction].
@@ -281,11 +287,16 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
                                        export_with_kwargs))
             except ValueError as err:
                 raise SpecError(f"{where}: {err}") from None
+        concrete_sizes = None
+        if concrete is not None:
+            from .portable import check_concrete
+
+            concrete_sizes = check_concrete(fn_name, concrete, structures)
         spec = ExportSpec(
             name=fn_name, structures=structures,
             platforms=_check_platforms(fn_name, platforms), vjp_order=vjp_order,
             export_with_kwargs=bool(export_with_kwargs), skip_jitting=bool(skip_jitting),
-            static=static_values, ad_order=ad_order, vmap=bool(vmap),
+            static=static_values, ad_order=ad_order, vmap=bool(vmap), concrete=concrete_sizes,
             tiered=None if tiered is None else bool(tiered),
         )
         wrapper = ExportableFunction(fn, spec, signature, tuple(layouts))
