@@ -111,6 +111,12 @@ def _worker_main(request_path: str) -> int:
             (Path(request["out_dir"]) / record.file).write_bytes(blob)
             result["records"].append(dataclasses.asdict(record))
             result["seconds"][record.id] = time.perf_counter() - started
+        if not request["list_only"]:  # static-shape StableHLO for non-JAX runtimes
+            from .portable import worker_export
+
+            result["portable"] = worker_export(list(functions.values()), request["worker"],
+                                               request["workers"], request["out_dir"],
+                                               request["package"])
     except ExportError as err:
         result["fatal"] = err.failures
     except Exception:
@@ -252,6 +258,12 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
             raise ExportError(messages)
         for message in messages:
             emit(f"warning: skipped {message}")
+        from .portable import write_index
+
+        portable_errors = write_index(staging, package, results, records, on_error=on_error,
+                                      generator=f"hatch-jaxexport {__version__}", log=emit)
+        if portable_errors:
+            raise ExportError(portable_errors)
         skipped = [SkippedRecord(function=f["task"]["function"], structure=f["structure"],
                                  structure_index=f["task"]["structure_index"],
                                  static=f["task"]["static"], platform=f["task"]["platform"],

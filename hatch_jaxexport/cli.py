@@ -57,7 +57,16 @@ def _parser() -> argparse.ArgumentParser:
     warm.add_argument("package", help="import name of an installed package")
     warm.add_argument("--dims", action="append", default=[], metavar="SYMBOL=SIZE[,SIZE...]",
                       help="sizes for a symbolic dimension (repeatable), e.g. --dims n=64,1024")
+    from .portable import add_command as add_portable_command  # imports no jax
+
+    add_portable_command(sub)
     return parser
+
+
+def _portable(args: argparse.Namespace) -> int:
+    from .portable import run_command
+
+    return run_command(args)
 
 
 def _warmup(args: argparse.Namespace) -> int:
@@ -141,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return {"export": _export, "inspect": _inspect, "warmup": _warmup,
-                "verify": _verify}[args.command](args)
+                "verify": _verify, "portable": _portable}[args.command](args)
     except KeyboardInterrupt as err:
         if args.debug:
             raise

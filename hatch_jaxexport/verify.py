@@ -88,6 +88,11 @@ def check_package(package: str) -> VerifyReport:
             if not (module == package or module.startswith(package + ".")):
                 problems.append(f"{record.id}: pytree type {ref!r} is outside package "
                                 f"{package!r}")
+    from .portable import verify_files  # portable.json and the files it lists
+
+    portable_listed, portable_problems = verify_files(root, _check_blob)
+    listed |= portable_listed
+    problems += portable_problems
     try:
         entries = sorted(root.iterdir(), key=lambda entry: entry.name)
     except OSError as err:
