@@ -343,6 +343,10 @@ def test_front_end_builds_a_wheel_that_runs_without_tracing(
         assert f"Requires-Dist: jax>={JAX_VERSION}" in metadata(wheel)
         files = artifact_files(wheel, "example_pkg")
         manifest = json.loads(files.pop("manifest.json"))
+        portable = json.loads(files.pop("portable.json"))  # example_pkg asks for 2 variants
+        for variant in portable["variants"]:
+            for entry in variant["files"].values():
+                assert files.pop(entry["file"]), entry
         assert sorted(files) == sorted(a["file"] for a in manifest["artifacts"])
         assert len(files) >= 18 and not manifest["skipped"]
         python = make_venv(tmp_path / "venv", *runtime_requirements, wheel)

@@ -32,7 +32,7 @@ def _forward(params, x):
     return x @ params[-1]["w"] + params[-1]["b"]
 
 
-@exportable({"params": PARAMS_SPEC, "x": ("batch, 8", "float32")})
+@exportable({"params": PARAMS_SPEC, "x": ("batch, 8", "float32")}, concrete={"batch": [4]})
 def mlp_apply(params, x):
     """The MLP's outputs for a batch of any size: (batch, 8) -> (batch, 4)."""
     return _forward(params, x)
