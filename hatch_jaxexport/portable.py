@@ -354,10 +354,6 @@ def _path_part(key: Any) -> str | int:
     return str(key)
 
 
-def _path_text(parts: Sequence[str | int]) -> str:
-    return "".join(f"[{p}]" if isinstance(p, int) else f"[{p!r}]" for p in parts)
-
-
 def _main_signature(text: str) -> tuple[str, list[str], list[str]]:
     """The module's name and the MLIR types of ``main``'s arguments and results."""
     from jax._src.interpreters import mlir as jax_mlir
@@ -385,6 +381,7 @@ def _interface(fn: ExportableFunction, plan: VariantPlan, structure: Structure, 
                flat_kwargs: Mapping[str, Any], positional: Sequence[str],
                package: str) -> dict[str, Any]:
     import jax
+    from jax.tree_util import keystr
 
     module_name, in_types, out_types = _main_signature(text)
     positional_names = [n for n in positional if n not in plan.static]
@@ -402,7 +399,7 @@ def _interface(fn: ExportableFunction, plan: VariantPlan, structure: Structure, 
         argument = positional_names[parts[1]] if parts[0] == 0 else str(parts[1])
         rest = parts[2:]
         inputs.append({
-            "index": index, "name": argument + _path_text(rest), "argument": argument,
+            "index": index, "name": argument + keystr(tuple(path[2:])), "argument": argument,
             "path": [argument, *rest], "shape": list(aval.shape), "dtype": str(aval.dtype),
             "mlir_type": _iree_type(in_types[index])})
     out_leaves, _ = jax.tree_util.tree_flatten_with_path(
@@ -410,7 +407,7 @@ def _interface(fn: ExportableFunction, plan: VariantPlan, structure: Structure, 
     outputs = []
     for index, ((path, _), aval) in enumerate(zip(out_leaves, exported.out_avals, strict=True)):
         parts = [_path_part(k) for k in path]
-        outputs.append({"index": index, "name": "result" + _path_text(parts), "path": parts,
+        outputs.append({"index": index, "name": "result" + keystr(tuple(path)), "path": parts,
                         "shape": list(aval.shape), "dtype": str(aval.dtype),
                         "mlir_type": _iree_type(out_types[index])})
     flags = list(IREE_BASE_FLAGS) + ([IREE_F64_FLAG] if _F64.search(text) else [])
