@@ -40,6 +40,13 @@ class ExportSpec:
     tiered: bool | None = None
     #: Dimension symbol -> sizes of the portable static-shape variants (``portable``).
     concrete: Mapping[str, tuple[int, ...]] | None = None
+    #: Mesh variants (``sharding.MeshVariants``; ``None`` in it is the single-device variant),
+    #: or ``None`` for a function that is never sharded.
+    mesh: tuple[Any, ...] | None = None
+    #: Per structure: argument name -> tree of ``sharding.PSpec`` (with ``mesh`` only).
+    in_specs: tuple[dict[str, Any], ...] | None = None
+    #: The outputs' specs (``sharding.PSpec`` leaves, matched to the output at export).
+    out_specs: Any = None
 
     @property
     def uses_family(self) -> bool:
@@ -194,12 +201,34 @@ def _check_static(fn_name: str, static: Mapping[str, Any] | None,
     return out
 
 
+def _check_sharding(fn_name: str, structures: tuple[Structure, ...],
+                    params: Mapping[str, inspect.Parameter], static: Mapping[str, Any],
+                    mesh: Any, in_specs: Any, out_specs: Any) -> dict[str, Any]:
+    """The ``mesh``/``in_specs``/``out_specs`` fields of an ExportSpec, checked (see sharding)."""
+    if mesh is None:
+        if in_specs is not None or out_specs is not None:
+            raise SpecError(f"@exportable spec of {fn_name}: in_specs and out_specs need a "
+                            "mesh, e.g. mesh={'data': 2}")
+        return {}
+    from . import sharding
+
+    variants = sharding.parse_meshes(fn_name, mesh)
+    if in_specs is not None:
+        sharding.check_in_spec_names(fn_name, in_specs, list(params), list(static))
+    resolved = tuple(sharding.resolve_in_specs(fn_name, index, structure, in_specs, variants)
+                     for index, structure in enumerate(structures))
+    return {"mesh": variants, "in_specs": resolved,
+            "out_specs": sharding.normalize_out_specs(fn_name, out_specs, variants)}
+
+
 def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_order: int = 0,
                export_with_kwargs: bool = False, skip_jitting: bool = False,
                static: Mapping[str, Sequence[JsonScalar]] | None = None,
                constraints: Sequence[str] = (), name: str | None = None,
                ad_order: int = 0, vmap: bool = False, tiered: bool | None = None,
                concrete: Mapping[str, Sequence[int]] | None = None,
+               mesh: Mapping[str, int] | Sequence[Mapping[str, int] | None] | None = None,
+               in_specs: Mapping[str, Any] | None = None, out_specs: Any = None,
                ) -> Callable[[Callable[..., Any]], ExportableFunction]:
     """Mark a function for export at build time; traces nothing.
 
@@ -228,6 +257,14 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
         concrete: Dimension symbol to sizes (``{"n": [64, 1024]}``): also bake
             static-shape StableHLO for non-JAX runtimes such as IREE, one variant per
             combination of sizes (see ``hatch_jaxexport.portable``).
+        mesh: Also bake sharded variants: a dict of axis sizes (``{"data": 2, "model": 2}``)
+            bakes the single-device variant and that mesh; a list names the variants exactly
+            (``None`` for the single-device one). The loader picks by the call's mesh.
+        in_specs: Argument name to its partition spec on the mesh (a ``PartitionSpec``, a
+            tuple like ``("data", None)``, or a pytree prefix of them); unnamed arguments are
+            replicated.
+        out_specs: The outputs' partition specs (one for all, or a pytree prefix of the
+            output); ``None`` leaves the outputs' placement to jax.
 
     Returns:
         A decorator producing an [ExportableFunction][hatch_jaxexport.ExportableFunction].
@@ -287,6 +324,8 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
                                        export_with_kwargs))
             except ValueError as err:
                 raise SpecError(f"{where}: {err}") from None
+        sharded = _check_sharding(fn_name, structures, params, static_values, mesh, in_specs,
+                                  out_specs)
         concrete_sizes = None
         if concrete is not None:
             from .portable import check_concrete
@@ -297,7 +336,7 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
             platforms=_check_platforms(fn_name, platforms), vjp_order=vjp_order,
             export_with_kwargs=bool(export_with_kwargs), skip_jitting=bool(skip_jitting),
             static=static_values, ad_order=ad_order, vmap=bool(vmap), concrete=concrete_sizes,
-            tiered=None if tiered is None else bool(tiered),
+            tiered=None if tiered is None else bool(tiered), **sharded,
         )
         wrapper = ExportableFunction(fn, spec, signature, tuple(layouts))
         REGISTRY.setdefault(getattr(fn, "__module__", "__main__"), []).append(wrapper)

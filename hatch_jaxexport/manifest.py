@@ -52,12 +52,14 @@ class ArtifactRecord:
     kind: str
     batched: bool
     custom_calls: list[str]
+    #: The mesh of a sharded variant (``{"axes": [...], "sizes": [...]}``), ``{}`` for none.
+    mesh: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def id(self) -> str:
         """A readable identifier, unique in a manifest."""
         return artifact_id(self.function, self.structure_index, self.static, self.platform,
-                           self.kind, self.batched)
+                           self.kind, self.batched, self.mesh)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +74,7 @@ class SkippedRecord:
     reason: str
     kind: str
     batched: bool
+    mesh: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,12 +104,19 @@ class Manifest:
 
 
 def artifact_id(function: str, structure_index: int, static: Mapping[str, Any], platform: str,
-                kind: str = "primal", batched: bool = False) -> str:
-    """``function/structure/static/platform[/member]``, e.g. ``pkg.m:f/0/mode='a'/cpu/jvp``."""
+                kind: str = "primal", batched: bool = False,
+                mesh: Mapping[str, Any] | None = None) -> str:
+    """``function/structure/static/platform[@mesh][/member]``, e.g.
+    ``pkg.m:f/0/mode='a'/cpu/jvp`` or ``pkg.m:f/0/cpu@data=2,model=2/vjp``."""
     text = ",".join(f"{k}={v!r}" for k, v in sorted(static.items()))
     member = "" if (kind, batched) == ("primal", False) else f"/{member_name(kind, batched)}"
+    sharded = ""
+    if mesh:
+        sharded = "@" + ",".join(f"{a}={s}" for a, s in zip(mesh.get("axes", ()),
+                                                                mesh.get("sizes", ()),
+                                                                strict=False))
     return f"{function}/{structure_index}" + (f"/{text}" if text else "") + f"/{platform}" + \
-        member
+        sharded + member
 
 
 def member_name(kind: str, batched: bool) -> str:
@@ -127,7 +137,8 @@ def summarize(artifacts: Sequence[ArtifactRecord]) -> str:
 
 def _sort_key(record: ArtifactRecord | SkippedRecord) -> tuple[Any, ...]:
     return (record.function, record.structure_index, json.dumps(record.static, sort_keys=True),
-            record.platform, record.kind, record.batched)
+            record.platform, json.dumps(record.mesh, sort_keys=True), record.kind,
+            record.batched)
 
 
 def sha256_hex(data: bytes) -> str:
@@ -153,6 +164,8 @@ def _from_json(cls: type, raw: Any, where: str) -> Any:
                             f"{type(raw).__name__}")
     values = {}
     for field in dataclasses.fields(cls):
+        if field.name not in raw and field.default_factory is not dataclasses.MISSING:
+            continue  # a field added later: older manifests lack it
         if field.name not in raw:
             raise ArtifactError(f"corrupt manifest: {where} lacks {field.name!r}")
         value = raw[field.name]
@@ -196,6 +209,14 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
     for record in (*artifacts, *skipped):
         if record.kind not in KNOWN_KINDS:
             raise ArtifactError(f"corrupt manifest: unknown artifact kind {record.kind!r:.40}")
+        if record.mesh:
+            from .sharding import mesh_from_record
+
+            try:
+                mesh_from_record(record.mesh)
+            except ValueError as err:
+                raise ArtifactError(f"corrupt manifest: bad mesh of {record.function:.80}: "
+                                    f"{err}") from None
     for i, record in enumerate(artifacts):
         check_file_name(record.file)
         if not _SHA256.match(record.sha256):
@@ -204,7 +225,8 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
             raise ArtifactError(f"corrupt manifest: artifacts[{i}].size {record.size} is out "
                                 "of range")
         call_key = json.dumps([record.function, record.structure, record.static,
-                               record.platform, record.kind, record.batched], sort_keys=True)
+                               record.platform, record.kind, record.batched, record.mesh],
+                              sort_keys=True)
         if record.id in seen or record.file in seen or call_key in seen:
             raise ArtifactError(f"corrupt manifest: artifact {record.id} listed twice")
         seen |= {record.id, record.file, call_key}
