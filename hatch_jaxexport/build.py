@@ -142,6 +142,10 @@ def _worker_env(search_path: Sequence[str | os.PathLike[str]]) -> dict[str, str]
 def _failure_message(failure: dict[str, Any]) -> str:
     task = failure["task"]
     static = f", static {task['static']}" if task["static"] else ""
+    if task.get("mesh"):
+        static += ", mesh " + " x ".join(f"{a}={s}" for a, s in zip(task["mesh"]["axes"],
+                                                                    task["mesh"]["sizes"],
+                                                                    strict=True))
     member = "" if (task["kind"], task["batched"]) == ("primal", False) else \
         f", {'batched ' if task['batched'] else ''}{task['kind']} artifact"
     return (f"{task['function']}, structure {task['structure_index']} ({failure['structure']})"
@@ -268,7 +272,8 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
                                  structure_index=f["task"]["structure_index"],
                                  static=f["task"]["static"], platform=f["task"]["platform"],
                                  reason=f["error"], kind=f["task"]["kind"],
-                                 batched=f["task"]["batched"]) for f in failures]
+                                 batched=f["task"]["batched"],
+                                 mesh=f["task"].get("mesh", {})) for f in failures]
         manifest = Manifest(package=package, generator=f"hatch-jaxexport {__version__}",
                             jax_version=results[0]["jax_version"],
                             jaxlib_version=results[0]["jaxlib_version"],

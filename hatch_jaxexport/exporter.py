@@ -15,6 +15,7 @@ from typing import Any
 from . import pytrees
 from .decorator import ExportableFunction
 from .manifest import BLOB_SUFFIX, ArtifactRecord, artifact_id, sha256_hex
+from .sharding import mesh_from_record, mesh_record
 from .spec import LeafSpec, Structure, static_key, tree_map_leaves
 from .transforms import (
     BATCH_SYMBOL,
@@ -36,11 +37,13 @@ class ExportTask:
     platform: str
     kind: str = "primal"
     batched: bool = False
+    #: The mesh of a sharded variant (``sharding.mesh_record``), ``{}`` for a single device.
+    mesh: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def id(self) -> str:
         return artifact_id(self.function, self.structure_index, self.static, self.platform,
-                           self.kind, self.batched)
+                           self.kind, self.batched, self.mesh)
 
     @property
     def primal(self) -> ExportTask:
@@ -52,21 +55,33 @@ class ExportTask:
         key = [self.function, structure.key, static_key(self.static), self.platform]
         if (self.kind, self.batched) != ("primal", False):
             key += [self.kind, self.batched]
+        if self.mesh:
+            key += [self.mesh]
         digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
         return f"{slug}-{digest}{BLOB_SUFFIX}"
 
 
 def tasks_for(fn: ExportableFunction, default_platforms: tuple[str, ...]) -> list[ExportTask]:
-    """Every artifact of a function: structure x static values x platform."""
+    """Every artifact of a function: mesh variant x structure x static values x platform x
+    family member.
+
+    A sharded variant of a function with only ``vjp_order`` gets the first-order companions:
+    jax's own VJP of a sharded export does not compose under meshes with ``Explicit`` axes.
+    """
     spec = fn.export_spec
     platforms = spec.platforms or default_platforms
-    members = [(kind, batched) for batched in ((False, True) if spec.vmap else (False,))
-               for kind in KINDS_BY_ORDER[spec.ad_order]]
-    return [ExportTask(fn.name, index, static, platform, kind, batched)
+
+    def members(mesh: Any) -> list[tuple[str, bool]]:
+        order = max(spec.ad_order, 1 if mesh is not None and spec.vjp_order else 0)
+        return [(kind, batched) for batched in ((False, True) if spec.vmap else (False,))
+                for kind in KINDS_BY_ORDER[order]]
+
+    return [ExportTask(fn.name, index, static, platform, kind, batched, mesh_record(mesh))
+            for mesh in (spec.mesh or (None,))
             for index in range(len(spec.structures))
             for static in spec.static_combinations()
             for platform in platforms
-            for kind, batched in members]
+            for kind, batched in members(mesh)]
 
 
 def abstract_args(structure: Structure, scope: Any = None) -> dict[str, Any]:
@@ -103,19 +118,47 @@ def export_exported(fn: ExportableFunction, task: ExportTask) -> Any:
     spec = fn.export_spec
     structure = spec.structures[task.structure_index]
     scope = export.SymbolicScope(list(structure.constraints))
+    mesh = mesh_from_record(task.mesh)
     with jax_config.traceback_in_locations_limit(0), _x64_context(structure.uses_x64):
-        values = {**abstract_args(structure, scope), **task.static}
-        args, kwargs = fn.layouts[task.structure_index].split(values)
+        layout = fn.layouts[task.structure_index]
+        if mesh is None:
+            values = {**abstract_args(structure, scope), **task.static}
+        else:
+            from . import sharding
+
+            assert spec.in_specs is not None
+            abstract = sharding.abstract_mesh(mesh)
+            values = {**sharding.sharded_structs(structure, spec.in_specs[task.structure_index],
+                                                 abstract, scope), **task.static}
+        args, kwargs = layout.split(values)
         target = fn.__wrapped__ if spec.skip_jitting else jax.jit(
             fn.__wrapped__, static_argnames=tuple(spec.static))
+        out_shardings = None
+        if mesh is not None and spec.out_specs is not None:
+            outputs = jax.eval_shape(target, *args, **kwargs)
+            out_shardings = sharding.out_shardings(spec.out_specs, outputs, abstract)
+            target = jax.jit(fn.__wrapped__, static_argnames=tuple(spec.static),
+                             out_shardings=out_shardings)
         primal = export.export(target, platforms=[task.platform])(*args, **kwargs)
         if (task.kind, task.batched) == ("primal", False):
             return primal
-        return _export_member(fn, task, primal, scope)
+        placement = None
+        if mesh is not None:  # the flat inputs' and outputs' shardings, in the primal's order
+            flat_in = [a.sharding for a in jax.tree_util.tree_leaves(
+                layout.split(values, skip=task.static))]
+            flat_out = None if out_shardings is None else \
+                jax.tree_util.tree_leaves(out_shardings)
+            placement = (abstract, flat_in, flat_out)
+        return _export_member(fn, task, primal, scope, placement)
 
 
-def _export_member(fn: ExportableFunction, task: ExportTask, primal: Any, scope: Any) -> Any:
-    """Export a family member (a companion or a batched artifact) of a primal ``Exported``."""
+def _export_member(fn: ExportableFunction, task: ExportTask, primal: Any, scope: Any,
+                   placement: tuple[Any, list[Any], list[Any] | None] | None = None) -> Any:
+    """Export a family member (a companion or a batched artifact) of a primal ``Exported``.
+
+    ``placement`` (sharded variants): the abstract mesh and the primal's flat input and output
+    shardings; tangents are placed like inputs, cotangents like outputs.
+    """
     import jax
     from jax import export
 
@@ -125,13 +168,38 @@ def _export_member(fn: ExportableFunction, task: ExportTask, primal: Any, scope:
     f_flat = source_flat(fn, task.structure_index, task.static, primal.in_tree)
     member = member_function(task.kind, f_flat, len(in_dtypes), din, dout)
     avals = member_avals(task.kind, primal.in_avals, primal.out_avals, din, dout)
+    in_sh: list[Any] = [None] * len(avals)
+    out_sh: Any = None
+    if placement is not None:
+        from .sharding import member_out_specs
+
+        _, flat_in, flat_out = placement
+        outs = flat_out or [None] * len(out_dtypes)
+        in_sh = member_avals(task.kind, flat_in, outs, din, dout)
+        out_sh = member_out_specs(task.kind, flat_in, outs, din, dout)
+        if task.batched:
+            in_sh = [_batched_sharding(s) for s in in_sh]
+            out_sh = [_batched_sharding(s) for s in out_sh]
+        out_sh = None if any(s is None for s in out_sh) else tuple(out_sh)
     if task.batched:
         (batch,) = export.symbolic_shape(BATCH_SYMBOL, scope=scope)
         member = jax.vmap(member)
-        avals = [jax.ShapeDtypeStruct((batch, *a.shape), a.dtype) for a in avals]
+        avals = [jax.ShapeDtypeStruct((batch, *a.shape), a.dtype, sharding=s)
+                 for a, s in zip(avals, in_sh, strict=True)]
     else:
-        avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
-    return export.export(jax.jit(member), platforms=[task.platform])(*avals)
+        avals = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s)
+                 for a, s in zip(avals, in_sh, strict=True)]
+    jitted = jax.jit(member) if out_sh is None else jax.jit(member, out_shardings=out_sh)
+    return export.export(jitted, platforms=[task.platform])(*avals)
+
+
+def _batched_sharding(sharding: Any) -> Any:
+    """The sharding of a value with a batch axis (not split) added in front."""
+    if sharding is None:
+        return None
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    return NamedSharding(sharding.mesh, PartitionSpec(None, *sharding.spec))
 
 
 def module_text(exported: Any) -> str:
@@ -165,9 +233,26 @@ def metadata(exported: Any) -> dict[str, Any]:
         "ordered_effects": [str(e) for e in exported.ordered_effects],
         "unordered_effects": [str(e) for e in exported.unordered_effects],
         "disabled_safety_checks": [str(c) for c in exported.disabled_safety_checks],
-        "in_shardings": [str(s) for s in exported.in_shardings_hlo],
-        "out_shardings": [str(s) for s in exported.out_shardings_hlo],
+        "in_shardings": _sharding_texts(exported, "in"),
+        "out_shardings": _sharding_texts(exported, "out"),
     }
+
+
+def _sharding_texts(exported: Any, side: str) -> list[str]:
+    """The shardings of an export's inputs or outputs as text, the same whether the export is
+    fresh or deserialized (jax fills ``*_shardings_hlo`` only when deserializing): the named
+    sharding's mesh axes and spec where there is one, else the HLO sharding (``None``)."""
+    count = len(exported.in_avals if side == "in" else exported.out_avals)
+    named = tuple(getattr(exported, f"_{side}_named_shardings", None) or ())
+    hlo = tuple(getattr(exported, f"{side}_shardings_hlo", None) or ())
+    texts = []
+    for i in range(count):
+        sharding = named[i] if i < len(named) else None
+        if sharding is not None and hasattr(sharding, "spec"):
+            texts.append(f"{dict(sharding.mesh.shape)} {sharding.spec}")
+        else:
+            texts.append(str(hlo[i] if i < len(hlo) else None))
+    return texts
 
 
 _CALLBACK_TARGET = re.compile(r"custom_call @(\w*callback\w*)")
@@ -232,5 +317,6 @@ def export_task(fn: ExportableFunction, task: ExportTask) -> tuple[bytes, Artifa
         in_tree=str(exported.in_tree), out_tree=str(exported.out_tree),
         in_avals=[str(a) for a in exported.in_avals],
         out_avals=[str(a) for a in exported.out_avals], pytree_types=type_refs,
+        mesh=dict(task.mesh),
     )
     return blob, record
