@@ -219,7 +219,7 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
     from .jaxcompat import lapack_init_skipped, needs_lapack
 
     ensure_compilation_cache()
-    if not fn.export_spec.uses_family:
+    if not fn.export_spec.uses_family and not mesh:  # sharded variants: always the family
         jitted = _tiered(fn, jax.jit(exported.call), record, platform)
         lapack_free = not needs_lapack(record.custom_calls)
 
@@ -351,7 +351,7 @@ def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[
     key: tuple[Any, ...] = (plan.structure_index, plan.static_key,
                             export_platform(committed_platform(plan.values)))
     if fn.export_spec.mesh is not None:  # sharded variants: the call's mesh picks one
-        return _call_sharded(fn, plan, key)
+        return _call_sharded(fn, plan, key, args, fast)
     target = fn.runtime_cache.get(key)
     if target is None:
         with fn.lock:
@@ -373,10 +373,11 @@ def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[
     return target.call(*call_args, **call_kwargs)
 
 
-def _call_sharded(fn: ExportableFunction, plan: CallPlan, key: tuple[Any, ...]) -> Any:
+def _call_sharded(fn: ExportableFunction, plan: CallPlan, key: tuple[Any, ...],
+                  args: tuple[Any, ...], fast: Any) -> Any:
     """A call of a function with mesh variants: the variant of the call's mesh, NumPy inputs
-    placed onto that mesh with the artifact's in_specs (never cached on the fast path: the
-    same arrays may run under another mesh next time)."""
+    placed onto that mesh with the artifact's in_specs. Only calls without any mesh take the
+    fast path, guarded: the same arrays may run under a mesh set later."""
     from . import sharding
 
     spec = fn.export_spec
@@ -400,6 +401,18 @@ def _call_sharded(fn: ExportableFunction, plan: CallPlan, key: tuple[Any, ...]) 
         call_args, call_kwargs = layout.split({**values, **plan.static})
     else:
         call_args, call_kwargs = layout.split(values, skip=plan.static)
+    if fast is not None and found.shape is None and not mismatch and not call_kwargs \
+            and _picks(call_args, args) == tuple(range(len(args))):
+        call = target.call
+
+        def unless_a_mesh_is_set(*same_args: Any) -> Any:
+            if sharding.current_mesh().shape is None:
+                return call(*same_args)
+            return call_exportable(fn, same_args, {})  # a mesh was set since: resolve again
+
+        if len(fn.fast_cache) >= _FAST_CACHE_LIMIT:
+            fn.fast_cache.clear()
+        fn.fast_cache[fast] = (unless_a_mesh_is_set, None)
     return target.call(*call_args, **call_kwargs)
 
 

@@ -237,7 +237,12 @@ def _make_primitive() -> Any:
 
         structs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
         outs = jax.eval_shape(family.exported_call(kind, batched), *structs)
-        return [jax.core.ShapedArray(o.shape, o.dtype) for o in outs]
+        from .sharding import typed_out_shardings  # sharded artifacts under explicit meshes
+
+        typed = typed_out_shardings(family.members[(kind, batched)], len(outs))
+        return [jax.core.ShapedArray(o.shape, o.dtype) if s is None else
+                jax.core.ShapedArray(o.shape, o.dtype, sharding=s)
+                for o, s in zip(outs, typed, strict=True)]
 
     prim.def_abstract_eval(abstract_eval)
 
