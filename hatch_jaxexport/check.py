@@ -260,7 +260,7 @@ class Plan:
 
 def _skipped_id(record: SkippedRecord) -> str:
     return artifact_id(record.function, record.structure_index, record.static, record.platform,
-                       record.kind, record.batched)
+                       record.kind, record.batched, record.mesh)
 
 
 def infer_default_platforms(manifest: Manifest, functions: Mapping[str, ExportableFunction]
@@ -382,6 +382,13 @@ def _orphan_reason(plan: Plan, case: Case) -> str:
     if owner.platform not in platforms:
         return (f"{owner.function}{_where(fn)} is no longer exported for {owner.platform} "
                 f"(now: {', '.join(platforms)})")
+    from .sharding import describe_mesh, mesh_from_record
+
+    variant = mesh_from_record(owner.mesh)
+    if variant not in (spec.mesh or (None,)):
+        now = "; ".join(describe_mesh(v) for v in spec.mesh or (None,))
+        return (f"{owner.function}{_where(fn)} no longer declares {describe_mesh(variant)} "
+                f"(now: {now})")
     return (f"{owner.function}{_where(fn)} no longer asks for the "
             f"{member_name(owner.kind, owner.batched)} artifact (ad_order={spec.ad_order}, "
             f"vmap={spec.vmap})")
@@ -599,11 +606,18 @@ def _compare(plan: Plan, case: Case, record: ArtifactRecord, task: ExportTask,
         notes.append("numerics not run: the signatures differ")
     elif shapes < 1:
         notes.append("numerics not run: 0 shapes asked for")
+    elif record.mesh and _mesh_unavailable(record.mesh):
+        notes.append(_mesh_unavailable(record.mesh))
     else:
+        from .sharding import mesh_context
+
         constraints = list(dict.fromkeys([*record.constraints, *structure.constraints]))
-        problems, run_notes = compare_numerics(bundled, fresh, constraints,
-                                               vjp_order=vjp_order, shapes=shapes,
-                                               seed=case.id)
+        # outside any mesh: jax derives the VJP of an in-memory export under the current mesh
+        shipped = _as_shipped(fresh, vjp_order, structure.uses_x64) if record.mesh else fresh
+        with mesh_context(record.mesh):  # a sharded variant runs on a mesh of its shape
+            problems, run_notes = compare_numerics(bundled, shipped, constraints,
+                                                   vjp_order=vjp_order, shapes=shapes,
+                                                   seed=case.id)
         ran = not run_notes
         notes += run_notes
         details += problems
@@ -611,6 +625,30 @@ def _compare(plan: Plan, case: Case, record: ArtifactRecord, task: ExportTask,
         return _failure(plan, case, STALE, f"stale: the wheel's artifact differs from a fresh "
                         f"export of {case.function}{_where(fn)}", details, notes, ran)
     return Outcome(MATCH, "", tuple(notes), ran)
+
+
+def _as_shipped(exported: Any, vjp_order: int, x64: bool) -> Any:
+    """A fresh export serialized (outside any mesh) and read back, as a wheel carries it: jax
+    derives the VJP of an in-memory export when first asked, and a sharded one derived under
+    ``jax.set_mesh`` fails to refine its symbolic shapes."""
+    from jax import export
+
+    with _x64_context(x64):
+        return export.deserialize(bytearray(exported.serialize(vjp_order=vjp_order)))
+
+
+def _mesh_unavailable(mesh: Mapping[str, Any]) -> str:
+    """Why a sharded artifact's numerics cannot run in this process ("" if they can)."""
+    import jax
+
+    from .sharding import describe_mesh, mesh_from_record, mesh_size
+
+    shape = mesh_from_record(mesh)
+    if jax.device_count() < mesh_size(shape):
+        return (f"numerics not run: sharded for {describe_mesh(shape)} ({mesh_size(shape)} "
+                f"devices), this process has {jax.device_count()} (on CPU, set XLA_FLAGS="
+                f"--xla_force_host_platform_device_count={mesh_size(shape)})")
+    return ""
 
 
 # --------------------------------------------------------------------------------------------

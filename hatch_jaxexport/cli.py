@@ -121,6 +121,12 @@ def _inspect(args: argparse.Namespace) -> int:
                      json.dumps(record.static, sort_keys=True) if record.static else "-",
                      record.platform, member_name(record.kind, record.batched),
                      str(record.vjp_order), f"{record.size:,}"))
+    if any(record.mesh for record in manifest.artifacts):  # sharded variants: a mesh column
+        from .sharding import mesh_from_record
+
+        meshes = ["mesh"] + [" x ".join(f"{a}={s}" for a, s in mesh_from_record(r.mesh) or ())
+                             or "-" for r in sorted(manifest.artifacts, key=lambda r: r.id)]
+        rows = [(*row[:4], mesh, *row[4:]) for row, mesh in zip(rows, meshes, strict=True)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
