@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -36,7 +37,9 @@ def test_every_example_function_exports(tmp_path):
     for record in records:
         by_function.setdefault(record.function.split(":")[-1].split(".")[-1], []).append(record)
     assert sorted(by_function) == ["activate", "compound_growth", "deep_stack", "mlp_apply",
-                                   "mlp_loss", "solve"]
+                                   "mlp_loss", "solve", "train_step"]
+    meshes = sorted(json.dumps(r.mesh) for r in by_function["train_step"])
+    assert meshes == ['{"axes": ["data", "model"], "sizes": [2, 2]}', "{}"]  # 2x2 and 1 device
     assert sorted(r.static["kind"] for r in by_function["activate"]) == ["gelu", "relu", "tanh"]
     assert {r.structure_index for r in by_function["solve"]} == {0, 1}
     assert any(r.vjp_order == 1 for r in by_function["mlp_loss"])
@@ -51,7 +54,7 @@ def test_demo_builds_installs_and_runs_without_tracing(tmp_path):
     proc = run([sys.executable, DEMO, "--workdir", tmp_path / "work"], env=env, timeout=900)
     out = proc.stdout
     assert out.rstrip().endswith("demo: OK"), out
-    assert re.search(r"jaxexport: example_pkg: 6 function\(s\), \d+ artifact\(s\)", out), out
+    assert re.search(r"jaxexport: example_pkg: 7 function\(s\), \d+ artifact\(s\)", out), out
     assert "Requires-Dist: jax>=" in out
     assert "every call ran artifact (cpu); HATCH_JAXEXPORT_STRICT=1; function bodies that ran: " \
            "none" in out
