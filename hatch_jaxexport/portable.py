@@ -495,6 +495,7 @@ def _variant_label(entry: Mapping[str, Any]) -> str:
 def obstacles_from_records(records: Sequence[ArtifactRecord], function: str) -> str | None:
     """Why a function that asked for nothing could not be made portable, from its artifacts."""
     calls = {c for r in records if r.function == function and r.platform == LOWERING_PLATFORM
+             and not getattr(r, "mesh", None)  # sharded variants add sharding custom calls
              for c in r.custom_calls}
     return custom_call_reason(calls)
 
