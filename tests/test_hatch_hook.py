@@ -317,7 +317,8 @@ def _build(front_end: str, source: Path, out: Path, env: dict[str, str], tmp: Pa
     elif front_end == "pip wheel .":
         run([py, "-m", "pip", "wheel", "--no-deps", "-w", out, "."], env=env, cwd=source)
     elif front_end == "uv build":
-        run([_uv(), "build", "--wheel", "-o", out, source], env=env)
+        # the interpreter under test builds (uv would otherwise pick its own, with another jax)
+        run([_uv(), "build", "--wheel", "--python", sys.executable, "-o", out, source], env=env)
     else:
         raise AssertionError(front_end)
     (wheel,) = out.glob("example_pkg-*.whl")
