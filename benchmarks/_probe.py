@@ -60,6 +60,9 @@ def main() -> None:
             return
         import pickle
 
+        from jax._src.lax import linalg
+
+        linalg.initialize_lapack()  # a loaded executable does not register LAPACK's kernels
         start = time.perf_counter()
         with open(path, "rb") as f:
             payload, in_tree, out_tree = pickle.load(f)

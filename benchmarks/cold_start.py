@@ -54,7 +54,8 @@ def prepare(work: Path) -> Path:
     uv = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
     if Path(uv).exists():
         sh([uv, "venv", "-q", str(venv), "-p", sys.executable])
-        sh([uv, "pip", "install", "-q", "-p", str(venv / "bin" / "python"), "--find-links",
+        sh([uv, "pip", "install", "-q", "--compile-bytecode", "-p", str(venv / "bin" / "python"),
+            "--find-links",
             str(wheels), "hatch-jaxexport", "example-pkg"])
     else:
         sh([sys.executable, "-m", "venv", str(venv)])

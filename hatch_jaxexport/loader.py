@@ -133,7 +133,8 @@ def export_platform(backend: str | None = None) -> str:
     return backend
 
 
-def deserialize_checked(data: bytes, refs: list[str], package: str) -> Any:
+def deserialize_checked(data: bytes, refs: list[str], package: str,
+                        built_with: str | None = None) -> Any:
     """Deserialize a blob after registering its pytree types; ``ArtifactError`` on refusal."""
     from jax import export
 
@@ -151,8 +152,11 @@ def deserialize_checked(data: bytes, refs: list[str], package: str) -> Any:
     except Exception as err:  # jax raises struct.error, ValueError, IndexError...
         raise ArtifactError(f"jax could not deserialize the artifact: "
                             f"{type(err).__name__}: {err}") from None
-    try:  # a module from a newer StableHLO deserializes here, not later inside a jit
-        exported.mlir_module()
+    import jax
+
+    try:  # a module from another jax's StableHLO fails here, not later inside a jit
+        if built_with != jax.__version__:
+            exported.mlir_module()
     except Exception as err:
         raise ArtifactError(f"jax could not read the artifact's StableHLO module (exported by a "
                             f"newer jax?): {type(err).__name__}: {str(err)[:300]}") from None
@@ -261,7 +265,8 @@ def _tiered(fn: ExportableFunction, jitted: Callable[..., Any], record: Artifact
 def _load(package: PackageArtifacts, record: ArtifactRecord, package_name: str) -> Any:
     """Read, check and deserialize one artifact; ``ArtifactError`` says why it is unusable."""
     try:
-        return deserialize_checked(package.read_blob(record), record.pytree_types, package_name)
+        return deserialize_checked(package.read_blob(record), record.pytree_types, package_name,
+                                   package.manifest.jax_version)
     except ArtifactError as err:
         raise ArtifactError(
             f"artifact {record.file} (built with jax {package.manifest.jax_version}, running "
