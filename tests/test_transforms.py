@@ -1,17 +1,20 @@
 """Loaded functions under every JAX transformation, against the same transformation of the source.
 
-The matrix (``transform_matrix.py``) runs in a fresh process with ``HATCH_JAXEXPORT_STRICT=1``
-and a trace counter that must not move while the loaded function is transformed.
+The matrix (``transform_matrix.py``) runs in a fresh process, over a wheel built with the Hatch
+hook, with ``HATCH_JAXEXPORT_STRICT=1`` and a trace counter that must not move while the
+loaded function is transformed.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import export_into_copy, run
+from conftest import FIXTURES, run
 from transform_matrix import cases
 
 HERE = Path(__file__).resolve().parent
@@ -19,7 +22,22 @@ HERE = Path(__file__).resolve().parent
 
 @pytest.fixture(scope="session")
 def ad_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return export_into_copy(tmp_path_factory.mktemp("ad-site"), "jxe_ad", jobs=2)
+    """``jxe_ad`` as installed from a wheel built with the Hatch hook (a pure wheel, unpacked)."""
+    from _buildkit import hatch_pyproject, inprocess_build
+
+    tmp = tmp_path_factory.mktemp("ad-wheel")
+    project = tmp / "project"
+    shutil.copytree(FIXTURES / "jxe_ad", project / "jxe_ad",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (project / "pyproject.toml").write_text(
+        hatch_pyproject("jxe-ad", "jobs = 2\n") + "\n[tool.hatch.build.targets.wheel]\n"
+        'packages = ["jxe_ad"]\n')
+    (wheel,) = inprocess_build(project, tmp / "dist")
+    site = tmp / "site"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(site)
+    assert (site / "jxe_ad" / "_jaxexport" / "manifest.json").is_file()
+    return site
 
 
 @pytest.fixture(scope="session")
