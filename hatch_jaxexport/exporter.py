@@ -109,8 +109,29 @@ def _x64_context(enabled: bool) -> Any:
     return jax.enable_x64(True)
 
 
+#: Primal exports of this process, reused by their family members (each member is exported
+#: from the primal's avals): (function, primal task id) -> (Exported, scope, placement).
+_PRIMALS: dict[tuple[ExportableFunction, str], tuple[Any, Any, Any]] = {}
+
+
 def export_exported(fn: ExportableFunction, task: ExportTask) -> Any:
     """Trace and lower one task to a ``jax.export.Exported``, locations stripped."""
+    from jax._src import config as jax_config
+
+    key = (fn, task.primal.id)
+    found = _PRIMALS.get(key)
+    if found is None:
+        found = _PRIMALS[key] = _export_primal(fn, task)
+    primal, scope, placement = found
+    if (task.kind, task.batched) == ("primal", False):
+        return primal
+    structure = fn.export_spec.structures[task.structure_index]
+    with jax_config.traceback_in_locations_limit(0), _x64_context(structure.uses_x64):
+        return _export_member(fn, task, primal, scope, placement)
+
+
+def _export_primal(fn: ExportableFunction, task: ExportTask) -> tuple[Any, Any, Any]:
+    """The primal export of a task's family, its symbolic scope and its flat shardings."""
     import jax
     from jax import export
     from jax._src import config as jax_config
@@ -140,8 +161,6 @@ def export_exported(fn: ExportableFunction, task: ExportTask) -> Any:
             target = jax.jit(fn.__wrapped__, static_argnames=tuple(spec.static),
                              out_shardings=out_shardings)
         primal = export.export(target, platforms=[task.platform])(*args, **kwargs)
-        if (task.kind, task.batched) == ("primal", False):
-            return primal
         placement = None
         if mesh is not None:  # the flat inputs' and outputs' shardings, in the primal's order
             flat_in = [a.sharding for a in jax.tree_util.tree_leaves(
@@ -149,7 +168,7 @@ def export_exported(fn: ExportableFunction, task: ExportTask) -> Any:
             flat_out = None if out_shardings is None else \
                 jax.tree_util.tree_leaves(out_shardings)
             placement = (abstract, flat_in, flat_out)
-        return _export_member(fn, task, primal, scope, placement)
+        return primal, scope, placement
 
 
 def _export_member(fn: ExportableFunction, task: ExportTask, primal: Any, scope: Any,
