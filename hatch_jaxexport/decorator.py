@@ -16,7 +16,6 @@ from .spec import JsonScalar, Structure, check_static_value, parse_structure
 #: Platforms jax.export can lower for.
 KNOWN_PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
 
-_MISSING = object()
 _call_exportable: Callable[..., Any] | None = None  # the loader's entry point, imported lazily
 #: (jax's array type, numpy's, jax's x64 flag), filled by the loader on its first call.
 _fast_types: list[Any] = []

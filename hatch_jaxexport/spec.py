@@ -175,11 +175,8 @@ def parse_shape(raw: Any) -> tuple[str, ...]:
         dims = tree.elts
     elif isinstance(raw, Sequence):
         dims = []
-        for item in raw:
-            if isinstance(item, bool) or not isinstance(item, int | str):
-                item_text = str(item)  # symbolic dims from jax.export.symbolic_shape
-            else:
-                item_text = str(item)
+        for item in raw:  # ints, strings or symbolic dims from jax.export.symbolic_shape
+            item_text = str(item)
             try:
                 dims.append(ast.parse(item_text, mode="eval").body)
             except SyntaxError as err:

@@ -1,7 +1,7 @@
 """Loaded functions as full JAX citizens: one primitive over a family of baked artifacts.
 
 A *family* is everything baked for one function x structure x static values x platform: the
-primal and its companions, each an ``Exported`` over flat arrays (``KINDS``), optionally also
+primal and its companions, each an ``Exported`` over flat arrays (``KINDS_BY_ORDER``), optionally also
 exported from ``jax.vmap`` with a symbolic batch size. Companions and their meaning, where ``x``
 are the primal inputs, ``t``/``u`` tangents of the differentiable (inexact) inputs and ``c``
 cotangents of the differentiable outputs:
@@ -28,7 +28,6 @@ from typing import Any
 
 KINDS_BY_ORDER = {0: ("primal",), 1: ("primal", "jvp", "vjp"),
                   2: ("primal", "jvp", "vjp", "jvp_jvp", "vjp_jvp")}
-KINDS = KINDS_BY_ORDER[2]
 #: The symbol of the batch dimension of batched artifacts.
 BATCH_SYMBOL = "jxe_batch"
 
