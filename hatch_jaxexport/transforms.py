@@ -1,8 +1,8 @@
 """Loaded functions as full JAX citizens: one primitive over a family of baked artifacts.
 
 A *family* is everything baked for one function x structure x static values x platform: the
-primal and its companions, each an ``Exported`` over flat arrays (``KINDS_BY_ORDER``), optionally also
-exported from ``jax.vmap`` with a symbolic batch size. Companions and their meaning, where ``x``
+primal and its companions, each an ``Exported`` over flat arrays (``KINDS_BY_ORDER``),
+optionally also exported from ``jax.vmap`` with a symbolic batch size. Companions and their meaning, where ``x``
 are the primal inputs, ``t``/``u`` tangents of the differentiable (inexact) inputs and ``c``
 cotangents of the differentiable outputs:
 
