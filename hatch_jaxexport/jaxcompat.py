@@ -35,9 +35,14 @@ def concrete_array_type() -> type:
             return type(jax.device_put(np.zeros(())))
 
 
+def is_lapack_target(target: str) -> bool:
+    """Whether a custom-call target is a LAPACK kernel."""
+    return "lapack" in target.lower()
+
+
 def needs_lapack(custom_calls: Sequence[str]) -> bool:
     """Whether a module with these custom-call targets needs LAPACK initialised."""
-    return any("lapack" in target.lower() for target in custom_calls)
+    return any(is_lapack_target(target) for target in custom_calls)
 
 
 def install_lapack_guard() -> bool:

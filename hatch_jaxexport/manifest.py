@@ -21,7 +21,8 @@ ARTIFACT_DIR = "_jaxexport"
 MANIFEST_NAME = "manifest.json"
 BLOB_SUFFIX = ".jaxexport"
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$")
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+#: A SHA-256 digest as the manifests write it (lowercase hex).
+SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 KNOWN_KINDS = ("primal", "jvp", "vjp", "jvp_jvp", "vjp_jvp")
 _MAX_BLOB = 2**34
 
@@ -219,7 +220,7 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
                                     f"{err}") from None
     for i, record in enumerate(artifacts):
         check_file_name(record.file)
-        if not _SHA256.match(record.sha256):
+        if not SHA256_HEX.match(record.sha256):
             raise ArtifactError(f"corrupt manifest: artifacts[{i}].sha256 is not a SHA-256 hex")
         if not 0 <= record.size <= _MAX_BLOB:
             raise ArtifactError(f"corrupt manifest: artifacts[{i}].size {record.size} is out "

@@ -44,7 +44,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import ArtifactError, SpecError
-from .manifest import ARTIFACT_DIR, check_file_name, sha256_hex
+from .jaxcompat import is_lapack_target
+from .manifest import ARTIFACT_DIR, SHA256_HEX, check_file_name, sha256_hex
 from .spec import (
     LeafSpec,
     Structure,
@@ -82,10 +83,8 @@ IREE_F64_FLAG = "--iree-input-demote-f64-to-f32=false"
 _FILE_KINDS = ("text", "bytecode", "interface")
 _SUFFIXES = {"text": TEXT_SUFFIX, "bytecode": BYTECODE_SUFFIX, "interface": INTERFACE_SUFFIX}
 _MAX_FILE = 2**34
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _F64 = re.compile(r"\bf64\b")
 _STABLEHLO_VERSION = re.compile(rb"StableHLO_v([0-9][0-9.]*)")
-_LAPACK = re.compile(r"lapack", re.IGNORECASE)
 
 
 class NotPortable(ValueError):
@@ -283,7 +282,7 @@ def custom_call_reason(targets: Iterable[str]) -> str | None:
                    if not t.startswith(SYMBOLIC_ONLY_PREFIX))
     if not found:
         return None
-    lapack = [t for t in found if _LAPACK.search(t)]
+    lapack = [t for t in found if is_lapack_target(t)]
     if lapack:
         other = [t for t in found if t not in lapack]
         return (f"uses LAPACK custom calls ({', '.join(lapack)}): jnp.linalg and "
@@ -600,7 +599,7 @@ def parse_index(data: bytes, *, where: str = PORTABLE_INDEX) -> dict[str, Any]:
             _check_type(f"{at}.files.{kind}.size", entry.get("size"), int, "an int")
             if not 0 <= entry["size"] <= _MAX_FILE:
                 raise ArtifactError(f"corrupt {where}: {at}.files.{kind}.size out of range")
-            if not isinstance(entry.get("sha256"), str) or not _SHA256.match(entry["sha256"]):
+            if not isinstance(entry.get("sha256"), str) or not SHA256_HEX.match(entry["sha256"]):
                 raise ArtifactError(f"corrupt {where}: {at}.files.{kind}.sha256 is not a "
                                     "SHA-256 hex")
             if entry["file"] in seen:
