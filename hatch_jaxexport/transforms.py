@@ -2,9 +2,9 @@
 
 A *family* is everything baked for one function x structure x static values x platform: the
 primal and its companions, each an ``Exported`` over flat arrays (``KINDS_BY_ORDER``),
-optionally also exported from ``jax.vmap`` with a symbolic batch size. Companions and their meaning, where ``x``
-are the primal inputs, ``t``/``u`` tangents of the differentiable (inexact) inputs and ``c``
-cotangents of the differentiable outputs:
+optionally also exported from ``jax.vmap`` with a symbolic batch size. Companions and their
+meaning, where ``x`` are the primal inputs, ``t``/``u`` tangents of the differentiable
+(inexact) inputs and ``c`` cotangents of the differentiable outputs:
 
 - ``primal(x) -> y``
 - ``jvp(x, t) -> J t``                      (linear in t; transposes to vjp)
