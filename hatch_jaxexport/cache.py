@@ -20,6 +20,7 @@ _OFF = ("0", "false", "no", "off")
 _lock = threading.Lock()
 _done = False
 _active: str | None = None
+_executables: Path | None = None
 
 
 def default_cache_dir() -> Path:
@@ -35,7 +36,7 @@ def default_cache_dir() -> Path:
 
 def ensure_compilation_cache() -> str | None:
     """Turn JAX's persistent compilation cache on (once); return its folder, or ``None`` if off."""
-    global _done, _active
+    global _done, _active, _executables
     with _lock:
         if _done:
             return _active
@@ -48,6 +49,8 @@ def ensure_compilation_cache() -> str | None:
         own = jax.config.jax_compilation_cache_dir
         if own:
             _active = str(own)
+            if "://" not in _active:
+                _executables = Path(_active) / "hatch-jaxexport-executables"
             return _active
         on = choice.lower() in ("", "1", "true", "yes", "on")
         folder = default_cache_dir() if on else Path(choice)
@@ -62,7 +65,19 @@ def ensure_compilation_cache() -> str | None:
         except AttributeError:  # older jax
             pass
         _active = str(folder)
+        _executables = folder.parent / "executables" if on else folder / "executables"
         return _active
+
+
+def executable_cache_dir() -> Path | None:
+    """Where the loader keeps compiled executables (``executables``), ``None`` when off.
+
+    Beside JAX's cache: ``<cache>/hatch-jaxexport/executables`` by default,
+    ``DIR/executables`` with ``HATCH_JAXEXPORT_CACHE=DIR``, and
+    ``DIR/hatch-jaxexport-executables`` when the user set JAX's cache to a local ``DIR``
+    (a remote one, ``gs://...``, turns it off). Valid after ``ensure_compilation_cache``.
+    """
+    return _executables
 
 
 def active_cache_dir() -> str | None:

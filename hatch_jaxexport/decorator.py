@@ -21,6 +21,8 @@ _call_exportable: Callable[..., Any] | None = None  # the loader's entry point, 
 _fast_types: list[Any] = []
 #: Python values a fast-path key holds by value (static arguments).
 _SCALARS = (str, int, float, bool, type(None))
+#: After this many calls that the hot executable refused, a function stops trying it.
+HOT_MISS_LIMIT = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,12 +119,19 @@ class ExportableFunction:
         self.lock = threading.Lock()
         self.runtime_cache: dict[Any, Any] = {}
         self.fast_cache: dict[Any, Any] = {}  # plain-array call signature -> resolved target
+        #: The compiled executable of the last settled plain call, tried first (it checks its
+        #: argument types itself and raises TypeError/ValueError before running on a mismatch):
+        #: (executable, positions it takes or None for all, static positions, their values).
+        self.hot: tuple[Callable[..., Any], Any, tuple[int, ...], list[Any]] | None = None
+        self.hot_misses = 0
 
     def clear_cache(self) -> None:
         """Forget resolved artifacts and fallbacks (they are resolved again on the next call)."""
         with self.lock:
             self.runtime_cache.clear()
             self.fast_cache.clear()
+            self.hot = None
+            self.hot_misses = 0
 
     @property
     def name(self) -> str:
@@ -130,6 +139,20 @@ class ExportableFunction:
         return self.export_spec.name
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        hot = self.hot
+        if hot is not None and not kwargs:
+            call, picks, fixed_at, fixed = hot
+            try:
+                if picks is None:
+                    return call(*args)
+                if len(args) == len(picks) + len(fixed_at) and \
+                        [(type(args[i]), args[i]) for i in fixed_at] == fixed:
+                    return call(*[args[i] for i in picks])  # the same static values
+            except (TypeError, ValueError):  # other types, a tracer, another device: resolve
+                if not _traced(args):
+                    self.hot_misses += 1
+                    if self.hot_misses >= HOT_MISS_LIMIT:
+                        self.hot = None  # calls of many signatures: the keyed cache serves them
         if not kwargs and _fast_types:  # steady state: a call shaped like one seen before
             key: list[Any] = []
             for arg in args:
@@ -158,6 +181,13 @@ class ExportableFunction:
 
     def __repr__(self) -> str:
         return f"<exportable {self.name}>"
+
+
+def _traced(args: tuple[Any, ...]) -> bool:
+    """Whether any argument is a tracer (a transformation of the function, not a new type)."""
+    from jax.core import Tracer
+
+    return any(isinstance(leaf, Tracer) for leaf in args)
 
 
 #: Every ExportableFunction created, by module, for discovery at build time.
@@ -327,7 +357,7 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
                                   out_specs)
         concrete_sizes = None
         if concrete is not None:
-            from .portable import check_concrete
+            from .concrete import check_concrete
 
             concrete_sizes = check_concrete(fn_name, concrete, structures)
         spec = ExportSpec(

@@ -45,6 +45,18 @@ def needs_lapack(custom_calls: Sequence[str]) -> bool:
     return any(is_lapack_target(target) for target in custom_calls)
 
 
+def initialize_lapack() -> None:
+    """Initialise jax's LAPACK kernels (what lowering a LAPACK call does), for an executable
+    loaded without lowering; a no-op where jax has no such function."""
+    try:
+        from jax._src.lax import linalg
+    except ImportError:  # pragma: no cover - future jax
+        return
+    init = getattr(linalg, "initialize_lapack", None)
+    if callable(init):
+        init()
+
+
 def install_lapack_guard() -> bool:
     """Wrap ``jax._src.export._export._ensure_backends_initialized``; ``False`` if not possible."""
     global _installed

@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from .decorator import ExportableFunction
+from .decorator import HOT_MISS_LIMIT, ExportableFunction
 from .dispatch import CallPlan, committed_platform, plan_call
 from .errors import ArtifactError, FallbackWarning
 from .manifest import (
@@ -107,12 +107,18 @@ def _read_package_artifacts(package: str) -> PackageArtifacts | None:
     except OSError as err:
         raise ArtifactError(f"cannot read the manifest of {package}: {err}") from None
     manifest = parse_manifest(data, where=f"{package}/{ARTIFACT_DIR}/{MANIFEST_NAME}")
-    from .sharding import mesh_from_record, mesh_text
-
     by_key = {artifact_key(r.function, r.structure, static_key(r.static), r.platform, r.kind,
-                           r.batched, mesh_text(mesh_from_record(r.mesh))): r
+                           r.batched, _mesh_key(r.mesh)): r
               for r in manifest.artifacts}
     return PackageArtifacts(package, manifest, root, by_key)
+
+
+def _mesh_key(mesh: Any) -> str:
+    if not mesh:
+        return ""  # most artifacts: no need to import the sharding module
+    from .sharding import mesh_from_record, mesh_text
+
+    return mesh_text(mesh_from_record(mesh))
 
 
 def forget_package(package: str) -> None:
@@ -213,27 +219,50 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
         return None, (f"no artifact for structure {plan.structure_index} ({structure.key}) "
                       f"with static values {plan.static_key} on {platform}"
                       + (f" for the mesh {mesh}" if mesh else ""))
-    try:
-        exported = _load(package, record, fn.package)
-    except ArtifactError as err:
-        return None, str(err)
     import jax
 
     from .cache import ensure_compilation_cache
-    from .jaxcompat import lapack_init_skipped, needs_lapack
+    from .jaxcompat import needs_lapack
 
+    # the same jax wrote the blob: check its hash now, deserialize on the first compile (a warm
+    # start never does); a blob from another jax is deserialized now, to fall back early
+    lazy = not mesh and not record.pytree_types and \
+        package.manifest.jax_version == jax.__version__
+    try:
+        blob = _read(package, record) if lazy else b""
+        exported = None if lazy else _load(package, record, fn.package)
+    except ArtifactError as err:
+        return None, str(err)
     ensure_compilation_cache()
-    if not fn.export_spec.uses_family and not mesh:  # sharded variants: always the family
-        jitted = _tiered(fn, jax.jit(exported.call), record, platform)
-        lapack_free = not needs_lapack(record.custom_calls)
 
-        def native(*args: Any, **kwargs: Any) -> Any:
-            with lapack_init_skipped(lapack_free):
-                return jitted(*args, **kwargs)
-        native.inner = jitted  # type: ignore[attr-defined]
-        return native, ""
+    def make_jitted() -> Callable[..., Any]:
+        loaded = exported
+        if loaded is None:
+            try:
+                loaded = deserialize_checked(blob, record.pytree_types, fn.package,
+                                             package.manifest.jax_version)
+            except ArtifactError as err:  # a blob that matches its hash but not jax's format
+                _resolve(fn, plan, platform, mismatch=f"artifact {record.file} is unusable: "
+                         f"{err}")  # warns, or raises when strict
+                return _source_without_static(fn, plan)
+        if not fn.export_spec.uses_family:
+            return jax.jit(loaded.call)
+        return _family(fn, plan, package, record, loaded, platform, mesh).jitted_primal()
+
+    if mesh:  # sharded variants: always through the family, never tiered
+        return make_jitted(), ""
+    job = {"package": fn.package, "file": record.file, "sha256": record.sha256,
+           "platform": platform, "function": fn.name}
+    return _eager(fn, make_jitted, record.size, job, needs_lapack(record.custom_calls)), ""
+
+
+def _family(fn: ExportableFunction, plan: CallPlan, package: PackageArtifacts,
+            record: ArtifactRecord, exported: Any, platform: str, mesh: str) -> Any:
+    """The transformation family of a primal artifact (its members load on first use)."""
+    from .jaxcompat import needs_lapack
     from .transforms import Family, source_flat, warn_or_raise
 
+    structure = fn.export_spec.structures[plan.structure_index]
     members = {("primal", False): exported}
     lapack_free = {("primal", False)} if not needs_lapack(record.custom_calls) else set()
     loaders = {}
@@ -243,29 +272,73 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
             loaders[(kind, batched)] = functools.partial(_load, package, member, fn.package)
             if not needs_lapack(member.custom_calls):
                 lapack_free.add((kind, batched))
-    family = Family(
+    return Family(
         name=fn.name, members=members, in_tree=exported.in_tree, out_tree=exported.out_tree,
         in_dtypes=[a.dtype for a in exported.in_avals],
         out_dtypes=[a.dtype for a in exported.out_avals],
         source_flat=source_flat(fn, plan.structure_index, plan.static, exported.in_tree),
         on_missing=warn_or_raise(fn.name, strict_mode()), lapack_free=frozenset(lapack_free),
         loaders=loaders)
-    return _tiered(fn, family.jitted_primal(), record, platform), ""
 
 
-def _tiered(fn: ExportableFunction, jitted: Callable[..., Any], record: ArtifactRecord,
-            platform: str) -> Callable[..., Any]:
-    from .tiers import TieredCall, identity, marker_dir, tiering_wanted
+def _source_without_static(fn: ExportableFunction, plan: CallPlan) -> Callable[..., Any]:
+    """The source, called like the artifact (static values bound, not passed)."""
+    layout = fn.layouts[plan.structure_index]
+    static = dict(plan.static)
+    positional = [name for name in layout.positional if name not in static]
 
-    if not tiering_wanted(platform, fn.export_spec.tiered):
-        return jitted
-    return TieredCall(jitted, identity(record.sha256, platform), platform, marker_dir())
+    def source(*args: Any, **kwargs: Any) -> Any:
+        values = {**dict(zip(positional, args, strict=True)), **kwargs, **static}
+        call_args, call_kwargs = layout.split(values)
+        return fn.__wrapped__(*call_args, **call_kwargs)
+
+    import jax
+
+    jitted = source if fn.export_spec.skip_jitting else jax.jit(source)
+    return _NotAnArtifact(jitted)
+
+
+class _NotAnArtifact:
+    """A fallback that an ``EagerCall`` must not cache as the artifact's executable."""
+
+    not_an_artifact = True
+
+    def __init__(self, call: Callable[..., Any]) -> None:
+        self.call = call
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.call(*args, **kwargs)
+
+    def lower(self, *args: Any, **kwargs: Any) -> Any:
+        return self.call.lower(*args, **kwargs)  # type: ignore[attr-defined]
+
+
+def _eager(fn: ExportableFunction, make_jitted: Callable[[], Callable[..., Any]], size: int,
+           job: dict[str, str], lapack: bool) -> Callable[..., Any]:
+    """The call of an unsharded artifact: eager calls through cached or tiered executables."""
+    from .tiers import EagerCall, tiering_wanted
+
+    return EagerCall(make_jitted, job, tiering_wanted(job["platform"], fn.export_spec.tiered,
+                                                      size), lapack)
+
+
+def _read(package: PackageArtifacts, record: ArtifactRecord) -> bytes:
+    """Read and check one artifact; ``ArtifactError`` says why it is unusable."""
+    try:
+        return package.read_blob(record)
+    except ArtifactError as err:
+        raise ArtifactError(
+            f"artifact {record.file} (built with jax {package.manifest.jax_version}, running "
+            f"jax {_jax_version()}) is unusable: {err}") from None
+    except OSError as err:
+        raise ArtifactError(f"cannot read artifact {record.file}: {err}") from None
 
 
 def _load(package: PackageArtifacts, record: ArtifactRecord, package_name: str) -> Any:
     """Read, check and deserialize one artifact; ``ArtifactError`` says why it is unusable."""
+    data = _read(package, record)
     try:
-        return deserialize_checked(package.read_blob(record), record.pytree_types, package_name,
+        return deserialize_checked(data, record.pytree_types, package_name,
                                    package.manifest.jax_version)
     except ArtifactError as err:
         raise ArtifactError(
@@ -368,14 +441,22 @@ def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[
         call_args, call_kwargs = layout.split({**plan.values, **plan.static})
     else:
         call_args, call_kwargs = layout.split(plan.values, skip=plan.static)
+    result = target.call(*call_args, **call_kwargs)
     picks = _picks(call_args, args) if fast is not None and not call_kwargs else None
     if picks is not None:
         # the arguments the target takes are some of the call's, by position: remember that
-        if len(fn.fast_cache) >= _FAST_CACHE_LIMIT:
-            fn.fast_cache.clear()
-        everything = picks == tuple(range(len(args)))
-        fn.fast_cache[fast] = (target.call, None if everything else picks)
-    return target.call(*call_args, **call_kwargs)
+        settled = getattr(target.call, "settled", None)
+        call = settled(call_args, call_kwargs) if settled is not None else target.call
+        if call is not None:  # None: a quick tier is in use, the optimized one pending
+            if len(fn.fast_cache) >= _FAST_CACHE_LIMIT:
+                fn.fast_cache.clear()
+            everything = picks == tuple(range(len(args)))
+            fn.fast_cache[fast] = (call, None if everything else picks)
+            if settled is not None and fn.hot_misses < HOT_MISS_LIMIT:
+                fixed_at = tuple(i for i in range(len(args)) if i not in picks)
+                fn.hot = (call, None if everything else picks, fixed_at,
+                          [(type(args[i]), args[i]) for i in fixed_at])
+    return result
 
 
 def _call_sharded(fn: ExportableFunction, plan: CallPlan, key: tuple[Any, ...],
@@ -427,13 +508,8 @@ def loaded_from_artifact(fn: ExportableFunction) -> dict[Any, bool]:
 
 
 def tiered_calls(fn: ExportableFunction) -> list[Any]:
-    """The ``TieredCall`` objects of a function's resolved targets (tests, benchmarks)."""
-    from .tiers import TieredCall
+    """The ``EagerCall`` objects of a function's resolved targets (tests, benchmarks)."""
+    from .tiers import EagerCall
 
-    found = []
-    for target in fn.runtime_cache.values():
-        call = getattr(target, "call", None)
-        call = getattr(call, "inner", call)
-        if isinstance(call, TieredCall):
-            found.append(call)
-    return found
+    return [target.call for target in fn.runtime_cache.values()
+            if isinstance(getattr(target, "call", None), EagerCall)]

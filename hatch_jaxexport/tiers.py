@@ -1,181 +1,368 @@
-"""Tiered compilation: a quickly compiled executable for the first call, the optimized one later.
+"""Eager calls of a loaded artifact: one compiled executable per argument signature, tiered.
 
-On a cold machine XLA's compile dominates a loaded function's first call. For an eager call
-(concrete arrays, not inside the user's ``jax.jit`` or a transformation) whose signature has
-no executable yet, ``TieredCall`` compiles a quick tier (low optimization options), runs the
-call with it, and compiles the optimized executable in a daemon thread; later calls use the
-optimized one as soon as it is ready. A marker in the cache folder records that the optimized
-executable went into JAX's persistent cache, so a warm process compiles (loads) only that one.
+For an eager call (concrete arrays, not inside the user's ``jax.jit`` or a transformation),
+``EagerCall`` keeps a ``jax.stages.Compiled`` per signature, which later calls run straight
+from C++. The executable comes from, in order:
 
-``HATCH_JAXEXPORT_TIERED=1`` (or ``@exportable(..., tiered=True)``) turns it on; it is off by
-default. The quick options are XLA:CPU's, so it applies to CPU only (on GPU it has not been
-measured here). Why off by default: CPython tears daemon threads down at exit, and a thread
-inside XLA's compiler then aborts the process (``terminate called after throwing an instance
-of ''``, seen on Python 3.11 with jax 0.10.2). So an exit waits (``atexit``) for an in-flight
-optimized compile: the first result comes sooner, but a short script that exits right after
-its first call takes longer overall.
+1. the executable cache (``executables``), when this machine compiled it before: no lowering,
+   no compile (warm start; no quick tier is built);
+2. with tiering, a quick tier (low optimization options) for the first call, while a separate
+   background process compiles the optimized executable into the executable cache; a later
+   call switches to it as soon as it is there;
+3. otherwise an optimized compile, written to the executable cache once the call is dispatched.
+
+The background compile is a process, not a thread: CPython tears daemon threads down at exit,
+and a thread inside XLA's compiler then aborts the process (``terminate called after throwing``,
+seen on Python 3.11 with jax 0.10.2), so a thread would have to block exit. The process runs in
+its own session at a lower priority and outlives a parent that exits: its executable is the
+next process's warm start. A lock file next to the entry keeps two processes from compiling the
+same signature; a failed background compile leaves the quick tier in use with a
+``TieredCompileWarning``. The quick tier is never written to the cache.
+
+``HATCH_JAXEXPORT_TIERED=0`` turns tiering off (``1`` turns it on for every artifact), as does
+``@exportable(..., tiered=False)``. The default: on for CPU artifacts whose StableHLO module is
+at least ``TIER_MIN_MODULE_BYTES`` (small modules compile about as fast either way); off on other
+platforms, where it has not been measured here. Tiering needs the executable cache
+(``HATCH_JAXEXPORT_CACHE`` not ``0``).
 """
 
 from __future__ import annotations
 
-import hashlib
+import json
 import os
+import subprocess
+import sys
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import executables
+from .jaxcompat import initialize_lapack, lapack_init_skipped
+
 TIERED_ENV = "HATCH_JAXEXPORT_TIERED"
 #: Compiler options of the quick tier, per platform.
 QUICK_OPTIONS: dict[str, dict[str, Any]] = {"cpu": {"xla_backend_optimization_level": 0}}
+#: Default tiering threshold: the serialized StableHLO size of an artifact (bytes).
+TIER_MIN_MODULE_BYTES = 16_384
+#: A lock older than this (seconds) is from a compile that died; it no longer blocks.
+LOCK_STALE_S = 600.0
+_POLL_EVERY_S = 0.2
 
 
 class TieredCompileWarning(RuntimeWarning):
     """The background optimized compile failed; the quick tier stays in use."""
 
 
-def tiering_wanted(platform: str, option: bool | None) -> bool:
-    """Whether to tier: the environment, then the function's option, then the platform."""
+def tiering_wanted(platform: str, option: bool | None, module_bytes: int) -> bool:
+    """Whether to tier: the environment, then the function's option, then the default."""
     env = os.environ.get(TIERED_ENV, "").strip().lower()
-    if env in ("0", "false", "no", "off"):
-        return False
-    if platform not in QUICK_OPTIONS:
+    if env in ("0", "false", "no", "off") or platform not in QUICK_OPTIONS:
         return False
     if env in ("1", "true", "yes", "on"):
         return True
-    return bool(option)
+    if option is not None:
+        return bool(option)
+    return module_bytes >= TIER_MIN_MODULE_BYTES
 
 
-class TieredCall:
-    """Calls ``jitted``; for new eager signatures, through a quick tier first."""
+class _Pending:
+    """An optimized compile in flight (ours: ``proc``; another process's: ``proc is None``)."""
 
-    def __init__(self, jitted: Callable[..., Any], identity: str, platform: str,
-                 marker_dir: Path | None) -> None:
-        self.jitted = jitted
-        self.identity = identity  # what makes the executable unique (artifact hash, versions)
-        self.platform = platform
-        self.marker_dir = marker_dir
-        self.executables: dict[Any, Any] = {}  # signature -> Compiled (quick, then optimized)
-        self.tiers: dict[Any, str] = {}  # signature -> "quick" | "optimized" | "cached"
-        self.threads: dict[Any, threading.Thread] = {}
-        self.lock = threading.Lock()
+    def __init__(self, key: str, proc: subprocess.Popen[bytes] | None, log: Path | None,
+                 started: float) -> None:
+        self.key = key
+        self.proc = proc
+        self.log = log
+        self.started = started
+        self.next_check = 0.0
+
+
+class _Entry:
+    def __init__(self, compiled: Any, tier: str, key: str | None = None,
+                 pending: _Pending | None = None) -> None:
+        self.compiled = compiled
+        self.tier = tier
+        self.key = key
+        self.pending = pending
+        self.unsaved = tier == "compiled" and key is not None
+
+
+class EagerCall:
+    """Calls ``make_jitted()``'s function; eager calls through a cached or tiered executable.
+
+    Args:
+        make_jitted: Builds the ``jax.jit`` function of the artifact (lazily: a warm start
+            never needs it).
+        job: What a background compile needs to find the artifact again: ``package`` and
+            ``file`` (the manifest record's file), ``sha256``, ``platform``.
+        tiered: Whether first calls use a quick tier.
+        lapack: Whether the artifact calls LAPACK (initialised before a cached executable runs).
+        lapack_free: Lowering may skip LAPACK initialisation (``jaxcompat``).
+    """
+
+    def __init__(self, make_jitted: Callable[[], Callable[..., Any]], job: dict[str, str],
+                 tiered: bool, lapack: bool) -> None:
+        from .cache import executable_cache_dir
+
+        self._make_jitted = make_jitted
+        self._jitted: Callable[..., Any] | None = None
+        self.job = job
+        self.platform = job["platform"]
+        self.folder = executable_cache_dir()
+        self.tiered = tiered and self.folder is not None
+        self.lapack = lapack
+        self.entries: dict[Any, _Entry] = {}
+        self.lock = threading.RLock()
         import jax
         import numpy as np
 
         from .jaxcompat import concrete_array_type
 
         self._flatten = jax.tree_util.tree_flatten
-        self._concrete = (concrete_array_type(), np.ndarray)
+        self._canonical = jax.dtypes.canonicalize_dtype
+        self._array, self._ndarray = concrete_array_type(), np.ndarray
 
-    def _signature(self, args: tuple[Any, ...]) -> Any:
-        leaves, treedef = self._flatten(args)
+    @property
+    def jitted(self) -> Callable[..., Any]:
+        jitted = self._jitted
+        if jitted is None:
+            with self.lock:
+                if self._jitted is None:
+                    made = self._make_jitted()
+                    if getattr(made, "not_an_artifact", False):  # the source, as a fallback
+                        self.folder, self.tiered = None, False
+                    self._jitted = made
+                jitted = self._jitted
+        return jitted
+
+    @property
+    def tiers(self) -> dict[Any, str]:
+        """Signature to tier: ``cached``, ``compiled``, ``quick`` or ``optimized``."""
+        return {sig: entry.tier for sig, entry in self.entries.items()}
+
+    def signature(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The call's (treedef, leaf types), ``None`` unless every leaf is a concrete array."""
+        leaves, treedef = self._flatten((args, kwargs))
         sig = []
         for leaf in leaves:
-            if type(leaf) not in self._concrete:
-                return None  # tracers, scalars...: the caller's compile decides
-            sig.append((leaf.shape, str(leaf.dtype)))
-        return treedef, tuple(sig)
+            kind = type(leaf)
+            if kind is self._array:
+                if leaf.committed:
+                    return None  # the caller placed it: jax.jit decides
+                sig.append((leaf.shape, leaf.dtype.name, leaf.aval.weak_type))
+            elif kind is self._ndarray:
+                sig.append((leaf.shape, self._canonical(leaf.dtype).name, False))
+            else:
+                return None  # tracers, Python scalars...: the caller's compile decides
+        return str(treedef), tuple(sig)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if kwargs:
-            return self.jitted(*args, **kwargs)
-        sig = self._signature(args)
+        sig = self.signature(args, kwargs)
         if sig is None:
-            return self.jitted(*args)
-        executable = self.executables.get(sig)
-        if executable is None:
-            executable = self._first(sig, args)
-        return executable(*args)
+            with lapack_init_skipped(not self.lapack):
+                return self.jitted(*args, **kwargs)
+        entry = self.entries.get(sig)
+        if entry is None or entry.pending is not None:
+            entry = self._settle(sig, args, kwargs)
+        out = entry.compiled(*args, **kwargs)
+        if entry.unsaved:  # dispatched: now cache the executable for the next process
+            entry.unsaved = False
+            assert self.folder is not None and entry.key is not None
+            executables.store(self.folder, entry.key, entry.compiled)
+        return out
 
-    def _marker(self, sig: Any) -> Path | None:
-        if self.marker_dir is None:
-            return None
-        digest = hashlib.sha256(f"{self.identity}\n{sig[0]}\n{sig[1]}".encode()).hexdigest()
-        return self.marker_dir / digest
+    def settled(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any | None:
+        """The final executable for this call's signature (``None`` while a tier is pending)."""
+        sig = self.signature(args, kwargs)
+        entry = self.entries.get(sig) if sig is not None else None
+        return entry.compiled if entry is not None and entry.pending is None else None
 
-    def _first(self, sig: Any, args: tuple[Any, ...]) -> Any:
+    def _settle(self, sig: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Entry:
         with self.lock:
-            executable = self.executables.get(sig)
-            if executable is not None:
-                return executable
-            lowered = self.jitted.lower(*args)
-            marker = self._marker(sig)
-            if marker is not None and marker.exists():
-                executable = lowered.compile()  # the persistent cache has it: a load
-                self.tiers[sig] = "cached"
+            entry = self.entries.get(sig)
+            if entry is not None:
+                if entry.pending is not None:
+                    entry = self._poll(sig, entry)
+                return entry
+            key = None
+            if self.folder is not None:
+                key = executables.entry_key(self.folder, self.job["sha256"], sig, self.platform)
+                if self.lapack:
+                    initialize_lapack()
+                compiled = executables.load(self.folder, key)
+                if compiled is not None:
+                    entry = self.entries[sig] = _Entry(compiled, "cached", key)
+                    return entry
+            lowered = self._lower(args, kwargs)
+            if self.folder is None:
+                key = None  # a fallback to the source: not the artifact's executable
+            if self.tiered and key is not None:
+                quick = lowered.compile(compiler_options=QUICK_OPTIONS[self.platform])
+                pending = self._start_optimizer(key, sig)
+                entry = _Entry(quick, "quick", key, pending)
             else:
-                executable = lowered.compile(compiler_options=QUICK_OPTIONS[self.platform])
-                self.tiers[sig] = "quick"
-                thread = threading.Thread(target=self._optimize, args=(sig, lowered, marker),
-                                          name=f"hatch-jaxexport optimize {self.identity[:12]}",
-                                          daemon=True)
-                self.threads[sig] = thread
-                _wait_at_exit(thread)
-                thread.start()
-            self.executables[sig] = executable
-            return executable
+                compiled, fresh = executables.compile_fresh(lowered)
+                entry = _Entry(compiled, "compiled", key if fresh else None)
+            self.entries[sig] = entry
+            return entry
 
-    def _optimize(self, sig: Any, lowered: Any, marker: Path | None) -> None:
+    def _lower(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        with lapack_init_skipped(not self.lapack):
+            return self.jitted.lower(*args, **kwargs)  # type: ignore[attr-defined]
+
+    def _start_optimizer(self, key: str, sig: Any) -> _Pending | None:
+        assert self.folder is not None
+        lock = self.folder / f"{key}.lock"
         try:
-            optimized = lowered.compile()
-        except Exception as err:  # keep the quick tier
-            warnings.warn(f"optimized compile failed, the quick tier stays in use: "
-                          f"{type(err).__name__}: {err}", TieredCompileWarning, stacklevel=1)
-            return
-        with self.lock:
-            self.executables[sig] = optimized
-            self.tiers[sig] = "optimized"
-        if marker is not None:
-            try:
-                marker.parent.mkdir(parents=True, exist_ok=True)
-                marker.write_text("optimized executable in the persistent cache\n")
-            except OSError:
-                pass
+            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if not _take_lock(lock):
+                return _Pending(key, None, None, time.monotonic())  # another process compiles
+            log = self.folder / f"{key}.log"
+            job = {**self.job, "key": key, "folder": str(self.folder), "lock": str(lock),
+                   "leaves": [[list(shape), dtype, weak] for shape, dtype, weak in sig[1]],
+                   "x64": _x64(), "sys_path": [p for p in sys.path if p]}
+            env = {**os.environ, TIERED_ENV: "0"}
+            with open(log, "wb") as err:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "hatch_jaxexport.tiers", json.dumps(job)],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env,
+                    start_new_session=True, close_fds=True)
+            _CHILDREN.append(proc)
+            return _Pending(key, proc, log, time.monotonic())
+        except OSError as err:
+            warnings.warn(f"cannot start the optimized compile, the quick tier stays in use: "
+                          f"{err}", TieredCompileWarning, stacklevel=4)
+            return None
+
+    def _poll(self, sig: Any, entry: _Entry) -> _Entry:
+        pending = entry.pending
+        assert pending is not None and self.folder is not None
+        if pending.proc is not None:
+            code = pending.proc.poll()
+            if code is None:
+                return entry
+        else:
+            now = time.monotonic()
+            if now < pending.next_check:
+                return entry
+            pending.next_check = now + _POLL_EVERY_S
+            lock = self.folder / f"{pending.key}.lock"
+            if not executables.entry_path(self.folder, pending.key).exists():
+                if lock.exists() and now - pending.started < LOCK_STALE_S:
+                    return entry
+                entry.pending = None  # the other process gave up: stay quick
+                return entry
+            code = 0
+        compiled = executables.load(self.folder, pending.key) if code == 0 else None
+        if compiled is not None:
+            if pending.log is not None:
+                pending.log.unlink(missing_ok=True)
+            entry = self.entries[sig] = _Entry(compiled, "optimized", pending.key)
+            return entry
+        if pending.proc is not None:  # ours died without removing its lock: remove it
+            (self.folder / f"{pending.key}.lock").unlink(missing_ok=True)
+        reason = _tail(pending.log) if pending.log is not None else ""
+        warnings.warn(f"{self.job.get('function', 'artifact')}: the optimized compile failed "
+                      f"(exit {code}), the quick tier stays in use: {reason}",
+                      TieredCompileWarning, stacklevel=4)
+        entry.pending = None
+        return entry
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Wait for background compiles (tests, benchmarks); ``True`` if none is running."""
-        for thread in list(self.threads.values()):
-            thread.join(timeout)
-        return not any(t.is_alive() for t in self.threads.values())
+        """Wait for background compiles and switch to their executables (tests, benchmarks);
+        ``True`` if none is left pending."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for sig, entry in list(self.entries.items()):
+            while entry.pending is not None:
+                if deadline is not None and time.monotonic() > deadline:
+                    return False
+                if entry.pending.proc is not None:
+                    try:
+                        entry.pending.proc.wait(0.05)
+                    except subprocess.TimeoutExpired:
+                        continue
+                else:
+                    time.sleep(0.05)
+                with self.lock:
+                    entry = self._poll(sig, entry)
+        return True
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
-        return self.jitted.lower(*args, **kwargs)
+        return self.jitted.lower(*args, **kwargs)  # type: ignore[attr-defined]
 
 
-_RUNNING: set[threading.Thread] = set()
-_EXIT_HOOK = threading.Lock()
-_exit_hook_installed = False
+_CHILDREN: list[subprocess.Popen[bytes]] = []  # referenced until exit: never reaped mid-run
 
 
-def _wait_at_exit(thread: threading.Thread) -> None:
-    """Make interpreter exit wait for ``thread`` (see the module docstring for why)."""
-    global _exit_hook_installed
-    with _EXIT_HOOK:
-        _RUNNING.add(thread)
-        if not _exit_hook_installed:
-            import atexit
-
-            atexit.register(_join_running)
-            _exit_hook_installed = True
-
-
-def _join_running() -> None:
-    for thread in list(_RUNNING):
-        thread.join()
-
-
-def marker_dir() -> Path | None:
-    """Where tier markers live (our cache folder), ``None`` without a persistent cache."""
-    from .cache import active_cache_dir, default_cache_dir
-
-    return default_cache_dir().parent / "tiers" if active_cache_dir() else None
-
-
-def identity(*parts: str) -> str:
-    """What an optimized executable depends on: artifact hash, jax version, cache folder..."""
+def _x64() -> bool:
     import jax
 
-    from .cache import active_cache_dir
+    return bool(jax.config.jax_enable_x64)
 
-    return "\n".join([*parts, jax.__version__, str(active_cache_dir())])
+
+def _take_lock(lock: Path) -> bool:
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            try:
+                if time.time() - lock.stat().st_mtime < LOCK_STALE_S:
+                    return False
+                lock.unlink()
+            except OSError:
+                return False
+            continue
+        with os.fdopen(fd, "w") as out:
+            out.write(str(os.getpid()))
+        return True
+    return False
+
+
+def _tail(log: Path) -> str:
+    try:
+        lines = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""
+
+
+def optimize(job: dict[str, Any]) -> int:
+    """The background process: compile one artifact for one signature into the cache."""
+    try:
+        os.nice(5)
+    except (AttributeError, OSError):
+        pass
+    sys.path[:0] = [p for p in job["sys_path"] if p not in sys.path]
+    try:
+        import jax
+
+        jax.config.update("jax_enable_compilation_cache", False)  # compile, never load
+        if job["x64"]:
+            jax.config.update("jax_enable_x64", True)
+        from . import loader
+
+        package = loader.load_package_artifacts(job["package"])
+        if package is None:
+            raise RuntimeError(f"package {job['package']!r} has no baked artifacts")
+        record = next(r for r in package.manifest.artifacts if r.file == job["file"])
+        exported = loader._load(package, record, job["package"])
+        leaves = [jax.ShapeDtypeStruct(tuple(shape), dtype, weak_type=weak)
+                  for shape, dtype, weak in job["leaves"]]
+        args, kwargs = jax.tree_util.tree_unflatten(exported.in_tree, leaves)
+        compiled, fresh = executables.compile_fresh(jax.jit(exported.call).lower(*args, **kwargs))
+        if not fresh or not executables.store(Path(job["folder"]), job["key"], compiled):
+            print("the executable could not be written to the cache", file=sys.stderr)
+            return 3
+        return 0
+    finally:
+        try:
+            os.unlink(job["lock"])
+        except OSError:
+            pass
+
+
+if __name__ == "__main__":
+    sys.exit(optimize(json.loads(sys.argv[1])))

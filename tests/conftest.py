@@ -15,11 +15,23 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep the loader's caches (JAX's and the executable cache) out of the user's home: one
+    folder per test session, inherited by the processes the tests start. Tests that need their
+    own cache set ``HATCH_JAXEXPORT_CACHE`` or ``XDG_CACHE_HOME`` (see ``run``) themselves."""
+    if "HATCH_JAXEXPORT_CACHE" not in os.environ:
+        import tempfile
+
+        os.environ["HATCH_JAXEXPORT_CACHE"] = tempfile.mkdtemp(prefix="jaxexport-test-cache-")
+
+
 def run(cmd: Sequence[str | os.PathLike[str]], *, cwd: str | os.PathLike[str] | None = None,
         env: dict[str, str] | None = None, check: bool = True, timeout: float = 900,
         ) -> subprocess.CompletedProcess[str]:
     """Run a command; on failure show its output in the assertion."""
     merged = {**os.environ, **(env or {})}
+    if env and "XDG_CACHE_HOME" in env and "HATCH_JAXEXPORT_CACHE" not in env:
+        merged.pop("HATCH_JAXEXPORT_CACHE", None)  # the test picks the default folder under it
     proc = subprocess.run([os.fspath(c) for c in cmd], cwd=cwd, env=merged, text=True,
                           capture_output=True, timeout=timeout)
     if check and proc.returncode != 0:

@@ -37,6 +37,7 @@ def test_cache_opt_out_and_users_own_cache_win(demo_site, tmp_path, run_python):
     mine = _probe(run_python, demo_site, XDG_CACHE_HOME=str(tmp_path),
                   JAX_COMPILATION_CACHE_DIR=str(own))
     assert mine["cache"] == str(own) and not (tmp_path / "hatch-jaxexport").exists()
+    assert any((own / "hatch-jaxexport-executables").glob("*.xla"))  # the executable, beside
 
 
 def test_lapack_free_artifacts_do_not_import_scipy(demo_site, tmp_path, run_python):

@@ -115,6 +115,10 @@ def fresh(demo: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[DeserializeCou
     counter = DeserializeCounter()
     monkeypatch.setenv("HATCH_JAXEXPORT_STRICT", "1")
     monkeypatch.setattr(export, "deserialize", counter.wrap(export.deserialize))
+    from hatch_jaxexport import cache
+
+    cache.ensure_compilation_cache()
+    monkeypatch.setattr(cache, "_executables", None)  # no warm executables: every blob loads
     forget()
     yield counter
     forget()

@@ -36,8 +36,9 @@ def test_every_example_function_exports(tmp_path):
     by_function = {}
     for record in records:
         by_function.setdefault(record.function.split(":")[-1].split(".")[-1], []).append(record)
-    assert sorted(by_function) == ["activate", "compound_growth", "deep_stack", "mlp_apply",
-                                   "mlp_loss", "solve", "train_step"]
+    assert sorted(by_function) == ["activate", "compound_growth", "deep_stack",
+                                   "elementwise_chain", "mlp_apply", "mlp_loss", "solve",
+                                   "train_step"]
     meshes = sorted(json.dumps(r.mesh) for r in by_function["train_step"])
     assert meshes == ['{"axes": ["data", "model"], "sizes": [2, 2]}', "{}"]  # 2x2 and 1 device
     assert sorted(r.static["kind"] for r in by_function["activate"]) == ["gelu", "relu", "tanh"]
@@ -54,7 +55,7 @@ def test_demo_builds_installs_and_runs_without_tracing(tmp_path):
     proc = run([sys.executable, DEMO, "--workdir", tmp_path / "work"], env=env, timeout=900)
     out = proc.stdout
     assert out.rstrip().endswith("demo: OK"), out
-    assert re.search(r"jaxexport: example_pkg: 7 function\(s\), \d+ artifact\(s\)", out), out
+    assert re.search(r"jaxexport: example_pkg: 8 function\(s\), \d+ artifact\(s\)", out), out
     assert "Requires-Dist: jax>=" in out
     assert "every call ran artifact (cpu); HATCH_JAXEXPORT_STRICT=1; function bodies that ran: " \
            "none" in out

@@ -5,6 +5,7 @@ built, hatch-jaxexport exports it (one StableHLO artifact per structure, static 
 platform); the installed package calls the artifact and never traces the Python body.
 """
 
+from .chain import STEPS, elementwise_chain
 from .deep import DEPTH, deep_stack
 from .finance import compound_growth
 from .linalg import solve
@@ -12,9 +13,11 @@ from .nn import activate, init_mlp, mlp_apply, mlp_loss
 
 __all__ = [
     "DEPTH",
+    "STEPS",
     "activate",
     "compound_growth",
     "deep_stack",
+    "elementwise_chain",
     "init_mlp",
     "mlp_apply",
     "mlp_loss",

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .chain import elementwise_chain
 from .deep import deep_stack
 from .linalg import solve
 from .nn import activate, init_mlp, mlp_apply
@@ -30,10 +31,14 @@ def _solve() -> tuple[Any, tuple[Any, ...]]:
     return solve, (a, np.ones(16, np.float32))
 
 
-def _trace_heavy() -> tuple[Any, tuple[Any, ...]]:
+def _deep() -> tuple[Any, tuple[Any, ...]]:
     return deep_stack, (np.ones((8, 16), np.float32),)
 
 
+def _trace_heavy() -> tuple[Any, tuple[Any, ...]]:
+    return elementwise_chain, (np.linspace(-1, 1, 128, dtype=np.float32).reshape(8, 16),)
+
+
 WORKLOADS: dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]] = {
-    "tiny": _tiny, "mlp": _mlp, "solve": _solve, "trace_heavy": _trace_heavy,
+    "tiny": _tiny, "mlp": _mlp, "solve": _solve, "deep": _deep, "trace_heavy": _trace_heavy,
 }

@@ -1,0 +1,228 @@
+"""The executable cache: a machine's compiled executables of baked artifacts, per signature.
+
+JAX's persistent compilation cache saves the XLA compile, but finding an entry needs the lowered
+module: deserializing the artifact's StableHLO, an MLIR context, lowering and shape refinement,
+15-35 ms on a 2-core CPU before the executable loads. This cache is keyed by what the loader
+knows without any of that: the artifact's SHA-256 from the manifest, the call's argument types,
+and the machine (jax and jaxlib versions, backend and its version, device kind and count, the
+CPU's model and feature flags). A warm process reads the entry and calls the executable.
+
+Entries live in the user's cache folder (``cache.executable_cache_dir``), are written atomically
+(temporary file, then ``os.replace``) so concurrent processes never see half an entry, and hold
+what ``jax.experimental.serialize_executable`` produces: a pickle. They are read back with an
+unpickler that only resolves jax's own classes, never an arbitrary callable. The folder is the
+user's own, like JAX's compilation cache (whose entries are native code and trusted the same
+way); nothing from a wheel is ever unpickled.
+
+Anything unexpected (a damaged entry, a jax whose internals differ) is a cache miss: the loader
+compiles as if the entry were not there.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import os
+import pickle
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+MAGIC = b"hatch-jaxexport executable 1\n"
+SUFFIX = ".xla"
+#: (module, name) pairs an entry may name besides jax's and jaxlib's own classes.
+_ALLOWED_GLOBALS = frozenset({("numpy", "dtype"), ("copyreg", "_reconstructor"),
+                              ("builtins", "object"), ("builtins", "slice"),
+                              ("builtins", "frozenset"), ("builtins", "set"),
+                              ("builtins", "complex")})
+
+
+def _allowed(module: str, name: str, obj: Any = None, resolved: bool = False) -> bool:
+    """Whether an entry may name ``module.name``: numpy's dtype, pickle's helpers, and jax's
+    own classes and unpickling functions (never a dotted name or another callable)."""
+    if (module, name) in _ALLOWED_GLOBALS:
+        return True
+    if "." in name or not (module == "jax" or module.startswith(("jax._src.", "jaxlib."))):
+        return False
+    if module == "jax._src.tree_util" and name.endswith("_registry"):
+        return True  # the pytree registries a PyTreeDef names
+    return not resolved or isinstance(obj, type) or name.startswith("_unpickle")
+
+
+def _restricted(base: type[pickle.Unpickler]) -> type[pickle.Unpickler]:
+    class Restricted(base):  # type: ignore[valid-type, misc]
+        def find_class(self, module: str, name: str) -> Any:
+            if _allowed(module, name):
+                obj = super().find_class(module, name)
+                if _allowed(module, name, obj, resolved=True):
+                    return obj
+            raise pickle.UnpicklingError(f"{module}.{name} is not allowed in an executable "
+                                         "cache entry")
+
+    return Restricted
+
+
+def _read_cpu_fingerprint() -> str:
+    import platform
+
+    found = [platform.machine(), platform.processor()]
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith(("model name", "flags", "Features", "CPU part")):
+                    found.append(line.strip())
+                elif not line.strip() and len(found) > 2:
+                    break  # the first processor's block is enough
+    except OSError:
+        pass
+    return hashlib.sha256("\n".join(found).encode()).hexdigest()
+
+
+@functools.cache
+def cpu_fingerprint(folder: Path) -> str:
+    """The CPU's model and feature flags, hashed (XLA:CPU compiles for the host's instruction
+    set). Reading ``/proc/cpuinfo`` takes about 1 ms, so the hash is kept in ``folder`` per boot
+    (``/proc/sys/kernel/random/boot_id``: the CPU cannot change without a reboot)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as boot_file:
+            boot = boot_file.read().strip()
+    except OSError:
+        return _read_cpu_fingerprint()
+    memo = folder / f"cpu-{boot}"
+    try:
+        text = memo.read_text(encoding="ascii").strip()
+        if len(text) == 64:
+            return text
+    except (OSError, UnicodeDecodeError):
+        pass
+    found = _read_cpu_fingerprint()
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        memo.write_text(found, encoding="ascii")
+    except OSError:
+        pass
+    return found
+
+
+@functools.cache
+def _machine(platform: str, folder: Path) -> str:
+    import jax
+    import jaxlib
+
+    devices = jax.devices()
+    client = devices[0].client
+    return "\n".join([jax.__version__, getattr(jaxlib, "__version__", "?"), platform,
+                      client.platform, client.platform_version, devices[0].device_kind,
+                      str(len(devices)), cpu_fingerprint(folder), str(sys.version_info[:2])])
+
+
+def entry_key(folder: Path, artifact_sha256: str, signature: Sequence[Any], platform: str,
+              options: str = "default") -> str:
+    """The entry name of an artifact's executable for these argument types on this machine."""
+    text = "\n".join([artifact_sha256, repr(tuple(signature)), options,
+                      _machine(platform, folder)])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def entry_path(folder: Path, key: str) -> Path:
+    return folder / f"{key}{SUFFIX}"
+
+
+def _plain_tree(treedef: Any) -> bool:
+    """Whether a treedef has only tuples, lists, dicts and None (so it pickles without naming
+    a class of the user's package)."""
+    import jax
+
+    leaf = jax.tree_util.tree_structure(0)
+    stack = [treedef]
+    while stack:
+        node = stack.pop()
+        if node == leaf:
+            continue
+        kind = node.node_data()
+        if kind is None or kind[0] not in (tuple, list, dict, type(None)):
+            return False
+        stack.extend(node.children())
+    return True
+
+
+def load(folder: Path, key: str) -> Any | None:
+    """The cached executable (a ``jax.stages.Compiled``), ``None`` on a miss."""
+    path = entry_path(folder, key)
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if not data.startswith(MAGIC):
+        return None
+    try:
+        import jax
+        from jax.experimental import serialize_executable as se
+
+        outer = _restricted(pickle.Unpickler)(io.BytesIO(data[len(MAGIC):]))
+        payload, in_tree, out_tree = outer.load()
+        backend = jax.devices()[0].client
+        inner = _restricted(se._JaxPjrtUnpickler)(io.BytesIO(payload), backend)
+        unloaded, args_info_flat, no_kwargs = inner.load()
+        args_info = in_tree.unflatten(args_info_flat)
+        return jax.stages.Compiled(unloaded.load(), [], args_info, out_tree,
+                                   no_kwargs=no_kwargs)
+    except Exception:  # a damaged entry, a refused class, another jax: compile instead
+        return None
+
+
+_CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
+_cache_hits = [0]
+_listening: list[bool] = []
+
+
+def _count_cache_hits(event: str, **kwargs: Any) -> None:
+    if event == _CACHE_HIT_EVENT:
+        _cache_hits[0] += 1
+
+
+def compile_fresh(lowered: Any, compiler_options: dict[str, Any] | None = None
+                  ) -> tuple[Any, bool]:
+    """Compile ``lowered``; also say whether XLA compiled it (``False`` when JAX's persistent
+    cache served it, or may have: such an executable re-serializes without its kernels, seen
+    with jax 0.10.2 as ``NOT_FOUND: Function ... not found`` when the copy runs)."""
+    if not _listening:
+        import jax.monitoring
+
+        jax.monitoring.register_event_listener(_count_cache_hits)
+        _listening.append(True)
+    before = _cache_hits[0]
+    compiled = lowered.compile(compiler_options=compiler_options) if compiler_options \
+        else lowered.compile()
+    return compiled, _cache_hits[0] == before
+
+
+def store(folder: Path, key: str, compiled: Any) -> bool:
+    """Write ``compiled`` (a ``jax.stages.Compiled`` that XLA compiled in this process, see
+    ``compile_fresh``) as the entry ``key``; ``False`` if it cannot be cached (constants as
+    arguments, pytree classes, a jax without the API)."""
+    try:
+        from jax.experimental import serialize_executable as se
+
+        payload, in_tree, out_tree = se.serialize(compiled)
+        if not (_plain_tree(in_tree) and _plain_tree(out_tree)):
+            return False
+        data = MAGIC + pickle.dumps((payload, in_tree, out_tree), protocol=5)
+    except Exception:
+        return False
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        handle, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+            os.replace(tmp, entry_path(folder, key))
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:
+        return False
+    return True

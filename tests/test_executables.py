@@ -1,0 +1,116 @@
+"""The executable cache: warm starts without lowering, misses on damage, a restricted unpickler,
+one entry per signature, the steady-state path, and the off switch."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+SCRIPT = """
+import json, sys
+import numpy as np, jax
+from jxe_demo import funcs
+from hatch_jaxexport.loader import tiered_calls
+x = np.arange(6, dtype=np.float32)
+out = {"results": {}}
+for name, call in [("scale", lambda: funcs.scale(x.reshape(2, 3))),
+                   ("poly_fast", lambda: funcs.poly(x, "fast")),
+                   ("poly_exact", lambda: funcs.poly(x, "exact")),
+                   ("poly_fast_again", lambda: funcs.poly(x, "fast")),
+                   ("scale_other_shape", lambda: funcs.scale(np.ones((4, 5), np.float32))),
+                   ("swap", lambda: funcs.swap(funcs.Pair(x[:2], x[2:4])))]:
+    out["results"][name] = [np.asarray(a).tolist() for a in jax.tree_util.tree_leaves(call())]
+out["tiers"] = {name: sorted(t for c in tiered_calls(getattr(funcs, name))
+                            for t in c.tiers.values()) for name in ("scale", "poly", "swap")}
+out["deserialized"] = any(c._jitted is not None for c in tiered_calls(funcs.scale))
+out["traced"] = funcs.TRACES["count"] if hasattr(funcs, "TRACES") else 0
+print(json.dumps(out))
+"""
+
+
+def _run(run_python, site: Path, cache: str) -> dict:
+    proc = run_python(SCRIPT, env={"PYTHONPATH": str(site), "HATCH_JAXEXPORT_CACHE": cache,
+                                   "HATCH_JAXEXPORT_STRICT": "1", "HATCH_JAXEXPORT_TIERED": "0"})
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def test_warm_start_loads_executables_without_deserializing(demo_site, tmp_path, run_python):
+    cold = _run(run_python, demo_site, str(tmp_path))
+    assert cold["tiers"]["scale"] == ["compiled", "compiled"]  # two shapes, two executables
+    warm = _run(run_python, demo_site, str(tmp_path))
+    assert warm["tiers"]["scale"] == ["cached", "cached"] and warm["tiers"]["poly"] == [
+        "cached", "cached"]
+    assert not warm["deserialized"]  # no StableHLO read, no lowering: the executable ran
+    assert warm["results"] == cold["results"]
+    # a static value picks its own executable, also after another one was called
+    assert warm["results"]["poly_fast"] == warm["results"]["poly_fast_again"]
+    assert warm["results"]["poly_fast"] != warm["results"]["poly_exact"]
+    # a namedtuple output names a class of the package: never written, compiled each time
+    assert warm["tiers"]["swap"] == ["compiled"]
+
+
+def test_damaged_or_foreign_entries_are_misses(demo_site, tmp_path, run_python):
+    cold = _run(run_python, demo_site, str(tmp_path))
+    entries = sorted((tmp_path / "executables").glob("*.xla"))
+    assert len(entries) == 4  # scale x2, poly x2, no swap
+    marker = tmp_path / "unpickled-a-callable"
+
+    class Evil:
+        def __reduce__(self):
+            return (Path.touch, (marker,))
+
+    from hatch_jaxexport.executables import MAGIC
+
+    entries[0].write_bytes(entries[0].read_bytes()[:200])  # truncated
+    entries[1].write_bytes(MAGIC + pickle.dumps(Evil()))  # names a callable outside jax
+    entries[2].write_bytes(b"not an entry")
+    warm = _run(run_python, demo_site, str(tmp_path))
+    assert not marker.exists()
+    assert warm["results"] == cold["results"]
+    assert sorted(warm["tiers"]["scale"] + warm["tiers"]["poly"]).count("compiled") == 3
+
+
+def test_restricted_unpickler_refuses_non_jax_globals():
+    from hatch_jaxexport.executables import _restricted
+
+    for module, name in [("os", "system"), ("builtins", "eval"), ("jax._src.config", "os"),
+                         ("jax", "numpy.save")]:
+        payload = pickle.dumps(module)  # any stream; find_class is what is tested
+        unpickler = _restricted(pickle.Unpickler)(__import__("io").BytesIO(payload))
+        with pytest.raises(pickle.UnpicklingError):
+            unpickler.find_class(module, name)
+
+
+def test_cache_off_writes_nothing(demo_site, tmp_path, run_python, monkeypatch):
+    out = _run(run_python, demo_site, "0")
+    assert out["tiers"]["scale"] == ["compiled", "compiled"]
+
+
+def test_entry_keys_depend_on_artifact_signature_and_options(tmp_path):
+    from hatch_jaxexport.executables import cpu_fingerprint, entry_key
+
+    sig = ("PyTreeDef(((*,), {}))", (((2, 3), "float32", False),))
+    other = ("PyTreeDef(((*,), {}))", (((2, 4), "float32", False),))
+    keys = {entry_key(tmp_path, "a" * 64, sig, "cpu"), entry_key(tmp_path, "b" * 64, sig, "cpu"),
+            entry_key(tmp_path, "a" * 64, other, "cpu"),
+            entry_key(tmp_path, "a" * 64, sig, "cpu", options="quick")}
+    assert len(keys) == 4
+    assert len(cpu_fingerprint(tmp_path)) == 64
+
+
+def test_steady_state_hot_path_checks_types_and_static_values(demo):
+    scale, poly = demo.scale, demo.poly
+    a = np.ones((2, 3), np.float32)
+    np.testing.assert_allclose(np.asarray(scale(a)), np.asarray(scale.__wrapped__(a)), rtol=1e-6)
+    assert scale.hot is not None
+    b = np.ones((3, 3), np.float32)  # another shape: the hot executable refuses, resolved again
+    np.testing.assert_allclose(np.asarray(scale(b)), np.asarray(scale.__wrapped__(b)), rtol=1e-6)
+    x = np.linspace(0, 1, 5, dtype=np.float32)
+    fast, exact = np.asarray(poly(x, "fast")), np.asarray(poly(x, "exact"))
+    np.testing.assert_allclose(np.asarray(poly(x, "fast")), fast)
+    np.testing.assert_allclose(np.asarray(poly(x, "exact")), exact)
+    np.testing.assert_allclose(exact, np.asarray(poly.__wrapped__(x, "exact")), rtol=1e-5)
