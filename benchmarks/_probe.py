@@ -77,8 +77,14 @@ def main() -> None:
         jitted = source_jit(fn)
         jax.block_until_ready(jitted(*args))
         jax.block_until_ready(fn(*args))
-        for name, f in (("jit", jitted), ("loaded", fn)):
-            out[f"{name}_call_us"] = min(timeit.repeat(lambda f=f: f(*args), number=2000,
+        hot = fn.hot
+        if hot is None:
+            raise SystemExit("the loaded function has no compiled executable in use")
+        compiled, picks = hot[0], hot[1]
+        direct = args if picks is None else tuple(args[i] for i in picks)
+        for name, f, a in (("jit", jitted, args), ("loaded", fn, args),
+                           ("compiled", compiled, direct)):
+            out[f"{name}_call_us"] = min(timeit.repeat(lambda f=f, a=a: f(*a), number=2000,
                                                       repeat=7)) / 2000 * 1e6
     else:
         target = source_jit(fn) if mode == "source" else fn

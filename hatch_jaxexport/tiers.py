@@ -224,7 +224,8 @@ class EagerCall:
             job = {**self.job, "key": key, "folder": str(self.folder), "lock": str(lock),
                    "leaves": [[list(shape), dtype, weak] for shape, dtype, weak in sig[1]],
                    "x64": _x64(), "sys_path": [p for p in sys.path if p]}
-            env = {**os.environ, TIERED_ENV: "0"}
+            # the artifact's platform only (cpu: no accelerator probing), never tiering again
+            env = {**os.environ, TIERED_ENV: "0", "JAX_PLATFORMS": self.platform}
             with open(log, "wb") as err:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "hatch_jaxexport.tiers", json.dumps(job)],

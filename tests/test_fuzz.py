@@ -466,7 +466,10 @@ def test_manifest_json_mutations(fuzz_site: Site, data: st.DataObject, strict: b
                 record["file"] = data.draw(weird_strings)
             elif isinstance(record, dict):
                 record["pytree_types"] = data.draw(st.lists(weird_strings, max_size=3))
-            path = ("artifacts", tree["artifacts"].index(record)) if record else ()
+            records = tree.get("artifacts")  # the record may be a stand-in outside the list
+            index = next((i for i, r in enumerate(records) if r is record), None) \
+                if isinstance(records, list) else None
+            path = ("artifacts", index) if index is not None else ()
         touched.append(path)
         note(f"{op} at {path!r:.200}")
     depth = data.draw(st.sampled_from([1, 50, 900, 990, 5_000, 100_000]))
