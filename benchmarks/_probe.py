@@ -80,8 +80,8 @@ def main() -> None:
         hot = fn.hot
         if hot is None:
             raise SystemExit("the loaded function has no compiled executable in use")
-        compiled, picks = hot[0], hot[1]
-        direct = args if picks is None else tuple(args[i] for i in picks)
+        compiled, split = hot[0], hot[1]
+        direct = args[:split]
         for name, f, a in (("jit", jitted, args), ("loaded", fn, args),
                            ("compiled", compiled, direct)):
             out[f"{name}_call_us"] = min(timeit.repeat(lambda f=f, a=a: f(*a), number=2000,

@@ -109,7 +109,7 @@ def _worker_main(request_path: str) -> int:
                     "error": f"{type(err).__name__}: {err}".strip()})
                 continue
             (Path(request["out_dir"]) / record.file).write_bytes(blob)
-            result["records"].append(dataclasses.asdict(record))
+            result["records"].append(record._asdict())
             result["seconds"][record.id] = time.perf_counter() - started
         if not request["list_only"]:  # static-shape StableHLO for non-JAX runtimes
             from .portable import worker_export

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 import itertools
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import SpecError
 from .spec import JsonScalar, Structure, check_static_value, parse_structure
@@ -25,9 +24,12 @@ _SCALARS = (str, int, float, bool, type(None))
 HOT_MISS_LIMIT = 16
 
 
-@dataclasses.dataclass(frozen=True)
-class ExportSpec:
-    """Everything ``@exportable`` was told about one function."""
+class ExportSpec(NamedTuple):
+    """Everything ``@exportable`` was told about one function.
+
+    (A ``NamedTuple``, not a frozen dataclass: creating a dataclass compiles its generated
+    methods at import, about 1 ms here; ``import`` of a package of exportables stays light.)
+    """
 
     name: str
     structures: tuple[Structure, ...]
@@ -64,8 +66,7 @@ class ExportSpec:
                 for values in itertools.product(*(self.static[n] for n in names))]
 
 
-@dataclasses.dataclass(frozen=True)
-class CallLayout:
+class CallLayout(NamedTuple):
     """How the values of one structure (plus statics) are passed: by position or keyword."""
 
     positional: tuple[str, ...]
@@ -121,8 +122,8 @@ class ExportableFunction:
         self.fast_cache: dict[Any, Any] = {}  # plain-array call signature -> resolved target
         #: The compiled executable of the last settled plain call, tried first (it checks its
         #: argument types itself and raises TypeError/ValueError before running on a mismatch):
-        #: (executable, positions it takes or None for all, static positions, their values).
-        self.hot: tuple[Callable[..., Any], Any, tuple[int, ...], list[Any]] | None = None
+        #: (executable, how many leading arguments it takes, the trailing static strings).
+        self.hot: tuple[Callable[..., Any], int, tuple[str, ...]] | None = None
         self.hot_misses = 0
 
     def clear_cache(self) -> None:
@@ -141,13 +142,10 @@ class ExportableFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         hot = self.hot
         if hot is not None and not kwargs:
-            call, picks, fixed_at, fixed = hot
+            call, split, tail = hot
             try:
-                if picks is None:
-                    return call(*args)
-                if len(args) == len(picks) + len(fixed_at) and \
-                        [(type(args[i]), args[i]) for i in fixed_at] == fixed:
-                    return call(*[args[i] for i in picks])  # the same static values
+                if args[split:] == tail:  # the same trailing static strings (often none)
+                    return call(*args[:split])
             except (TypeError, ValueError):  # other types, a tracer, another device: resolve
                 if not _traced(args):
                     self.hot_misses += 1

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -25,8 +24,7 @@ _MAX_DIM = 2**31 - 1  # jax refines symbolic shapes with int32 arithmetic
 _TREE, _LEAF, _DIMS = 0, 1, 2
 
 
-@dataclasses.dataclass(frozen=True)
-class CallPlan:
+class CallPlan(NamedTuple):
     """The structure and static values a call matched, and its dynamic values by name."""
 
     structure_index: int

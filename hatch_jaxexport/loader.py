@@ -6,7 +6,6 @@ the manifest's SHA-256, deserialized on first use, cached, and called through ``
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib.resources
 import os
@@ -14,7 +13,7 @@ import pathlib
 import threading
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from .decorator import HOT_MISS_LIMIT, ExportableFunction
 from .dispatch import CallPlan, committed_platform, plan_call
@@ -24,6 +23,8 @@ from .manifest import (
     MANIFEST_NAME,
     ArtifactRecord,
     Manifest,
+    mesh_from_record,
+    mesh_text,
     parse_manifest,
     sha256_hex,
 )
@@ -37,8 +38,7 @@ def strict_mode() -> bool:
     return os.environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-@dataclasses.dataclass
-class PackageArtifacts:
+class PackageArtifacts(NamedTuple):
     """A package's validated manifest and where its blobs are."""
 
     package: str
@@ -115,9 +115,7 @@ def _read_package_artifacts(package: str) -> PackageArtifacts | None:
 
 def _mesh_key(mesh: Any) -> str:
     if not mesh:
-        return ""  # most artifacts: no need to import the sharding module
-    from .sharding import mesh_from_record, mesh_text
-
+        return ""
     return mesh_text(mesh_from_record(mesh))
 
 
@@ -175,8 +173,7 @@ def deserialize_checked(data: bytes, refs: list[str], package: str,
     return exported
 
 
-@dataclasses.dataclass(frozen=True)
-class _Target:
+class _Target(NamedTuple):
     """What a (structure, static values, platform) resolves to: an artifact or the source."""
 
     call: Callable[..., Any]
@@ -203,8 +200,6 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
     record = package.by_key.get(artifact_key(fn.name, structure.key, plan.static_key, platform,
                                              mesh=mesh))
     if record is None:
-        from .sharding import mesh_from_record, mesh_text
-
         for skipped in package.manifest.skipped:
             if (skipped.function, skipped.structure, static_key(skipped.static), skipped.platform,
                     skipped.kind, skipped.batched, mesh_text(mesh_from_record(skipped.mesh))) == (
@@ -452,10 +447,11 @@ def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[
                 fn.fast_cache.clear()
             everything = picks == tuple(range(len(args)))
             fn.fast_cache[fast] = (call, None if everything else picks)
-            if settled is not None and fn.hot_misses < HOT_MISS_LIMIT:
-                fixed_at = tuple(i for i in range(len(args)) if i not in picks)
-                fn.hot = (call, None if everything else picks, fixed_at,
-                          [(type(args[i]), args[i]) for i in fixed_at])
+            split = len(picks)
+            if settled is not None and fn.hot_misses < HOT_MISS_LIMIT and \
+                    picks == tuple(range(split)) and \
+                    all(type(value) is str for value in args[split:]):
+                fn.hot = (call, split, args[split:])  # static values, if any: trailing strings
     return result
 
 

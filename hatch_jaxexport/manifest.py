@@ -6,12 +6,11 @@ inside the artifact folder: no separators, no ``..``, nothing absolute.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import ArtifactError
 
@@ -25,10 +24,15 @@ _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$")
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 KNOWN_KINDS = ("primal", "jvp", "vjp", "jvp_jvp", "vjp_jvp")
 _MAX_BLOB = 2**34
+#: A mesh variant: (axis name, size) pairs in order (``sharding`` builds on it).
+MeshShape = tuple[tuple[str, int], ...]
 
 
-@dataclasses.dataclass(frozen=True)
-class ArtifactRecord:
+# The records are NamedTuples, not frozen dataclasses: creating a dataclass compiles its
+# generated methods (about 0.7 ms each here), which a process pays on its first call.
+
+
+class ArtifactRecord(NamedTuple):
     """One serialized ``jax.export.Exported``: a function x structure x static values x platform."""
 
     function: str
@@ -54,7 +58,7 @@ class ArtifactRecord:
     batched: bool
     custom_calls: list[str]
     #: The mesh of a sharded variant (``{"axes": [...], "sizes": [...]}``), ``{}`` for none.
-    mesh: dict[str, Any] = dataclasses.field(default_factory=dict)
+    mesh: dict[str, Any] = {}  # noqa: RUF012 - read only, like every field
 
     @property
     def id(self) -> str:
@@ -63,8 +67,7 @@ class ArtifactRecord:
                            self.kind, self.batched, self.mesh)
 
 
-@dataclasses.dataclass(frozen=True)
-class SkippedRecord:
+class SkippedRecord(NamedTuple):
     """An artifact that failed to export and was left out (``on-error = "skip"``)."""
 
     function: str
@@ -75,11 +78,10 @@ class SkippedRecord:
     reason: str
     kind: str
     batched: bool
-    mesh: dict[str, Any] = dataclasses.field(default_factory=dict)
+    mesh: dict[str, Any] = {}  # noqa: RUF012 - read only, like every field
 
 
-@dataclasses.dataclass(frozen=True)
-class Manifest:
+class Manifest(NamedTuple):
     """The index of a package's baked artifacts."""
 
     package: str
@@ -98,8 +100,8 @@ class Manifest:
             "generator": self.generator,
             "jax_version": self.jax_version,
             "jaxlib_version": self.jaxlib_version,
-            "artifacts": [dataclasses.asdict(a) for a in sorted(self.artifacts, key=_sort_key)],
-            "skipped": [dataclasses.asdict(s) for s in sorted(self.skipped, key=_sort_key)],
+            "artifacts": [a._asdict() for a in sorted(self.artifacts, key=_sort_key)],
+            "skipped": [s._asdict() for s in sorted(self.skipped, key=_sort_key)],
         }
         return (json.dumps(data, sort_keys=True, indent=1, ensure_ascii=True) + "\n").encode()
 
@@ -164,21 +166,48 @@ def _from_json(cls: type, raw: Any, where: str) -> Any:
         raise ArtifactError(f"corrupt manifest: {where} must be an object, got "
                             f"{type(raw).__name__}")
     values = {}
-    for field in dataclasses.fields(cls):
-        if field.name not in raw and field.default_factory is not dataclasses.MISSING:
+    for name in cls._fields:
+        if name not in raw and name in cls._field_defaults:
             continue  # a field added later: older manifests lack it
-        if field.name not in raw:
-            raise ArtifactError(f"corrupt manifest: {where} lacks {field.name!r}")
-        value = raw[field.name]
-        expected = _TYPES[str(field.type)]
+        if name not in raw:
+            raise ArtifactError(f"corrupt manifest: {where} lacks {name!r}")
+        value = raw[name]
+        kind = cls.__annotations__[name]
+        kind = getattr(kind, "__forward_arg__", kind)  # NamedTuple keeps them as ForwardRefs
+        expected = _TYPES[kind]
         ok = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
-        if ok and field.type == "list[str]":
+        if ok and kind == "list[str]":
             ok = all(isinstance(item, str) for item in value)
         if not ok:
-            raise ArtifactError(f"corrupt manifest: {where}.{field.name} must be "
-                                f"{field.type}, got {value!r:.80}")
-        values[field.name] = value
+            raise ArtifactError(f"corrupt manifest: {where}.{name} must be "
+                                f"{kind}, got {value!r:.80}")
+        values[name] = value
     return cls(**values)
+
+
+def mesh_text(shape: MeshShape | None) -> str:
+    """``data=2,model=2`` (the lookup key of a variant); ``""`` for a single device."""
+    return ",".join(f"{name}={size}" for name, size in shape or ())
+
+
+def mesh_from_record(record: Mapping[str, Any] | None) -> MeshShape | None:
+    """The variant a manifest ``mesh`` field names; ``ValueError`` if malformed."""
+    if not record:
+        return None
+    if set(record) != {"axes", "sizes"}:
+        raise ValueError(f"a mesh must have exactly 'axes' and 'sizes', got {sorted(record)}")
+    axes, sizes = record["axes"], record["sizes"]
+    if not isinstance(axes, list) or not isinstance(sizes, list) or len(axes) != len(sizes) \
+            or not axes:
+        raise ValueError("a mesh's 'axes' and 'sizes' must be lists of the same, non-zero length")
+    for name, size in zip(axes, sizes, strict=True):
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"mesh axis name {name!r:.40} is not an identifier")
+        if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= 2**20:
+            raise ValueError(f"mesh axis {name!r} has size {size!r:.40}; expected an int >= 1")
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"mesh axis names repeat: {axes}")
+    return tuple(zip(axes, sizes, strict=True))
 
 
 def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
@@ -211,8 +240,6 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
         if record.kind not in KNOWN_KINDS:
             raise ArtifactError(f"corrupt manifest: unknown artifact kind {record.kind!r:.40}")
         if record.mesh:
-            from .sharding import mesh_from_record
-
             try:
                 mesh_from_record(record.mesh)
             except ValueError as err:

@@ -20,10 +20,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from .errors import SpecError
+from .manifest import MeshShape as MeshShape  # re-exported: sharding's vocabulary
+from .manifest import mesh_from_record as mesh_from_record
+from .manifest import mesh_text as mesh_text
 from .spec import ClassNode, LeafSpec, Structure, dim_symbols, evaluate_dim
 
 #: A mesh's axes in order: ``(("data", 2), ("model", 2))``.
-MeshShape = tuple[tuple[str, int], ...]
 #: The mesh variants of a function; ``None`` is the single-device variant.
 MeshVariants = tuple[MeshShape | None, ...]
 
@@ -68,11 +70,6 @@ REPLICATED = PSpec()
 # Meshes
 
 
-def mesh_text(shape: MeshShape | None) -> str:
-    """``data=2,model=2`` (the lookup key of a variant); ``""`` for a single device."""
-    return ",".join(f"{name}={size}" for name, size in shape or ())
-
-
 def describe_mesh(shape: MeshShape | None) -> str:
     """``mesh data=2 x model=2``, or ``a single device``, for messages."""
     if not shape:
@@ -88,26 +85,6 @@ def mesh_record(shape: MeshShape | None) -> dict[str, Any]:
     if not shape:
         return {}
     return {"axes": [name for name, _ in shape], "sizes": [size for _, size in shape]}
-
-
-def mesh_from_record(record: Mapping[str, Any] | None) -> MeshShape | None:
-    """The variant a manifest ``mesh`` field names; ``ValueError`` if malformed."""
-    if not record:
-        return None
-    if set(record) != {"axes", "sizes"}:
-        raise ValueError(f"a mesh must have exactly 'axes' and 'sizes', got {sorted(record)}")
-    axes, sizes = record["axes"], record["sizes"]
-    if not isinstance(axes, list) or not isinstance(sizes, list) or len(axes) != len(sizes) \
-            or not axes:
-        raise ValueError("a mesh's 'axes' and 'sizes' must be lists of the same, non-zero length")
-    for name, size in zip(axes, sizes, strict=True):
-        if not isinstance(name, str) or not name.isidentifier():
-            raise ValueError(f"mesh axis name {name!r:.40} is not an identifier")
-        if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= 2**20:
-            raise ValueError(f"mesh axis {name!r} has size {size!r:.40}; expected an int >= 1")
-    if len(set(axes)) != len(axes):
-        raise ValueError(f"mesh axis names repeat: {axes}")
-    return tuple(zip(axes, sizes, strict=True))
 
 
 def mesh_size(shape: MeshShape | None) -> int:
