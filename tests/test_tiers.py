@@ -21,6 +21,11 @@ warnings.simplefilter("always")
 x = np.linspace(0, 1, 16, dtype=np.float32)
 out = {}
 mode = MODE
+if mode == "traced":  # inside the user's own jit: the outer compile decides, nothing tiers
+    np.asarray(jax.jit(lambda v: m.chain(v) * 2)(x))
+    out["tiers"] = [sorted(c.tiers.values()) for c in tiered_calls(m.chain)]
+    out["workers"] = [p.pid for p in tiers._CHILDREN]
+    print(json.dumps(out)); sys.exit(0)
 if mode == "threads":
     results = []
     def run():
@@ -135,6 +140,11 @@ def test_failed_background_compile_keeps_the_quick_tier_with_a_warning(heavy_sit
     assert any(w.startswith("TieredCompileWarning") and "optimized compile failed" in w
                for w in out["warnings"]), out["warnings"]
     assert not [e for e in out["entries_after_kill"] if e.endswith(".xla")]  # quick: not cached
+
+
+def test_calls_inside_the_users_jit_are_not_tiered(heavy_site, tmp_path, run_python):
+    out = _run(run_python, heavy_site, tmp_path / "cache", "traced")
+    assert out["tiers"] == [[]] and out["workers"] == []
 
 
 def test_off_switch(heavy_site, tmp_path, run_python):
