@@ -161,6 +161,17 @@ def _check_dim_ast(node: ast.AST, text: str) -> None:
 def parse_shape(raw: Any) -> tuple[str, ...]:
     """Parse ``"a, b"``, ``"(a, 2*b)"``, ``""`` or a sequence of ints/strings into dims."""
     if isinstance(raw, str):
+        return _parse_shape_text(raw)  # cached: a package repeats its shapes
+    return _parse_shape(raw)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_shape_text(raw: str) -> tuple[str, ...]:
+    return _parse_shape(raw)
+
+
+def _parse_shape(raw: Any) -> tuple[str, ...]:
+    if isinstance(raw, str):
         text = raw.strip()
         if text.startswith("(") and text.endswith(")"):
             text = text[1:-1].strip()
@@ -198,6 +209,7 @@ def _dim_ast(dim: str) -> ast.expr:
     return ast.parse(dim, mode="eval").body
 
 
+@functools.lru_cache(maxsize=4096)
 def dim_symbols(dim: str) -> frozenset[str]:
     """The symbol names a canonical dimension string uses."""
     return frozenset(
