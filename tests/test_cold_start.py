@@ -69,10 +69,17 @@ def test_warmup_fills_the_cache_so_the_next_process_compiles_nothing(demo_site, 
     assert "warmed" in warm.stdout and "jxe_demo.funcs:scale [0] {'a': 2, 'b': 3}" in warm.stderr
     assert "skipped: jxe_demo.funcs:poly structure 0" in warm.stderr  # no value for n
     cache = tmp_path / "hatch-jaxexport" / "jax"
+    executables = tmp_path / "hatch-jaxexport" / "executables"
+    assert list(executables.glob("*.xla"))  # warmed into the executable cache too
     before = sorted(p.name for p in cache.iterdir())
-    run([sys.executable, "-c", "import numpy as np, jxe_demo.funcs as f; "
-         "f.scale(np.ones((2, 3), np.float32))"], env=env)
+    before_executables = sorted(p.name for p in executables.iterdir())
+    proc = run([sys.executable, "-c", "import numpy as np, jxe_demo.funcs as f\n"
+                "from hatch_jaxexport.loader import tiered_calls\n"
+                "f.scale(np.ones((2, 3), np.float32))\n"
+                "print([t for c in tiered_calls(f.scale) for t in c.tiers.values()])"], env=env)
+    assert proc.stdout.strip() == "['cached']"  # loaded, not compiled
     assert sorted(p.name for p in cache.iterdir()) == before  # a cache hit writes nothing
+    assert sorted(p.name for p in executables.iterdir()) == before_executables
 
 
 def test_warmup_rejects_malformed_dims(demo_site):
