@@ -183,9 +183,10 @@ class ExportableFunction:
 
 def _traced(args: tuple[Any, ...]) -> bool:
     """Whether any argument is a tracer (a transformation of the function, not a new type)."""
+    from jax import tree_util
     from jax.core import Tracer
 
-    return any(isinstance(leaf, Tracer) for leaf in args)
+    return any(isinstance(leaf, Tracer) for leaf in tree_util.tree_leaves(args))
 
 
 #: Every ExportableFunction created, by module, for discovery at build time.

@@ -417,6 +417,18 @@ def _picks(call_args: tuple[Any, ...], args: tuple[Any, ...]) -> tuple[int, ...]
     return tuple(picks)
 
 
+def _same_leaves(call_args: tuple[Any, ...], args: tuple[Any, ...]) -> bool:
+    """Whether ``call_args`` are the leading ``args`` as trees: the same structure and the
+    very same leaves (the input checks may rebuild containers, never arrays they accept)."""
+    from jax import tree_util
+
+    head = args[:len(call_args)]
+    leaves, tree = tree_util.tree_flatten(call_args)
+    head_leaves, head_tree = tree_util.tree_flatten(head)
+    return tree == head_tree and len(leaves) == len(head_leaves) and \
+        all(a is b for a, b in zip(leaves, head_leaves, strict=True))
+
+
 def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run a call of an ``@exportable`` function (what ``ExportableFunction.__call__`` does)."""
     fast = _fast_key(args, kwargs)
@@ -437,16 +449,21 @@ def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[
     else:
         call_args, call_kwargs = layout.split(plan.values, skip=plan.static)
     result = target.call(*call_args, **call_kwargs)
-    picks = _picks(call_args, args) if fast is not None and not call_kwargs else None
+    # only calls without keywords: a static value given by keyword (or left to its default)
+    # is not among the positional arguments the hot path compares
+    picks = _picks(call_args, args) if not kwargs and not call_kwargs else None
+    if picks is None and not kwargs and not call_kwargs and _same_leaves(call_args, args):
+        picks = tuple(range(len(call_args)))  # pytrees rebuilt by the checks, same arrays
     if picks is not None:
         # the arguments the target takes are some of the call's, by position: remember that
         settled = getattr(target.call, "settled", None)
         call = settled(call_args, call_kwargs) if settled is not None else target.call
         if call is not None:  # None: a quick tier is in use, the optimized one pending
-            if len(fn.fast_cache) >= _FAST_CACHE_LIMIT:
-                fn.fast_cache.clear()
-            everything = picks == tuple(range(len(args)))
-            fn.fast_cache[fast] = (call, None if everything else picks)
+            if fast is not None:  # plain arrays: the keyed cache (pytrees: the hot one only)
+                if len(fn.fast_cache) >= _FAST_CACHE_LIMIT:
+                    fn.fast_cache.clear()
+                everything = picks == tuple(range(len(args)))
+                fn.fast_cache[fast] = (call, None if everything else picks)
             split = len(picks)
             if settled is not None and fn.hot_misses < HOT_MISS_LIMIT and \
                     picks == tuple(range(split)) and \

@@ -116,3 +116,29 @@ def test_steady_state_hot_path_checks_types_and_static_values(demo):
     np.testing.assert_allclose(np.asarray(poly(x, "fast")), fast)
     np.testing.assert_allclose(np.asarray(poly(x, "exact")), exact)
     np.testing.assert_allclose(exact, np.asarray(poly.__wrapped__(x, "exact")), rtol=1e-5)
+    # a static value by keyword, then by default: never the keyword call's executable
+    np.testing.assert_allclose(np.asarray(poly(x, mode="exact")), exact)
+    np.testing.assert_allclose(np.asarray(poly(x)), fast)
+    np.testing.assert_allclose(np.asarray(poly(x, mode="exact")), exact)
+    np.testing.assert_allclose(np.asarray(poly(x)), fast)
+
+
+def test_pytree_arguments_take_the_hot_path_and_bad_trees_still_get_clear_errors(demo):
+    import jax
+
+    dense = demo.dense
+    dense.clear_cache()
+    params = {"w": np.ones((4, 2), np.float32), "b": np.full(2, 0.5, np.float32)}
+    x = np.linspace(0, 1, 12, dtype=np.float32).reshape(3, 4)
+    first = np.asarray(dense(params, x))
+    assert dense.hot is not None  # a dict of arrays: served by the compiled executable next
+    np.testing.assert_allclose(np.asarray(dense(params, x)), first)
+    np.testing.assert_allclose(first, np.asarray(dense.__wrapped__(params, x)), rtol=1e-6)
+    other = {"w": np.full((4, 2), 2.0, np.float32), "b": np.zeros(2, np.float32)}
+    np.testing.assert_allclose(np.asarray(dense(other, x)),
+                               np.asarray(dense.__wrapped__(other, x)), rtol=1e-6)
+    with pytest.raises(TypeError, match="expects a dict with keys"):  # our check, not jax's
+        dense({"w": params["w"]}, x)
+    grads = jax.grad(lambda p: dense(p, x).sum())(params)  # tracers: the hot path steps aside
+    assert grads["w"].shape == (4, 2)
+    assert dense.hot_misses == 1  # the bad tree; the traced call is not counted
