@@ -99,8 +99,8 @@ class EagerCall:
         job: What a background compile needs to find the artifact again: ``package`` and
             ``file`` (the manifest record's file), ``sha256``, ``platform``.
         tiered: Whether first calls use a quick tier.
-        lapack: Whether the artifact calls LAPACK (initialised before a cached executable runs).
-        lapack_free: Lowering may skip LAPACK initialisation (``jaxcompat``).
+        lapack: Whether the artifact calls LAPACK: initialised before a cached executable runs;
+            without it, lowering skips the initialisation (``jaxcompat``).
     """
 
     def __init__(self, make_jitted: Callable[[], Callable[..., Any]], job: dict[str, str],
