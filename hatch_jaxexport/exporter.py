@@ -221,19 +221,22 @@ def _batched_sharding(sharding: Any) -> Any:
     return NamedSharding(sharding.mesh, PartitionSpec(None, *sharding.spec))
 
 
-def module_text(exported: Any) -> str:
-    """The module text of an export without locations or other debug info (comparable)."""
+def module_text(exported: Any, full_text: str | None = None) -> str:
+    """The module text of an export without locations or other debug info (comparable).
+
+    ``full_text``: ``exported.mlir_module()`` if the caller has it already (each call of it
+    deserializes the module again)."""
     from jax._src.interpreters import mlir as jax_mlir
     from jax._src.lib.mlir import ir
 
     with jax_mlir.make_ir_context():
-        module = ir.Module.parse(exported.mlir_module())
+        module = ir.Module.parse(full_text if full_text is not None else exported.mlir_module())
         return str(module.operation.get_asm(enable_debug_info=False))
 
 
-def fingerprint(exported: Any, vjp_order: int) -> str:
+def fingerprint(exported: Any, vjp_order: int, full_text: str | None = None) -> str:
     """A location-free identity of an export: its metadata and module text without debug info."""
-    text = module_text(exported)
+    text = module_text(exported, full_text)
     meta = metadata(exported)
     meta["vjp_order"] = vjp_order
     return hashlib.sha256((json.dumps(meta, sort_keys=True) + "\n" + text).encode()).hexdigest()
@@ -278,9 +281,10 @@ _CALLBACK_TARGET = re.compile(r"custom_call @(\w*callback\w*)")
 _CUSTOM_CALL = re.compile(r"custom_call @([\w.]+)")
 
 
-def custom_call_targets(exported: Any) -> list[str]:
+def custom_call_targets(exported: Any, full_text: str | None = None) -> list[str]:
     """The custom-call targets a module uses (LAPACK kernels, shape assertions...)."""
-    return sorted(set(_CUSTOM_CALL.findall(exported.mlir_module())))
+    text = full_text if full_text is not None else exported.mlir_module()
+    return sorted(set(_CUSTOM_CALL.findall(text)))
 
 
 _CALLBACK_MESSAGE = ("the function calls back into Python ({targets}: jax.debug.print, "
@@ -296,8 +300,8 @@ def _raised_in_callback_lowering(err: BaseException) -> bool:
                for frame in frames)
 
 
-def _refuse_host_callbacks(exported: Any) -> None:
-    found = sorted(set(_CALLBACK_TARGET.findall(exported.mlir_module())))
+def _refuse_host_callbacks(full_text: str) -> None:
+    found = sorted(set(_CALLBACK_TARGET.findall(full_text)))
     if found:
         raise ValueError(_CALLBACK_MESSAGE.format(targets=", ".join(found)))
 
@@ -312,7 +316,8 @@ def export_task(fn: ExportableFunction, task: ExportTask) -> tuple[bytes, Artifa
         if _raised_in_callback_lowering(err):
             raise ValueError(_CALLBACK_MESSAGE.format(targets="host callback")) from err
         raise
-    _refuse_host_callbacks(exported)
+    full_text = exported.mlir_module()  # deserialized once for the three uses below
+    _refuse_host_callbacks(full_text)
     type_refs = pytrees.register_all([exported.in_tree, exported.out_tree])
     try:
         with _x64_context(structure.uses_x64):
@@ -329,9 +334,9 @@ def export_task(fn: ExportableFunction, task: ExportTask) -> tuple[bytes, Artifa
         function=fn.name, structure=structure.key, structure_index=task.structure_index,
         spec=structure.to_json(), constraints=list(structure.constraints), static=task.static,
         platform=task.platform, file=task.file_name(structure), sha256=sha256_hex(blob),
-        size=len(blob), fingerprint=fingerprint(exported, vjp_order),
+        size=len(blob), fingerprint=fingerprint(exported, vjp_order, full_text),
         vjp_order=vjp_order, kwargs=spec.export_with_kwargs, kind=task.kind,
-        batched=task.batched, custom_calls=custom_call_targets(exported),
+        batched=task.batched, custom_calls=custom_call_targets(exported, full_text),
         calling_convention=exported.calling_convention_version,
         in_tree=str(exported.in_tree), out_tree=str(exported.out_tree),
         in_avals=[str(a) for a in exported.in_avals],
