@@ -199,7 +199,7 @@ def resolve_tree(raw: Any, tree: Any, where: str) -> Any:
         if isinstance(tree, Mapping):
             return type(tree)((k, resolve_tree(raw.get(k), v, f"{where}[{k!r}]"))
                               for k, v in tree.items())
-        return dataclasses.replace(tree, items=tuple(
+        return tree.replace(tuple(
             resolve_tree(raw.get(f), v, f"{where}.{f}")
             for f, v in zip(tree.fields, tree.items, strict=True)))
     if not isinstance(raw, list | tuple) or len(raw) != len(tree):
@@ -220,7 +220,7 @@ def _map_structure(fn: Any, tree: Any) -> Any:
     if isinstance(tree, Mapping):
         return type(tree)((k, _map_structure(fn, v)) for k, v in tree.items())
     if isinstance(tree, ClassNode):
-        return dataclasses.replace(tree, items=tuple(_map_structure(fn, v) for v in tree.items))
+        return tree.replace(tuple(_map_structure(fn, v) for v in tree.items))
     items = [_map_structure(fn, v) for v in tree]
     return items if isinstance(tree, list) else tuple(items)
 

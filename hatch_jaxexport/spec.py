@@ -30,12 +30,47 @@ X64_DTYPES = frozenset({"float64", "int64", "uint64", "complex128"})
 JsonScalar = str | int | float | bool | None
 
 
-@dataclasses.dataclass(frozen=True)
-class LeafSpec:
+class _Frozen:
+    """Immutable value objects with written-out methods: a frozen dataclass would generate and
+    compile them when this module is imported (about 0.4 ms per class, on every
+    ``import`` of a package of exportables)."""
+
+    __slots__ = ()
+    _value_fields: tuple[str, ...] = ()
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self._value_fields)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable; cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable; cannot delete {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._value_fields)
+        return f"{type(self).__name__}({inner})"
+
+
+class LeafSpec(_Frozen):
     """One array argument: a symbolic shape (canonical dimension strings) and a dtype name."""
 
+    __slots__ = ("dtype", "shape")
+    _value_fields = ("shape", "dtype")
     shape: tuple[str, ...]
     dtype: str
+
+    def __init__(self, shape: tuple[str, ...], dtype: str) -> None:
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "dtype", dtype)
 
     @property
     def shape_text(self) -> str:
@@ -46,13 +81,23 @@ class LeafSpec:
         return f"{self.dtype}[{', '.join(self.shape)}]"
 
 
-@dataclasses.dataclass(frozen=True)
-class ClassNode:
+class ClassNode(_Frozen):
     """A namedtuple or dataclass in a structure: its type, field names and fields' specs."""
 
+    __slots__ = ("fields", "items", "type")
+    _value_fields = ("type", "fields", "items")
     type: type
     fields: tuple[str, ...]
     items: tuple[Any, ...]
+
+    def __init__(self, type: type, fields: tuple[str, ...], items: tuple[Any, ...]) -> None:
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "fields", fields)
+        object.__setattr__(self, "items", items)
+
+    def replace(self, items: tuple[Any, ...]) -> ClassNode:
+        """The same class and fields with other field specs."""
+        return ClassNode(self.type, self.fields, items)
 
     @property
     def kind(self) -> str:
@@ -63,12 +108,17 @@ class ClassNode:
         return self.type(**dict(zip(self.fields, items, strict=True)))
 
 
-@dataclasses.dataclass(frozen=True)
-class Structure:
+class Structure(_Frozen):
     """One alternative set of argument specs for a function (one symbolic scope)."""
 
+    __slots__ = ("__dict__", "args", "constraints")  # __dict__: the cached properties
+    _value_fields = ("args", "constraints")
     args: Mapping[str, Any]
-    constraints: tuple[str, ...] = ()
+    constraints: tuple[str, ...]
+
+    def __init__(self, args: Mapping[str, Any], constraints: tuple[str, ...] = ()) -> None:
+        object.__setattr__(self, "args", args)
+        object.__setattr__(self, "constraints", constraints)
 
     @functools.cached_property
     def key(self) -> str:
