@@ -1,6 +1,6 @@
 """Cold start, side by side in one run: source jit vs baked artifacts, cache cold and warm.
 
-    python benchmarks/cold_start.py [--runs 5] [--quick] [--write-docs]
+    python benchmarks/cold_start.py [--runs 5] [--quick] [--write-docs] [--steady-only]
 
 Builds this project's wheel and ``example_pkg``'s wheel (baked by the Hatch hook), installs both
 into a fresh virtual environment, then measures each workload of ``example_pkg.benchmarks`` in
@@ -122,12 +122,18 @@ def measure(python: Path, work: Path, workloads: list[str], runs: int) -> dict:
     imports = [probe(python, "import", workloads[0], base) for _ in range(runs)]
     results["import_pkg_ms"] = [i["import_pkg_s"] * 1e3 for i in imports]
     results["import_jax_ms"] = [i["import_jax_s"] * 1e3 for i in imports]
-    steady = [probe(python, "steady", "tiny", {**base, "XDG_CACHE_HOME": str(work / "steady")})
-              for _ in range(3)]
-    results["steady_us"] = {"jit": med([s["jit_call_us"] for s in steady]),
-                            "loaded": med([s["loaded_call_us"] for s in steady]),
-                            "compiled": med([s["compiled_call_us"] for s in steady])}
+    results["steady_us"] = measure_steady(python, work, "tiny")
     return results
+
+
+def measure_steady(python: Path, work: Path, workload: str) -> dict[str, float]:
+    """Per-call time once the executable is in: loaded vs ``jax.jit`` (median of 3 processes)."""
+    env = {"JAX_PLATFORMS": "cpu", "XDG_CACHE_HOME": str(work / "steady"),
+           "HATCH_JAXEXPORT_TIERED": "0"}  # the optimized executable, as after the switch
+    runs = [probe(python, "steady", workload, env) for _ in range(3)]
+    return {"jit": med([s["jit_call_us"] for s in runs]),
+            "loaded": med([s["loaded_call_us"] for s in runs]),
+            "compiled": med([s["compiled_call_us"] for s in runs])}
 
 
 def med(values: list[float]) -> float:
@@ -198,11 +204,21 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="3 runs, tiny and trace-heavy only")
     parser.add_argument("--write-docs", action="store_true")
+    parser.add_argument("--steady-only", action="store_true",
+                        help="only the steady-state per-call time, of every workload")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="jaxexport-bench-") as tmp:
         work = Path(tmp)
         print("building wheels and a fresh venv...", flush=True)
         python = prepare(work)
+        if args.steady_only:
+            print("| workload | `jax.jit` us | loaded us | loaded / jit | executable us |\n"
+                  "|---|---:|---:|---:|---:|")
+            for workload in ["tiny", "mlp", "solve", "deep", "trace_heavy"]:
+                r = measure_steady(python, work, workload)
+                print(f"| {workload} | {r['jit']:.1f} | {r['loaded']:.1f} | "
+                      f"{r['loaded'] / r['jit']:.2f} | {r['compiled']:.1f} |", flush=True)
+            return
         workloads = ["tiny", "trace_heavy"] if args.quick else \
             ["tiny", "mlp", "solve", "deep", "trace_heavy"]
         results = measure(python, work, workloads, 3 if args.quick else args.runs)
