@@ -202,7 +202,7 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
     if record is None:
         for skipped in package.manifest.skipped:
             if (skipped.function, skipped.structure, static_key(skipped.static), skipped.platform,
-                    skipped.kind, skipped.batched, mesh_text(mesh_from_record(skipped.mesh))) == (
+                    skipped.kind, skipped.batched, _mesh_key(skipped.mesh)) == (
                         fn.name, structure.key, plan.static_key, platform, "primal", False, mesh):
                 return None, f"its export failed at build time and was skipped: {skipped.reason}"
         built = sorted({r.platform for r in package.manifest.artifacts if r.function == fn.name})
@@ -224,8 +224,8 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
     lazy = not mesh and not record.pytree_types and \
         package.manifest.jax_version == jax.__version__
     try:
-        blob = _read(package, record) if lazy else b""
-        exported = None if lazy else _load(package, record, fn.package)
+        blob = _read(package, record)
+        exported = None if lazy else _deserialize(package, record, blob, fn.package)
     except ArtifactError as err:
         return None, str(err)
     ensure_compilation_cache()
@@ -234,11 +234,9 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
         loaded = exported
         if loaded is None:
             try:
-                loaded = deserialize_checked(blob, record.pytree_types, fn.package,
-                                             package.manifest.jax_version)
+                loaded = _deserialize(package, record, blob, fn.package)
             except ArtifactError as err:  # a blob that matches its hash but not jax's format
-                _resolve(fn, plan, platform, mismatch=f"artifact {record.file} is unusable: "
-                         f"{err}")  # warns, or raises when strict
+                _resolve(fn, plan, platform, mismatch=str(err))  # warns, or raises when strict
                 return _source_without_static(fn, plan)
         if not fn.export_spec.uses_family:
             return jax.jit(loaded.call)
@@ -278,17 +276,11 @@ def _family(fn: ExportableFunction, plan: CallPlan, package: PackageArtifacts,
 
 def _source_without_static(fn: ExportableFunction, plan: CallPlan) -> Callable[..., Any]:
     """The source, called like the artifact (static values bound, not passed)."""
-    layout = fn.layouts[plan.structure_index]
-    static = dict(plan.static)
-    positional = [name for name in layout.positional if name not in static]
-
-    def source(*args: Any, **kwargs: Any) -> Any:
-        values = {**dict(zip(positional, args, strict=True)), **kwargs, **static}
-        call_args, call_kwargs = layout.split(values)
-        return fn.__wrapped__(*call_args, **call_kwargs)
-
     import jax
 
+    from .transforms import source_call
+
+    source = source_call(fn, plan.structure_index, dict(plan.static))
     jitted = source if fn.export_spec.skip_jitting else jax.jit(source)
     return _NotAnArtifact(jitted)
 
@@ -317,30 +309,36 @@ def _eager(fn: ExportableFunction, make_jitted: Callable[[], Callable[..., Any]]
                                                       size), lapack)
 
 
+def _unusable(package: PackageArtifacts, record: ArtifactRecord, err: ArtifactError
+              ) -> ArtifactError:
+    return ArtifactError(
+        f"artifact {record.file} (built with jax {package.manifest.jax_version}, running "
+        f"jax {_jax_version()}) is unusable: {err}")
+
+
 def _read(package: PackageArtifacts, record: ArtifactRecord) -> bytes:
     """Read and check one artifact; ``ArtifactError`` says why it is unusable."""
     try:
         return package.read_blob(record)
     except ArtifactError as err:
-        raise ArtifactError(
-            f"artifact {record.file} (built with jax {package.manifest.jax_version}, running "
-            f"jax {_jax_version()}) is unusable: {err}") from None
+        raise _unusable(package, record, err) from None
     except OSError as err:
         raise ArtifactError(f"cannot read artifact {record.file}: {err}") from None
 
 
-def _load(package: PackageArtifacts, record: ArtifactRecord, package_name: str) -> Any:
-    """Read, check and deserialize one artifact; ``ArtifactError`` says why it is unusable."""
-    data = _read(package, record)
+def _deserialize(package: PackageArtifacts, record: ArtifactRecord, data: bytes,
+                 package_name: str) -> Any:
+    """Deserialize one checked artifact; ``ArtifactError`` says why it is unusable."""
     try:
         return deserialize_checked(data, record.pytree_types, package_name,
                                    package.manifest.jax_version)
     except ArtifactError as err:
-        raise ArtifactError(
-            f"artifact {record.file} (built with jax {package.manifest.jax_version}, running "
-            f"jax {_jax_version()}) is unusable: {err}") from None
-    except OSError as err:
-        raise ArtifactError(f"cannot read artifact {record.file}: {err}") from None
+        raise _unusable(package, record, err) from None
+
+
+def _load(package: PackageArtifacts, record: ArtifactRecord, package_name: str) -> Any:
+    """Read, check and deserialize one artifact; ``ArtifactError`` says why it is unusable."""
+    return _deserialize(package, record, _read(package, record), package_name)
 
 
 def _jax_version() -> str:
@@ -451,8 +449,9 @@ def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[
     result = target.call(*call_args, **call_kwargs)
     # only calls without keywords: a static value given by keyword (or left to its default)
     # is not among the positional arguments the hot path compares
-    picks = _picks(call_args, args) if not kwargs and not call_kwargs else None
-    if picks is None and not kwargs and not call_kwargs and _same_leaves(call_args, args):
+    positional = not kwargs and not call_kwargs
+    picks = _picks(call_args, args) if positional else None
+    if picks is None and positional and _same_leaves(call_args, args):
         picks = tuple(range(len(call_args)))  # pytrees rebuilt by the checks, same arrays
     if picks is not None:
         # the arguments the target takes are some of the call's, by position: remember that

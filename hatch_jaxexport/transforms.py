@@ -94,19 +94,29 @@ def member_function(kind: str, f_flat: Callable[..., tuple[Any, ...]], n_in: int
     raise ValueError(f"unknown family member {kind!r}")
 
 
+def source_call(fn: Any, structure_index: int, static: dict[str, Any]) -> Callable[..., Any]:
+    """The source of an ``ExportableFunction``, called like its artifact: the static values
+    bound, the other arguments in the structure's layout."""
+    layout = fn.layouts[structure_index]
+    positional = [n for n in layout.positional if n not in static]
+
+    def source(*args: Any, **kwargs: Any) -> Any:
+        values = {**dict(zip(positional, args, strict=True)), **kwargs, **static}
+        call_args, call_kwargs = layout.split(values)
+        return fn.__wrapped__(*call_args, **call_kwargs)
+    return source
+
+
 def source_flat(fn: Any, structure_index: int, static: dict[str, Any], in_tree: Any
                 ) -> Callable[..., tuple[Any, ...]]:
     """The source of an ``ExportableFunction`` as a flat function over the primal's inputs."""
     import jax
 
-    layout = fn.layouts[structure_index]
-    positional = [n for n in layout.positional if n not in static]
+    source = source_call(fn, structure_index, static)
 
     def f_flat(*flat: Any) -> tuple[Any, ...]:
         args, kwargs = jax.tree_util.tree_unflatten(in_tree, flat)
-        values = {**dict(zip(positional, args, strict=True)), **kwargs, **static}
-        call_args, call_kwargs = layout.split(values)
-        return tuple(jax.tree_util.tree_leaves(fn.__wrapped__(*call_args, **call_kwargs)))
+        return tuple(jax.tree_util.tree_leaves(source(*args, **kwargs)))
     return f_flat
 
 
