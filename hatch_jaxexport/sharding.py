@@ -466,15 +466,10 @@ def current_mesh() -> CallMesh:
     """The mesh set with ``jax.set_mesh`` / ``jax.sharding.use_mesh`` / ``with mesh:``."""
     from jax import sharding
 
-    get_mesh = getattr(sharding, "get_mesh", None)  # concrete mesh of jax.set_mesh
-    if get_mesh is not None:
-        try:
-            found = get_mesh()
-        except Exception:
-            found = None
-        shape = _shape_of(found)
-        if shape is not None:
-            return CallMesh(shape, "the mesh set with jax.set_mesh", found)
+    found = _asked(sharding, "get_mesh")  # the concrete mesh of jax.set_mesh
+    shape = _shape_of(found)
+    if shape is not None:
+        return CallMesh(shape, "the mesh set with jax.set_mesh", found)
     try:  # `with mesh:` (deprecated, still honoured by jax)
         from jax._src import mesh as mesh_lib
 
@@ -484,16 +479,21 @@ def current_mesh() -> CallMesh:
             return CallMesh(shape, "the mesh of `with mesh:`", physical)
     except (ImportError, AttributeError):
         pass
-    get_abstract = getattr(sharding, "get_abstract_mesh", None)
-    if get_abstract is not None:
-        try:
-            abstract = get_abstract()
-        except Exception:
-            abstract = None
-        shape = _shape_of(abstract)
-        if shape is not None:
-            return CallMesh(shape, "the abstract mesh in use")
+    shape = _shape_of(_asked(sharding, "get_abstract_mesh"))
+    if shape is not None:
+        return CallMesh(shape, "the abstract mesh in use")
     return CallMesh(None)
+
+
+def _asked(module: Any, getter: str) -> Any:
+    """``module.getter()``, or ``None`` where this jax lacks it or it fails."""
+    get = getattr(module, getter, None)
+    if get is None:
+        return None
+    try:
+        return get()
+    except Exception:
+        return None
 
 
 def call_mesh(values: Any) -> CallMesh:
