@@ -61,7 +61,7 @@ def main() -> None:
             return
         import pickle
 
-        from hatch_jaxexport.jaxcompat import initialize_lapack
+        from hatch_jaxexport.runtime._jaxcompat import initialize_lapack
 
         start = time.perf_counter()
         with open(path, "rb") as f:
@@ -92,7 +92,7 @@ def main() -> None:
         jax.block_until_ready(target(*args))
         out["first_call_s"] = time.perf_counter() - start
         if mode == "loaded":
-            from hatch_jaxexport.loader import tiered_calls
+            from hatch_jaxexport.runtime.loader import tiered_calls
 
             calls = tiered_calls(fn)
             out["tier"] = ",".join(t for c in calls for t in c.tiers.values()) or "untiered"

@@ -5,7 +5,8 @@ Importing this package is light: it imports neither hatchling, setuptools nor py
 
 from __future__ import annotations
 
-from .decorator import ExportableFunction, exportable
+from hatch_jaxexport.runtime.decorator import ExportableFunction, exportable
+
 from .errors import ArtifactError, ExportError, FallbackWarning, SpecError
 
 __version__ = "0.1.0"

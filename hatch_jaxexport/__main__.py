@@ -2,7 +2,7 @@
 
 import sys
 
-from hatch_jaxexport.cli import main
+from hatch_jaxexport.integrations.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -96,7 +96,7 @@ def inprocess_build(root: Path, out: Path, *, versions: tuple[str, ...] = ("stan
     from hatchling.builders.wheel import WheelBuilder
     from hatchling.plugin.manager import PluginManager
 
-    from hatch_jaxexport import hatch_plugin
+    from hatch_jaxexport.integrations import hatch_plugin
 
     manager = PluginManager()
     manager.manager.register(hatch_plugin, name="jaxexport")

@@ -13,7 +13,7 @@ PROBE = """
 import json, os, sys
 import numpy as np, jax
 import jxe_demo.funcs as f
-from hatch_jaxexport.cache import active_cache_dir
+from hatch_jaxexport.runtime._compile_cache import active_cache_dir
 out = np.asarray(f.scale(np.ones((2, 3), np.float32)))
 print(json.dumps({"cache": active_cache_dir(), "scipy": "scipy.linalg" in sys.modules,
                   "jax_dir": jax.config.jax_compilation_cache_dir, "ok": bool(out[0, 0] > 1.6)}))
@@ -74,7 +74,7 @@ def test_warmup_fills_the_cache_so_the_next_process_compiles_nothing(demo_site, 
     before = sorted(p.name for p in cache.iterdir())
     before_executables = sorted(p.name for p in executables.iterdir())
     proc = run([sys.executable, "-c", "import numpy as np, jxe_demo.funcs as f\n"
-                "from hatch_jaxexport.loader import tiered_calls\n"
+                "from hatch_jaxexport.runtime.loader import tiered_calls\n"
                 "f.scale(np.ones((2, 3), np.float32))\n"
                 "print([t for c in tiered_calls(f.scale) for t in c.tiers.values()])"], env=env)
     assert proc.stdout.strip() == "['cached']"  # loaded, not compiled

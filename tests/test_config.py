@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from hatch_jaxexport.config import (
+from hatch_jaxexport.build._config import (
     HATCHLING_HOOK_KEYS,
     ConfigError,
     ExportOptions,
@@ -143,7 +143,10 @@ def _distribution(root):
 
 
 def test_setuptools_plugin_ignores_projects_without_the_table(tmp_path):
-    from hatch_jaxexport.setuptools_plugin import finalize_distribution_options, read_table
+    from hatch_jaxexport.integrations.setuptools_plugin import (
+        finalize_distribution_options,
+        read_table,
+    )
 
     assert read_table(tmp_path) is None  # no pyproject.toml
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n[tool.other]\na = 1\n")
@@ -157,7 +160,10 @@ def test_setuptools_plugin_ignores_projects_without_the_table(tmp_path):
 
 
 def test_setuptools_plugin_wires_the_command_when_the_table_exists(tmp_path):
-    from hatch_jaxexport.setuptools_plugin import COMMAND, finalize_distribution_options
+    from hatch_jaxexport.integrations.setuptools_plugin import (
+        COMMAND,
+        finalize_distribution_options,
+    )
 
     (tmp_path / "pyproject.toml").write_text("[tool.jaxexport]\nplatforms = ['cpu', 'tpu']\n")
     dist = _distribution(tmp_path)
@@ -174,7 +180,7 @@ def test_setuptools_plugin_wires_the_command_when_the_table_exists(tmp_path):
 
 
 def test_setuptools_plugin_reports_config_errors(tmp_path):
-    from hatch_jaxexport.setuptools_plugin import finalize_distribution_options
+    from hatch_jaxexport.integrations.setuptools_plugin import finalize_distribution_options
 
     (tmp_path / "pyproject.toml").write_text("[tool]\njaxexport = 3\n")
     with pytest.raises(ConfigError, match=r"tool\.jaxexport must be a table, got 3"):

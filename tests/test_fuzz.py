@@ -35,7 +35,8 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from hatch_jaxexport import ArtifactError, FallbackWarning, loader
+from hatch_jaxexport import ArtifactError, FallbackWarning
+from hatch_jaxexport.runtime import loader
 
 PACKAGE = "jxe_fuzz"
 SOURCE = '''
@@ -578,7 +579,8 @@ site, first, count = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 sys.path.insert(0, str(site))
 import jax, numpy as np
 import jxe_fuzz
-from hatch_jaxexport import ArtifactError, FallbackWarning, loader
+from hatch_jaxexport import ArtifactError, FallbackWarning
+from hatch_jaxexport.runtime import loader
 
 art = site / "jxe_fuzz" / "_jaxexport"
 pristine = {p.name: p.read_bytes() for p in art.iterdir()}

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from hatch_jaxexport import ArtifactError
-from hatch_jaxexport.manifest import SCHEMA_VERSION, check_file_name, parse_manifest
+from hatch_jaxexport.formats.manifest import SCHEMA_VERSION, check_file_name, parse_manifest
 
 
 @pytest.fixture

@@ -21,8 +21,7 @@ import pytest
 from conftest import export_into_copy, make_venv, run
 
 from hatch_jaxexport import ExportError, SpecError, exportable
-from hatch_jaxexport.errors import ArtifactError
-from hatch_jaxexport.portable import (
+from hatch_jaxexport.build._portable import (
     INTERFACE_SUFFIX,
     IREE_F64_FLAG,
     PORTABLE_INDEX,
@@ -32,6 +31,7 @@ from hatch_jaxexport.portable import (
     parse_index,
     plan_variants,
 )
+from hatch_jaxexport.errors import ArtifactError
 
 ROOT = Path(__file__).resolve().parents[1]
 IREE_PACKAGES = ["iree-base-compiler", "iree-base-runtime", "numpy"]

@@ -17,9 +17,9 @@ import pytest
 from conftest import export_into_copy, run
 
 from hatch_jaxexport import ArtifactError, SpecError, exportable
-from hatch_jaxexport.exporter import tasks_for
-from hatch_jaxexport.manifest import parse_manifest
-from hatch_jaxexport.sharding import (
+from hatch_jaxexport.build._exporter import tasks_for
+from hatch_jaxexport.formats.manifest import parse_manifest
+from hatch_jaxexport.runtime._sharding import (
     CallMesh,
     PSpec,
     mesh_from_record,
@@ -346,7 +346,7 @@ import json
 import jax, numpy as np
 from example_pkg import init_mlp
 from example_pkg.parallel import train_step
-from hatch_jaxexport.loader import loaded_from_artifact
+from hatch_jaxexport.runtime.loader import loaded_from_artifact
 params, rng = init_mlp(0), np.random.default_rng(1)
 x = rng.standard_normal((16, 8)).astype(np.float32)
 y = rng.standard_normal((16, 4)).astype(np.float32)

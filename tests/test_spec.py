@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from hatch_jaxexport import SpecError, exportable
-from hatch_jaxexport.spec import (
+from hatch_jaxexport.formats.spec import (
     check_constraint,
     evaluate_dim,
     parse_constraint,

@@ -15,8 +15,8 @@ SCRIPT = """
 import json, os, sys, time, threading, warnings
 import numpy as np, jax
 import jxe_heavy as m
-from hatch_jaxexport import tiers
-from hatch_jaxexport.loader import tiered_calls
+from hatch_jaxexport.runtime import _tiers as tiers
+from hatch_jaxexport.runtime.loader import tiered_calls
 warnings.simplefilter("always")
 x = np.linspace(0, 1, 16, dtype=np.float32)
 out = {}
@@ -155,7 +155,7 @@ def test_off_switch(heavy_site, tmp_path, run_python):
 
 
 def test_per_function_option_and_size_default():
-    from hatch_jaxexport.tiers import TIER_MIN_MODULE_BYTES, tiering_wanted
+    from hatch_jaxexport.runtime._tiers import TIER_MIN_MODULE_BYTES, tiering_wanted
 
     env = os.environ.pop("HATCH_JAXEXPORT_TIERED", None)
     try:

@@ -11,7 +11,7 @@ project's ``pyproject.toml`` has a ``[tool.jaxexport]`` table. With the table it
 - wraps ``egg_info`` so the metadata requires ``jax>=<exporting version>`` (option
   ``jax-requirement``).
 
-The options are those of the Hatch hook (see ``hatch_jaxexport.config``).
+The options are those of the Hatch hook (see ``hatch_jaxexport.build._config``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from logging import DEBUG, ERROR, INFO, WARNING
 from pathlib import Path
 from typing import Any
 
-from .config import (
+from hatch_jaxexport.build._config import (
     SKIP_ENV,
     ConfigError,
     ExportOptions,
@@ -30,7 +30,7 @@ from .config import (
     parse_options,
     skip_requested,
 )
-from .manifest import ARTIFACT_DIR, MANIFEST_NAME
+from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, MANIFEST_NAME
 
 TABLE = "tool.jaxexport"
 COMMAND = "build_jaxexport"
@@ -170,8 +170,8 @@ def build_jaxexport_command() -> type:
                 self.announce("jaxexport: editable install with editable = \"trace\": no "
                               "exports", INFO)
                 return
-            from .build import export_package
-            from .errors import ExportError
+            from hatch_jaxexport.build._orchestrate import export_package
+            from hatch_jaxexport.errors import ExportError
 
             packages = self.packages()
             search_path = sorted({str(s.parent) for s in packages.values()})

@@ -39,8 +39,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import executables
-from .jaxcompat import initialize_lapack, lapack_init_skipped
+from hatch_jaxexport.runtime import _executable_cache as executables
+from hatch_jaxexport.runtime._jaxcompat import initialize_lapack, lapack_init_skipped
 
 TIERED_ENV = "HATCH_JAXEXPORT_TIERED"
 #: Compiler options of the quick tier, per platform.
@@ -105,7 +105,7 @@ class EagerCall:
 
     def __init__(self, make_jitted: Callable[[], Callable[..., Any]], job: dict[str, str],
                  tiered: bool, lapack: bool) -> None:
-        from .cache import executable_cache_dir
+        from hatch_jaxexport.runtime._compile_cache import executable_cache_dir
 
         self._make_jitted = make_jitted
         self._jitted: Callable[..., Any] | None = None
@@ -119,7 +119,7 @@ class EagerCall:
         import jax
         import numpy as np
 
-        from .jaxcompat import concrete_array_type
+        from hatch_jaxexport.runtime._jaxcompat import concrete_array_type
 
         self._flatten = jax.tree_util.tree_flatten
         self._canonical = jax.dtypes.canonicalize_dtype
@@ -233,7 +233,7 @@ class EagerCall:
             env = {**os.environ, TIERED_ENV: "0", "JAX_PLATFORMS": self.platform}
             with open(log, "wb") as err:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "hatch_jaxexport.tiers", json.dumps(job)],
+                    [sys.executable, "-m", "hatch_jaxexport.runtime._tiers", json.dumps(job)],
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env,
                     start_new_session=True, close_fds=True)
             _CHILDREN.append(proc)
@@ -348,7 +348,7 @@ def optimize(job: dict[str, Any]) -> int:
         jax.config.update("jax_enable_compilation_cache", False)  # compile, never load
         if job["x64"]:
             jax.config.update("jax_enable_x64", True)
-        from . import loader
+        from hatch_jaxexport.runtime import loader
 
         package = loader.load_package_artifacts(job["package"])
         if package is None:

@@ -7,25 +7,28 @@ processes, so the caller's jax configuration and imports stay untouched.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import os
-import pkgutil
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .decorator import ExportableFunction, registered_in
-from .errors import ExportError
-from .exporter import ExportTask, tasks_for
-from .manifest import MANIFEST_NAME, ArtifactRecord, Manifest, SkippedRecord, summarize
+from hatch_jaxexport import __version__
+from hatch_jaxexport.build._discover import discover
+from hatch_jaxexport.build._exporter import ExportTask
+from hatch_jaxexport.errors import ExportError
+from hatch_jaxexport.formats.manifest import (
+    MANIFEST_NAME,
+    ArtifactRecord,
+    Manifest,
+    SkippedRecord,
+    summarize,
+)
 
 ON_ERROR_CHOICES = ("fail", "skip")
 DEFAULT_PLATFORMS = ("cpu",)
@@ -44,93 +47,12 @@ class BuildResult:
     wall_seconds: float = 0.0
 
 
-def discover(package: str) -> list[ExportableFunction]:
-    """Import ``package`` and all its submodules; return its exportables (sorted by name).
-
-    Raises ``ExportError`` naming the module whose import failed, or names used twice.
-    """
-    try:
-        module = importlib.import_module(package)
-    except Exception as err:
-        raise ExportError([f"cannot import package {package!r}: {type(err).__name__}: {err}"]) \
-            from err
-    errors = []
-    for info in pkgutil.walk_packages(getattr(module, "__path__", []), prefix=package + "."):
-        if info.name.split(".")[-1].startswith("_jaxexport"):
-            continue
-        try:
-            importlib.import_module(info.name)
-        except Exception as err:
-            errors.append(f"cannot import module {info.name!r}: {type(err).__name__}: {err}")
-    if errors:
-        raise ExportError(errors, f"cannot import {len(errors)} modules of {package!r}")
-    found: dict[str, ExportableFunction] = {}
-    for fn in registered_in(package):
-        other = found.get(fn.name)
-        if other is not None and other is not fn:
-            errors.append(f"two exportables are named {fn.name!r} ({other.__module__}."
-                          f"{other.__qualname__} and {fn.__module__}.{fn.__qualname__}); "
-                          "give them distinct names")
-        found[fn.name] = fn
-    if errors:
-        raise ExportError(errors)
-    return [found[name] for name in sorted(found)]
-
-
-def _worker_main(request_path: str) -> int:
-    """Entry point of one export worker process (``python -m hatch_jaxexport._worker``)."""
-    request = json.loads(Path(request_path).read_text())
-    result: dict[str, Any] = {"records": [], "failures": [], "fatal": None, "seconds": {}}
-    try:
-        import jax
-        import jaxlib
-
-        jax.config.update("jax_traceback_in_locations_limit", 0)
-        result["jax_version"] = jax.__version__
-        result["jaxlib_version"] = jaxlib.__version__
-        functions = {fn.name: fn for fn in discover(request["package"])}
-        tasks = [(fn, task) for fn in functions.values()
-                 for task in tasks_for(fn, tuple(request["default_platforms"]))]
-        result["task_count"] = len(tasks)
-        mine = tasks[request["worker"]::request["workers"]]
-        if request["list_only"]:
-            result["tasks"] = [task.id for _, task in tasks]
-            mine = []
-        from .exporter import export_task
-
-        for fn, task in mine:
-            started = time.perf_counter()
-            try:
-                blob, record = export_task(fn, task)
-            except Exception as err:
-                structure = fn.export_spec.structures[task.structure_index]
-                result["failures"].append({
-                    "task": dataclasses.asdict(task), "structure": structure.key,
-                    "error": f"{type(err).__name__}: {err}".strip()})
-                continue
-            (Path(request["out_dir"]) / record.file).write_bytes(blob)
-            result["records"].append(record._asdict())
-            result["seconds"][record.id] = time.perf_counter() - started
-        if not request["list_only"]:  # static-shape StableHLO for non-JAX runtimes
-            from .portable import worker_export
-
-            result["portable"] = worker_export(list(functions.values()), request["worker"],
-                                               request["workers"], request["out_dir"],
-                                               request["package"])
-    except ExportError as err:
-        result["fatal"] = err.failures
-    except Exception:
-        result["fatal"] = [traceback.format_exc()]
-    Path(request["result"]).write_text(json.dumps(result))
-    return 0 if result["fatal"] is None else 1
-
-
 def _worker_env(search_path: Sequence[str | os.PathLike[str]]) -> dict[str, str]:
     env = dict(os.environ)
     paths = [os.path.abspath(p) for p in search_path]
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
-    paths.append(str(Path(__file__).resolve().parents[1]))  # where this hatch_jaxexport lives
+    paths.append(str(Path(__file__).resolve().parents[2]))  # where this hatch_jaxexport lives
     if paths:
         env["PYTHONPATH"] = os.pathsep.join(paths)
     env["JAX_PLATFORMS"] = "cpu"  # cross-platform lowering needs no accelerator
@@ -179,7 +101,7 @@ def _run_workers(package: str, staging: Path, jobs: int, platforms: Sequence[str
                 "list_only": list_only}))
             with log.open("wb") as output:  # a file, not a pipe: no worker blocks on output
                 proc = subprocess.Popen(
-                    [python, "-m", "hatch_jaxexport._worker", str(request)], env=env,
+                    [python, "-m", "hatch_jaxexport.build._worker", str(request)], env=env,
                     stdout=output, stderr=subprocess.STDOUT, cwd=staging)
             procs.append((proc, result, log))
         results: dict[int, dict[str, Any]] = {}
@@ -262,7 +184,7 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
             raise ExportError(messages)
         for message in messages:
             emit(f"warning: skipped {message}")
-        from .portable import write_index
+        from hatch_jaxexport.build._portable import write_index
 
         portable_errors = write_index(staging, package, results, records, on_error=on_error,
                                       generator=f"hatch-jaxexport {__version__}", log=emit)

@@ -10,8 +10,8 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .errors import SpecError
-from .spec import Structure, check_constraint, evaluate_dim, iter_leaves
+from hatch_jaxexport.errors import SpecError
+from hatch_jaxexport.formats.spec import Structure, check_constraint, evaluate_dim, iter_leaves
 
 
 def check_concrete(fn_name: str, concrete: Any, structures: Sequence[Structure],

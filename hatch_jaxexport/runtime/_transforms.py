@@ -169,7 +169,7 @@ class Family:
             loader = self.loaders.pop(key, None)
             if loader is None:
                 return key in self.members
-            from .errors import ArtifactError
+            from hatch_jaxexport.errors import ArtifactError
 
             try:
                 self.members[key] = loader()
@@ -246,7 +246,9 @@ def _make_primitive() -> Any:
 
         structs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
         outs = jax.eval_shape(family.exported_call(kind, batched), *structs)
-        from .sharding import typed_out_shardings  # sharded artifacts under explicit meshes
+        from hatch_jaxexport.runtime._sharding import (
+            typed_out_shardings,  # sharded artifacts under explicit meshes
+        )
 
         typed = typed_out_shardings(family.members[(kind, batched)], len(outs))
         return [jax.core.ShapedArray(o.shape, o.dtype) if s is None else
@@ -256,7 +258,7 @@ def _make_primitive() -> Any:
     prim.def_abstract_eval(abstract_eval)
 
     def lowering(ctx: Any, *args: Any, family: Family, kind: str, batched: bool) -> Any:
-        from .jaxcompat import lapack_init_skipped
+        from hatch_jaxexport.runtime._jaxcompat import lapack_init_skipped
 
         with lapack_init_skipped((kind, batched) in family.lapack_free):
             return mlir.lower_fun(family.exported_call(kind, batched), multiple_results=True)(
@@ -424,7 +426,7 @@ exported_call_p = _LazyPrimitive()
 
 def warn_or_raise(name: str, strict: bool) -> Callable[[str], None]:
     """The ``on_missing`` callback of a family: a one-time warning, or ``ArtifactError``."""
-    from .errors import ArtifactError, FallbackWarning
+    from hatch_jaxexport.errors import ArtifactError, FallbackWarning
 
     seen: set[str] = set()
 

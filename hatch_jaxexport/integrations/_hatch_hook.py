@@ -27,7 +27,7 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-from .config import (
+from hatch_jaxexport.build._config import (
     HATCHLING_HOOK_KEYS,
     SKIP_ENV,
     ConfigError,
@@ -36,7 +36,7 @@ from .config import (
     parse_options,
     skip_requested,
 )
-from .manifest import ARTIFACT_DIR, MANIFEST_NAME
+from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, MANIFEST_NAME
 
 #: Written into the artifact folder of an editable install, so git never tracks it.
 GITIGNORE = "# written by hatch-jaxexport: editable-install artifacts, never commit them\n*\n"
@@ -177,8 +177,8 @@ class JaxExportBuildHook(BuildHookInterface):
 
     def _export(self, name: str, out: Path, options: ExportOptions, search_path: list[str]
                 ) -> Any:
-        from .build import export_package
-        from .errors import ExportError
+        from hatch_jaxexport.build._orchestrate import export_package
+        from hatch_jaxexport.errors import ExportError
 
         self.app.display_waiting(
             f"jaxexport: exporting {name} for {', '.join(options.platforms)} "

@@ -8,8 +8,8 @@ import json
 import sys
 from typing import Any
 
-from .errors import ArtifactError
-from .spec import type_name
+from hatch_jaxexport.errors import ArtifactError
+from hatch_jaxexport.formats.spec import type_name
 
 _REGISTERED: set[type] = set()
 

@@ -9,8 +9,8 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from .errors import SpecError
-from .spec import JsonScalar, Structure, check_static_value, parse_structure
+from hatch_jaxexport.errors import SpecError
+from hatch_jaxexport.formats.spec import JsonScalar, Structure, check_static_value, parse_structure
 
 #: Platforms jax.export can lower for.
 KNOWN_PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
@@ -172,7 +172,7 @@ class ExportableFunction:
                     return target(*args) if picks is None else target(*[args[i] for i in picks])
         global _call_exportable
         if _call_exportable is None:
-            from .loader import call_exportable
+            from hatch_jaxexport.runtime.loader import call_exportable
 
             _call_exportable = call_exportable
         return _call_exportable(self, args, kwargs)
@@ -238,7 +238,7 @@ def _check_sharding(fn_name: str, structures: tuple[Structure, ...],
             raise SpecError(f"@exportable spec of {fn_name}: in_specs and out_specs need a "
                             "mesh, e.g. mesh={'data': 2}")
         return {}
-    from . import sharding
+    from hatch_jaxexport.runtime import _sharding as sharding
 
     variants = sharding.parse_meshes(fn_name, mesh)
     if in_specs is not None:
@@ -284,7 +284,7 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
             background): ``None`` follows ``HATCH_JAXEXPORT_TIERED`` and the platform default.
         concrete: Dimension symbol to sizes (``{"n": [64, 1024]}``): also bake
             static-shape StableHLO for non-JAX runtimes such as IREE, one variant per
-            combination of sizes (see ``hatch_jaxexport.portable``).
+            combination of sizes (see ``hatch_jaxexport.build._portable``).
         mesh: Also bake sharded variants: a dict of axis sizes (``{"data": 2, "model": 2}``)
             bakes the single-device variant and that mesh; a list names the variants exactly
             (``None`` for the single-device one). The loader picks by the call's mesh.
@@ -356,7 +356,7 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
                                   out_specs)
         concrete_sizes = None
         if concrete is not None:
-            from .concrete import check_concrete
+            from hatch_jaxexport.formats._concrete import check_concrete
 
             concrete_sizes = check_concrete(fn_name, concrete, structures)
         spec = ExportSpec(

@@ -1,7 +1,7 @@
 """The release check: do an installed distribution's artifacts match fresh exports of the source?
 
-Build layer. The pytest plugin (``hatch_jaxexport.pytest_plugin``) is a thin adapter over this
-module; nothing here imports pytest.
+Build layer. The pytest plugin (``hatch_jaxexport.integrations.pytest_plugin``) is a thin
+adapter over this module; nothing here imports pytest.
 
 - :func:`find_bundle` reads the artifacts of the *installed distribution* that provides an import
   package (through ``importlib.metadata``), whatever ``import PACKAGE`` resolves to;
@@ -32,11 +32,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .build import DEFAULT_PLATFORMS, discover
-from .decorator import ExportableFunction
-from .errors import ArtifactError, ExportError
-from .exporter import ExportTask, tasks_for
-from .manifest import (
+from hatch_jaxexport.build._discover import discover
+from hatch_jaxexport.build._exporter import ExportTask, tasks_for
+from hatch_jaxexport.build._orchestrate import DEFAULT_PLATFORMS
+from hatch_jaxexport.errors import ArtifactError, ExportError
+from hatch_jaxexport.formats.manifest import (
     ARTIFACT_DIR,
     MANIFEST_NAME,
     ArtifactRecord,
@@ -47,7 +47,14 @@ from .manifest import (
     parse_manifest,
     sha256_hex,
 )
-from .spec import X64_DTYPES, check_constraint, constraint_symbols, dim_symbols, evaluate_dim
+from hatch_jaxexport.formats.spec import (
+    X64_DTYPES,
+    check_constraint,
+    constraint_symbols,
+    dim_symbols,
+    evaluate_dim,
+)
+from hatch_jaxexport.runtime.decorator import ExportableFunction
 
 #: How many concrete shapes each artifact runs on by default.
 DEFAULT_SHAPES = 3
@@ -382,7 +389,7 @@ def _orphan_reason(plan: Plan, case: Case) -> str:
     if owner.platform not in platforms:
         return (f"{owner.function}{_where(fn)} is no longer exported for {owner.platform} "
                 f"(now: {', '.join(platforms)})")
-    from .sharding import describe_mesh, mesh_from_record
+    from hatch_jaxexport.runtime._sharding import describe_mesh, mesh_from_record
 
     variant = mesh_from_record(owner.mesh)
     if variant not in (spec.mesh or (None,)):
@@ -429,7 +436,7 @@ def _x64(avals: Sequence[Any]) -> bool:
 
 
 def _x64_context(enabled: bool) -> Any:
-    from .exporter import _x64_context as context
+    from hatch_jaxexport.build._exporter import _x64_context as context
 
     return context(enabled)
 
@@ -459,7 +466,7 @@ META_FIELDS = ("in_tree", "in_avals", "out_tree", "out_avals", "platforms", "cal
 
 def metadata_differences(bundled: Any, fresh: Any) -> list[tuple[str, Any, Any]]:
     """``(field, bundled, fresh)`` for each ``Exported`` metadata field that differs."""
-    from .exporter import metadata
+    from hatch_jaxexport.build._exporter import metadata
 
     a, b = metadata(bundled), metadata(fresh)
     return [(key, a.get(key), b.get(key)) for key in (*META_FIELDS, *sorted(set(a) - set(
@@ -537,8 +544,8 @@ def _show(value: Any, limit: int = 300) -> str:
 
 def _compare(plan: Plan, case: Case, record: ArtifactRecord, task: ExportTask,
              shapes: int) -> Outcome:
-    from .exporter import export_exported, fingerprint, module_text
-    from .loader import deserialize_checked, export_platform
+    from hatch_jaxexport.build._exporter import export_exported, fingerprint, module_text
+    from hatch_jaxexport.runtime.loader import deserialize_checked, export_platform
 
     fn = plan.functions[case.function]
     details: list[str] = []
@@ -609,7 +616,7 @@ def _compare(plan: Plan, case: Case, record: ArtifactRecord, task: ExportTask,
     elif record.mesh and _mesh_unavailable(record.mesh):
         notes.append(_mesh_unavailable(record.mesh))
     else:
-        from .sharding import mesh_context
+        from hatch_jaxexport.runtime._sharding import mesh_context
 
         constraints = list(dict.fromkeys([*record.constraints, *structure.constraints]))
         # outside any mesh: jax derives the VJP of an in-memory export under the current mesh
@@ -641,7 +648,7 @@ def _mesh_unavailable(mesh: Mapping[str, Any]) -> str:
     """Why a sharded artifact's numerics cannot run in this process ("" if they can)."""
     import jax
 
-    from .sharding import describe_mesh, mesh_from_record, mesh_size
+    from hatch_jaxexport.runtime._sharding import describe_mesh, mesh_from_record, mesh_size
 
     shape = mesh_from_record(mesh)
     if jax.device_count() < mesh_size(shape):

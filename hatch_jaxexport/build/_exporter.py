@@ -12,12 +12,11 @@ import json
 import re
 from typing import Any
 
-from . import pytrees
-from .decorator import ExportableFunction
-from .manifest import BLOB_SUFFIX, ArtifactRecord, artifact_id, sha256_hex
-from .sharding import mesh_from_record, mesh_record
-from .spec import LeafSpec, Structure, static_key, tree_map_leaves
-from .transforms import (
+from hatch_jaxexport.formats.manifest import BLOB_SUFFIX, ArtifactRecord, artifact_id, sha256_hex
+from hatch_jaxexport.formats.spec import LeafSpec, Structure, static_key, tree_map_leaves
+from hatch_jaxexport.runtime import _pytrees as pytrees
+from hatch_jaxexport.runtime._sharding import mesh_from_record, mesh_record
+from hatch_jaxexport.runtime._transforms import (
     BATCH_SYMBOL,
     KINDS_BY_ORDER,
     inexact_indices,
@@ -25,6 +24,7 @@ from .transforms import (
     member_function,
     source_flat,
 )
+from hatch_jaxexport.runtime.decorator import ExportableFunction
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,7 +145,7 @@ def _export_primal(fn: ExportableFunction, task: ExportTask) -> tuple[Any, Any, 
         if mesh is None:
             values = {**abstract_args(structure, scope), **task.static}
         else:
-            from . import sharding
+            from hatch_jaxexport.runtime import _sharding as sharding
 
             assert spec.in_specs is not None
             abstract = sharding.abstract_mesh(mesh)
@@ -190,7 +190,7 @@ def _export_member(fn: ExportableFunction, task: ExportTask, primal: Any, scope:
     in_sh: list[Any] = [None] * len(avals)
     out_sh: Any = None
     if placement is not None:
-        from .sharding import member_out_specs
+        from hatch_jaxexport.runtime._sharding import member_out_specs
 
         _, flat_in, flat_out = placement
         outs = flat_out or [None] * len(out_dtypes)

@@ -7,8 +7,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .decorator import ExportableFunction
-from .spec import (
+from hatch_jaxexport.formats.spec import (
     X64_DTYPES,
     ClassNode,
     LeafSpec,
@@ -18,6 +17,7 @@ from .spec import (
     evaluate_dim,
     static_key,
 )
+from hatch_jaxexport.runtime.decorator import ExportableFunction
 
 _MAX_DIM = 2**31 - 1  # jax refines symbolic shapes with int32 arithmetic
 # How far a structure got before failing: higher is closer (chooses the error to show).
@@ -137,7 +137,7 @@ def committed_platform(values: Mapping[str, Any]) -> str | None:
 
 
 def _numpy_dtype(name: str) -> np.dtype:
-    from .spec import _dtype
+    from hatch_jaxexport.formats.spec import _dtype
 
     return _dtype(name)
 

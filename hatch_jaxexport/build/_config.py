@@ -14,10 +14,10 @@ import os
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .decorator import KNOWN_PLATFORMS
+from hatch_jaxexport.runtime.decorator import KNOWN_PLATFORMS
 
 if TYPE_CHECKING:
-    from .build import BuildResult
+    from hatch_jaxexport.build._orchestrate import BuildResult
 
 #: Set to 1/true/yes/on to build without exporting (the loader then traces, with a warning).
 SKIP_ENV = "HATCH_JAXEXPORT_SKIP"

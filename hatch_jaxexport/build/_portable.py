@@ -42,21 +42,21 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .concrete import _combinations, _size_problem, check_concrete
-from .errors import ArtifactError
-from .jaxcompat import is_lapack_target
-from .manifest import ARTIFACT_DIR, SHA256_HEX, check_file_name, sha256_hex
-from .spec import (
+from hatch_jaxexport.errors import ArtifactError
+from hatch_jaxexport.formats._concrete import _combinations, _size_problem, check_concrete
+from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, SHA256_HEX, check_file_name, sha256_hex
+from hatch_jaxexport.formats.spec import (
     LeafSpec,
     Structure,
     evaluate_dim,
     static_key,
     tree_map_leaves,
 )
+from hatch_jaxexport.runtime._jaxcompat import is_lapack_target
 
 if TYPE_CHECKING:
-    from .decorator import ExportableFunction
-    from .manifest import ArtifactRecord
+    from hatch_jaxexport.formats.manifest import ArtifactRecord
+    from hatch_jaxexport.runtime.decorator import ExportableFunction
 
 #: The index of a package's portable variants, next to ``manifest.json``.
 PORTABLE_INDEX = "portable.json"
@@ -230,7 +230,11 @@ def export_variant(fn: ExportableFunction, plan: VariantPlan, package: str = "")
     from jax import export
     from jax._src import config as jax_config
 
-    from .exporter import _raised_in_callback_lowering, custom_call_targets, module_text
+    from hatch_jaxexport.build._exporter import (
+        _raised_in_callback_lowering,
+        custom_call_targets,
+        module_text,
+    )
 
     spec = fn.export_spec
     structure = spec.structures[plan.structure_index]

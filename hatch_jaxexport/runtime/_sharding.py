@@ -19,11 +19,13 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from .errors import SpecError
-from .manifest import MeshShape as MeshShape  # re-exported: sharding's vocabulary
-from .manifest import mesh_from_record as mesh_from_record
-from .manifest import mesh_text as mesh_text
-from .spec import ClassNode, LeafSpec, Structure, dim_symbols, evaluate_dim
+from hatch_jaxexport.errors import SpecError
+from hatch_jaxexport.formats.manifest import (
+    MeshShape as MeshShape,  # re-exported: sharding's vocabulary
+)
+from hatch_jaxexport.formats.manifest import mesh_from_record as mesh_from_record
+from hatch_jaxexport.formats.manifest import mesh_text as mesh_text
+from hatch_jaxexport.formats.spec import ClassNode, LeafSpec, Structure, dim_symbols, evaluate_dim
 
 #: A mesh's axes in order: ``(("data", 2), ("model", 2))``.
 #: The mesh variants of a function; ``None`` is the single-device variant.

@@ -7,6 +7,6 @@ from hatchling.plugin import hookimpl
 
 @hookimpl
 def hatch_register_build_hook() -> type:
-    from .hatch_hook import JaxExportBuildHook
+    from hatch_jaxexport.integrations._hatch_hook import JaxExportBuildHook
 
     return JaxExportBuildHook

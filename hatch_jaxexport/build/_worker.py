@@ -1,0 +1,71 @@
+"""``python -m hatch_jaxexport.build._worker REQUEST.json``: one export worker process.
+
+The orchestrator (``_orchestrate``) starts one per job, in a controlled environment; each exports
+its share of the package's tasks and writes blobs and a JSON result beside the request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from hatch_jaxexport.build._discover import discover
+from hatch_jaxexport.build._exporter import tasks_for
+from hatch_jaxexport.errors import ExportError
+
+
+def main(request_path: str) -> int:
+    """Entry point of one export worker process (``python -m hatch_jaxexport.build._worker``)."""
+    request = json.loads(Path(request_path).read_text())
+    result: dict[str, Any] = {"records": [], "failures": [], "fatal": None, "seconds": {}}
+    try:
+        import jax
+        import jaxlib
+
+        jax.config.update("jax_traceback_in_locations_limit", 0)
+        result["jax_version"] = jax.__version__
+        result["jaxlib_version"] = jaxlib.__version__
+        functions = {fn.name: fn for fn in discover(request["package"])}
+        tasks = [(fn, task) for fn in functions.values()
+                 for task in tasks_for(fn, tuple(request["default_platforms"]))]
+        result["task_count"] = len(tasks)
+        mine = tasks[request["worker"]::request["workers"]]
+        if request["list_only"]:
+            result["tasks"] = [task.id for _, task in tasks]
+            mine = []
+        from hatch_jaxexport.build._exporter import export_task
+
+        for fn, task in mine:
+            started = time.perf_counter()
+            try:
+                blob, record = export_task(fn, task)
+            except Exception as err:
+                structure = fn.export_spec.structures[task.structure_index]
+                result["failures"].append({
+                    "task": dataclasses.asdict(task), "structure": structure.key,
+                    "error": f"{type(err).__name__}: {err}".strip()})
+                continue
+            (Path(request["out_dir"]) / record.file).write_bytes(blob)
+            result["records"].append(record._asdict())
+            result["seconds"][record.id] = time.perf_counter() - started
+        if not request["list_only"]:  # static-shape StableHLO for non-JAX runtimes
+            from hatch_jaxexport.build._portable import worker_export
+
+            result["portable"] = worker_export(list(functions.values()), request["worker"],
+                                               request["workers"], request["out_dir"],
+                                               request["package"])
+    except ExportError as err:
+        result["fatal"] = err.failures
+    except Exception:
+        result["fatal"] = [traceback.format_exc()]
+    Path(request["result"]).write_text(json.dumps(result))
+    return 0 if result["fatal"] is None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,159 @@
+"""Checking an installed package's baked artifacts against its manifest (``jaxexport verify``).
+
+Reads only files: the manifest and the blobs, through ``importlib.resources`` like the loader.
+Imports nothing but the package itself (to locate it) and never imports jax.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.resources
+import os
+import pathlib
+from typing import Any
+
+from hatch_jaxexport.errors import ArtifactError
+from hatch_jaxexport.formats.manifest import (
+    ARTIFACT_DIR,
+    MANIFEST_NAME,
+    Manifest,
+    check_file_name,
+    parse_manifest,
+)
+
+_CHUNK = 1 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifyReport:
+    """What ``verify`` found: the manifest (``None`` if unreadable) and each problem."""
+
+    package: str
+    manifest: Manifest | None
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        """One line for a package without problems."""
+        if self.manifest is None:
+            return f"{self.package}: no manifest"
+        total = sum(record.size for record in self.manifest.artifacts)
+        return (f"{self.package}: OK, {len(self.manifest.artifacts)} artifact(s), {total:,} "
+                f"bytes match {ARTIFACT_DIR}/{MANIFEST_NAME} (schema "
+                f"{self.manifest.schema_version}, built with jax {self.manifest.jax_version})")
+
+
+def verify_package(package: str) -> list[str]:
+    """Every problem with ``package``'s ``_jaxexport/`` folder; an empty list if it is intact.
+
+    Checks that the manifest parses and validates, that every file name it lists is a safe bare
+    name, that every blob is present (a regular file, not a link out of the folder) with the
+    recorded size and SHA-256, that pytree types are named inside the package, and that the
+    folder holds no file the manifest does not list.
+    """
+    return check_package(package).problems
+
+
+def check_package(package: str) -> VerifyReport:
+    """Like [verify_package][hatch_jaxexport.build.verify.verify_package], with the manifest."""
+    try:
+        root = importlib.resources.files(package) / ARTIFACT_DIR
+    except (ModuleNotFoundError, TypeError, ValueError) as err:
+        return VerifyReport(package, None, [f"cannot find package {package!r}: {err}"])
+    manifest_path = root / MANIFEST_NAME
+    if not manifest_path.is_file():
+        return VerifyReport(package, None, [
+            f"{package} carries no baked artifacts ({ARTIFACT_DIR}/{MANIFEST_NAME} not found)"])
+    problems: list[str] = []
+    escape = _escapes(root, manifest_path)
+    if escape:
+        return VerifyReport(package, None, [f"{MANIFEST_NAME} {escape}"])
+    try:
+        manifest = parse_manifest(manifest_path.read_bytes(),
+                                  where=f"{package}/{ARTIFACT_DIR}/{MANIFEST_NAME}")
+    except (ArtifactError, OSError) as err:
+        return VerifyReport(package, None, [str(err)])
+    if manifest.package != package:
+        problems.append(f"the manifest is for package {manifest.package!r}, not {package!r}")
+    listed = {MANIFEST_NAME}
+    for record in manifest.artifacts:
+        listed.add(record.file)
+        problems += _check_blob(root, record.file, record.size, record.sha256, record.id)
+        for ref in record.pytree_types:
+            module = ref.partition(":")[0]
+            if not (module == package or module.startswith(package + ".")):
+                problems.append(f"{record.id}: pytree type {ref!r} is outside package "
+                                f"{package!r}")
+    from hatch_jaxexport.build._portable import verify_files  # portable.json and the files it lists
+
+    portable_listed, portable_problems = verify_files(root, _check_blob)
+    listed |= portable_listed
+    problems += portable_problems
+    try:
+        entries = sorted(root.iterdir(), key=lambda entry: entry.name)
+    except OSError as err:
+        entries = []
+        problems.append(f"cannot list {ARTIFACT_DIR}/: {err}")
+    for entry in entries:
+        if entry.name not in listed:
+            kind = "folder" if entry.is_dir() else "file"
+            problems.append(f"{ARTIFACT_DIR}/{entry.name}: {kind} not listed in the manifest")
+    return VerifyReport(package, manifest, problems)
+
+
+def _escapes(root: Any, path: Any) -> str:
+    """Why ``path`` may not be read (a link out of the folder, not a regular file), or ``""``."""
+    if not isinstance(path, pathlib.Path):
+        return ""  # inside a zip archive: no links
+    real_root = pathlib.Path(os.path.realpath(root))
+    real = pathlib.Path(os.path.realpath(path))
+    if not real.is_relative_to(real_root):
+        return f"is a link that resolves outside {ARTIFACT_DIR}/ ({real})"
+    if not real.is_file():
+        return "is not a regular file"
+    return ""
+
+
+def _check_blob(root: Any, name: str, size: int, sha256: str, label: str) -> list[str]:
+    try:
+        check_file_name(name)
+    except ArtifactError as err:
+        return [f"{label}: {err}"]
+    path = root / name
+    try:
+        if not path.is_file():
+            return [f"{label}: {ARTIFACT_DIR}/{name} is missing"]
+        escape = _escapes(root, path)
+        if escape:
+            return [f"{label}: {ARTIFACT_DIR}/{name} {escape}"]
+        digest, length = _hash(path, size)
+    except OSError as err:
+        return [f"{label}: cannot read {ARTIFACT_DIR}/{name}: {err}"]
+    if length != size:
+        found = f"{length:,} bytes" if length <= size else "more bytes"
+        return [f"{label}: {ARTIFACT_DIR}/{name} has {found}, the manifest says {size:,}"]
+    if digest != sha256:
+        return [f"{label}: {ARTIFACT_DIR}/{name} does not match its SHA-256 (damaged or "
+                "modified after the build)"]
+    return []
+
+
+def _hash(path: Any, size: int) -> tuple[str, int]:
+    """SHA-256 and length, reading at most one byte more than ``size`` (a huge file is cut)."""
+    digest = hashlib.sha256()
+    length = 0
+    with path.open("rb") as handle:
+        while length <= size:
+            chunk = handle.read(min(_CHUNK, size + 1 - length))
+            if not chunk:
+                break
+            digest.update(chunk)
+            length += len(chunk)
+    return digest.hexdigest(), length
+
+
+__all__ = ["VerifyReport", "check_package", "verify_package"]

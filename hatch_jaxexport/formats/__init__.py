@@ -1,0 +1,7 @@
+"""Layer 1, formats: what the other layers read and write, as pure data.
+
+Specs (structures, shapes, dtypes, constraints), concrete sizes, mesh and partition specs, the
+manifest and the portable index (schema, validation, hashes) and the settings read from the
+environment. Pure: no jax at import and no I/O beyond reading what it is handed. It may import
+nothing of hatch_jaxexport but ``hatch_jaxexport.errors``.
+"""

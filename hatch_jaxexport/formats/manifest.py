@@ -1,0 +1,263 @@
+"""The manifest: what a package's ``_jaxexport/`` folder holds; written, read and validated here.
+
+The format is JSON (never pickle), versioned by ``schema_version``. Artifact files are bare names
+inside the artifact folder: no separators, no ``..``, nothing absolute.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from hatch_jaxexport.errors import ArtifactError
+
+SCHEMA_VERSION = 1
+#: The folder, inside the top-level package, that holds the manifest and the blobs.
+ARTIFACT_DIR = "_jaxexport"
+MANIFEST_NAME = "manifest.json"
+BLOB_SUFFIX = ".jaxexport"
+_FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$")
+#: A SHA-256 digest as the manifests write it (lowercase hex).
+SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+KNOWN_KINDS = ("primal", "jvp", "vjp", "jvp_jvp", "vjp_jvp")
+_MAX_BLOB = 2**34
+#: A mesh variant: (axis name, size) pairs in order (``sharding`` builds on it).
+MeshShape = tuple[tuple[str, int], ...]
+
+
+# The records are NamedTuples, not frozen dataclasses: creating a dataclass compiles its
+# generated methods (about 0.7 ms each here), which a process pays on its first call.
+
+
+class ArtifactRecord(NamedTuple):
+    """One serialized ``jax.export.Exported``: a function x structure x static values x platform."""
+
+    function: str
+    structure: str
+    structure_index: int
+    spec: dict[str, Any]
+    constraints: list[str]
+    static: dict[str, Any]
+    platform: str
+    file: str
+    sha256: str
+    size: int
+    fingerprint: str
+    vjp_order: int
+    kwargs: bool
+    calling_convention: int
+    in_tree: str
+    out_tree: str
+    in_avals: list[str]
+    out_avals: list[str]
+    pytree_types: list[str]
+    kind: str
+    batched: bool
+    custom_calls: list[str]
+    #: The mesh of a sharded variant (``{"axes": [...], "sizes": [...]}``), ``{}`` for none.
+    mesh: dict[str, Any] = {}  # noqa: RUF012 - read only, like every field
+
+    @property
+    def id(self) -> str:
+        """A readable identifier, unique in a manifest."""
+        return artifact_id(self.function, self.structure_index, self.static, self.platform,
+                           self.kind, self.batched, self.mesh)
+
+
+class SkippedRecord(NamedTuple):
+    """An artifact that failed to export and was left out (``on-error = "skip"``)."""
+
+    function: str
+    structure: str
+    structure_index: int
+    static: dict[str, Any]
+    platform: str
+    reason: str
+    kind: str
+    batched: bool
+    mesh: dict[str, Any] = {}  # noqa: RUF012 - read only, like every field
+
+
+class Manifest(NamedTuple):
+    """The index of a package's baked artifacts."""
+
+    package: str
+    generator: str
+    jax_version: str
+    jaxlib_version: str
+    artifacts: tuple[ArtifactRecord, ...]
+    skipped: tuple[SkippedRecord, ...] = ()
+    schema_version: int = SCHEMA_VERSION
+
+    def to_bytes(self) -> bytes:
+        """Deterministic JSON: sorted keys, artifacts sorted by id."""
+        data = {
+            "schema_version": self.schema_version,
+            "package": self.package,
+            "generator": self.generator,
+            "jax_version": self.jax_version,
+            "jaxlib_version": self.jaxlib_version,
+            "artifacts": [a._asdict() for a in sorted(self.artifacts, key=_sort_key)],
+            "skipped": [s._asdict() for s in sorted(self.skipped, key=_sort_key)],
+        }
+        return (json.dumps(data, sort_keys=True, indent=1, ensure_ascii=True) + "\n").encode()
+
+
+def artifact_id(function: str, structure_index: int, static: Mapping[str, Any], platform: str,
+                kind: str = "primal", batched: bool = False,
+                mesh: Mapping[str, Any] | None = None) -> str:
+    """``function/structure/static/platform[@mesh][/member]``, e.g.
+    ``pkg.m:f/0/mode='a'/cpu/jvp`` or ``pkg.m:f/0/cpu@data=2,model=2/vjp``."""
+    text = ",".join(f"{k}={v!r}" for k, v in sorted(static.items()))
+    member = "" if (kind, batched) == ("primal", False) else f"/{member_name(kind, batched)}"
+    sharded = ""
+    if mesh:
+        sharded = "@" + ",".join(f"{a}={s}" for a, s in zip(mesh.get("axes", ()),
+                                                                mesh.get("sizes", ()),
+                                                                strict=False))
+    return f"{function}/{structure_index}" + (f"/{text}" if text else "") + f"/{platform}" + \
+        sharded + member
+
+
+def member_name(kind: str, batched: bool) -> str:
+    """``primal``, ``jvp``, ``vjp_jvp+batched``...: which member of its family an artifact is."""
+    return kind + ("+batched" if batched else "")
+
+
+def summarize(artifacts: Sequence[ArtifactRecord]) -> str:
+    """One line: how many artifacts and bytes, and how many of them transformations added."""
+    extra = [a for a in artifacts if (a.kind, a.batched) != ("primal", False)]
+    total = sum(a.size for a in artifacts)
+    text = f"{len(artifacts)} artifact(s), {total:,} bytes"
+    if extra:
+        text += (f"; of these, {len(extra)} for transformations (ad_order/vmap), "
+                 f"{sum(a.size for a in extra):,} bytes")
+    return text
+
+
+def _sort_key(record: ArtifactRecord | SkippedRecord) -> tuple[Any, ...]:
+    return (record.function, record.structure_index, json.dumps(record.static, sort_keys=True),
+            record.platform, json.dumps(record.mesh, sort_keys=True), record.kind,
+            record.batched)
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def check_file_name(name: Any) -> str:
+    """Validate an artifact file name from a manifest: a bare, safe name, or ``ArtifactError``."""
+    if not isinstance(name, str) or not _FILE_NAME.match(name) or ".." in name:
+        raise ArtifactError(f"manifest names an unsafe artifact file {name!r}: expected a bare "
+                            "file name inside the artifact folder (no '/', '\\', '..')")
+    return name
+
+
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "str": str, "int": int, "bool": bool, "dict[str, Any]": dict, "list[str]": list,
+}
+
+
+def _from_json(cls: type, raw: Any, where: str) -> Any:
+    if not isinstance(raw, Mapping):
+        raise ArtifactError(f"corrupt manifest: {where} must be an object, got "
+                            f"{type(raw).__name__}")
+    values = {}
+    for name in cls._fields:
+        if name not in raw and name in cls._field_defaults:
+            continue  # a field added later: older manifests lack it
+        if name not in raw:
+            raise ArtifactError(f"corrupt manifest: {where} lacks {name!r}")
+        value = raw[name]
+        kind = cls.__annotations__[name]
+        kind = getattr(kind, "__forward_arg__", kind)  # NamedTuple keeps them as ForwardRefs
+        expected = _TYPES[kind]
+        ok = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
+        if ok and kind == "list[str]":
+            ok = all(isinstance(item, str) for item in value)
+        if not ok:
+            raise ArtifactError(f"corrupt manifest: {where}.{name} must be "
+                                f"{kind}, got {value!r:.80}")
+        values[name] = value
+    return cls(**values)
+
+
+def mesh_text(shape: MeshShape | None) -> str:
+    """``data=2,model=2`` (the lookup key of a variant); ``""`` for a single device."""
+    return ",".join(f"{name}={size}" for name, size in shape or ())
+
+
+def mesh_from_record(record: Mapping[str, Any] | None) -> MeshShape | None:
+    """The variant a manifest ``mesh`` field names; ``ValueError`` if malformed."""
+    if not record:
+        return None
+    if set(record) != {"axes", "sizes"}:
+        raise ValueError(f"a mesh must have exactly 'axes' and 'sizes', got {sorted(record)}")
+    axes, sizes = record["axes"], record["sizes"]
+    if not isinstance(axes, list) or not isinstance(sizes, list) or len(axes) != len(sizes) \
+            or not axes:
+        raise ValueError("a mesh's 'axes' and 'sizes' must be lists of the same, non-zero length")
+    for name, size in zip(axes, sizes, strict=True):
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"mesh axis name {name!r:.40} is not an identifier")
+        if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= 2**20:
+            raise ValueError(f"mesh axis {name!r} has size {size!r:.40}; expected an int >= 1")
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"mesh axis names repeat: {axes}")
+    return tuple(zip(axes, sizes, strict=True))
+
+
+def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
+    """Parse and validate manifest bytes; every problem is an ``ArtifactError``."""
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise ArtifactError(f"corrupt manifest {where}: not valid JSON ({err})") from None
+    if not isinstance(raw, dict):
+        raise ArtifactError(f"corrupt manifest {where}: expected an object")
+    version = raw.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ArtifactError(f"corrupt manifest {where}: schema_version must be an int >= 1, "
+                            f"got {version!r:.80}")
+    if version > SCHEMA_VERSION:
+        raise ArtifactError(f"manifest {where} has schema version {version}, newer than this "
+                            f"hatch-jaxexport reads ({SCHEMA_VERSION}); upgrade hatch-jaxexport")
+    for key in ("package", "generator", "jax_version", "jaxlib_version"):
+        if not isinstance(raw.get(key), str):
+            raise ArtifactError(f"corrupt manifest {where}: {key!r} must be a string")
+    for key in ("artifacts", "skipped"):
+        if not isinstance(raw.get(key), list):
+            raise ArtifactError(f"corrupt manifest {where}: {key!r} must be a list")
+    artifacts = tuple(_from_json(ArtifactRecord, item, f"artifacts[{i}]")
+                      for i, item in enumerate(raw["artifacts"]))
+    skipped = tuple(_from_json(SkippedRecord, item, f"skipped[{i}]")
+                    for i, item in enumerate(raw["skipped"]))
+    seen: set[str] = set()
+    for record in (*artifacts, *skipped):
+        if record.kind not in KNOWN_KINDS:
+            raise ArtifactError(f"corrupt manifest: unknown artifact kind {record.kind!r:.40}")
+        if record.mesh:
+            try:
+                mesh_from_record(record.mesh)
+            except ValueError as err:
+                raise ArtifactError(f"corrupt manifest: bad mesh of {record.function:.80}: "
+                                    f"{err}") from None
+    for i, record in enumerate(artifacts):
+        check_file_name(record.file)
+        if not SHA256_HEX.match(record.sha256):
+            raise ArtifactError(f"corrupt manifest: artifacts[{i}].sha256 is not a SHA-256 hex")
+        if not 0 <= record.size <= _MAX_BLOB:
+            raise ArtifactError(f"corrupt manifest: artifacts[{i}].size {record.size} is out "
+                                "of range")
+        call_key = json.dumps([record.function, record.structure, record.static,
+                               record.platform, record.kind, record.batched, record.mesh],
+                              sort_keys=True)
+        if record.id in seen or record.file in seen or call_key in seen:
+            raise ArtifactError(f"corrupt manifest: artifact {record.id} listed twice")
+        seen |= {record.id, record.file, call_key}
+    return Manifest(package=raw["package"], generator=raw["generator"],
+                    jax_version=raw["jax_version"], jaxlib_version=raw["jaxlib_version"],
+                    artifacts=artifacts, skipped=skipped, schema_version=version)

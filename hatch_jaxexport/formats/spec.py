@@ -1,0 +1,519 @@
+"""Export specs: structures of symbolic shapes and dtypes, parsed and checked (pure, no I/O).
+
+A *structure* maps argument names to pytrees whose leaves are ``(shape, dtype)`` or
+``(shape, dtype, [constraints])`` tuples, or ``jax.ShapeDtypeStruct``. Shapes are jax.export's
+symbolic shape strings (``"a, b"``, ``"2*n, 3"``, ``""`` for a scalar).
+"""
+
+from __future__ import annotations
+
+import ast
+import collections
+import dataclasses
+import functools
+import json
+import keyword
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from hatch_jaxexport.errors import SpecError
+
+#: Function names allowed in symbolic dimension expressions (those jax.export parses).
+DIM_FUNCTIONS = frozenset({"max", "min", "mod", "floordiv"})
+_CONSTRAINT_OPS = {ast.GtE: ">=", ast.LtE: "<=", ast.Eq: "=="}
+
+#: Dtypes that exist in jax only with ``jax_enable_x64`` on.
+X64_DTYPES = frozenset({"float64", "int64", "uint64", "complex128"})
+
+JsonScalar = str | int | float | bool | None
+
+
+class _Frozen:
+    """Immutable value objects with written-out methods: a frozen dataclass would generate and
+    compile them when this module is imported (about 0.4 ms per class, on every
+    ``import`` of a package of exportables)."""
+
+    __slots__ = ()
+    _value_fields: tuple[str, ...] = ()
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self._value_fields)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable; cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable; cannot delete {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._value_fields)
+        return f"{type(self).__name__}({inner})"
+
+
+class LeafSpec(_Frozen):
+    """One array argument: a symbolic shape (canonical dimension strings) and a dtype name."""
+
+    __slots__ = ("dtype", "shape")
+    _value_fields = ("shape", "dtype")
+    shape: tuple[str, ...]
+    dtype: str
+
+    def __init__(self, shape: tuple[str, ...], dtype: str) -> None:
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "dtype", dtype)
+
+    @property
+    def shape_text(self) -> str:
+        """The shape as jax.export's ``symbolic_shape`` reads it."""
+        return ", ".join(self.shape) + ("," if len(self.shape) == 1 else "")
+
+    def describe(self) -> str:
+        return f"{self.dtype}[{', '.join(self.shape)}]"
+
+
+class ClassNode(_Frozen):
+    """A namedtuple or dataclass in a structure: its type, field names and fields' specs."""
+
+    __slots__ = ("fields", "items", "type")
+    _value_fields = ("type", "fields", "items")
+    type: type
+    fields: tuple[str, ...]
+    items: tuple[Any, ...]
+
+    def __init__(self, type: type, fields: tuple[str, ...], items: tuple[Any, ...]) -> None:
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "fields", fields)
+        object.__setattr__(self, "items", items)
+
+    def replace(self, items: tuple[Any, ...]) -> ClassNode:
+        """The same class and fields with other field specs."""
+        return ClassNode(self.type, self.fields, items)
+
+    @property
+    def kind(self) -> str:
+        return "namedtuple" if issubclass(self.type, tuple) else "dataclass"
+
+    def build(self, items: Sequence[Any]) -> Any:
+        """An instance of the type with the given field values (both kinds take keywords)."""
+        return self.type(**dict(zip(self.fields, items, strict=True)))
+
+
+class Structure(_Frozen):
+    """One alternative set of argument specs for a function (one symbolic scope)."""
+
+    __slots__ = ("__dict__", "args", "constraints")  # __dict__: the cached properties
+    _value_fields = ("args", "constraints")
+    args: Mapping[str, Any]
+    constraints: tuple[str, ...]
+
+    def __init__(self, args: Mapping[str, Any], constraints: tuple[str, ...] = ()) -> None:
+        object.__setattr__(self, "args", args)
+        object.__setattr__(self, "constraints", constraints)
+
+    @functools.cached_property
+    def key(self) -> str:
+        """A canonical, human-readable text that identifies this structure."""
+        parts = [f"{name}: {_describe_tree(tree)}" for name, tree in self.args.items()]
+        if self.constraints:
+            parts.append("where " + ", ".join(self.constraints))
+        return "; ".join(parts)
+
+    @functools.cached_property
+    def symbols(self) -> frozenset[str]:
+        found: set[str] = set()
+        for _, leaf in iter_leaves(self.args):
+            for dim in leaf.shape:
+                found |= dim_symbols(dim)
+        return frozenset(found)
+
+    @functools.cached_property
+    def uses_x64(self) -> bool:
+        return any(leaf.dtype in X64_DTYPES for _, leaf in iter_leaves(self.args))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"args": {name: tree_to_json(tree) for name, tree in self.args.items()},
+                "constraints": list(self.constraints)}
+
+
+# --------------------------------------------------------------------------------------------
+# Dtypes
+
+
+def _dtype(name: str) -> np.dtype:
+    try:
+        return np.dtype(name)
+    except TypeError:
+        import ml_dtypes  # installed with jax
+
+        extra = getattr(ml_dtypes, name, None)
+        if extra is None:
+            raise
+        return np.dtype(extra)
+
+
+def parse_dtype(raw: Any) -> str:
+    """Return the canonical dtype name of a string, numpy or jax dtype; raise ``TypeError``."""
+    try:
+        if isinstance(raw, str):
+            dtype = _dtype(raw)
+        elif isinstance(getattr(raw, "dtype", None), np.dtype):  # jnp.float32, arrays
+            dtype = raw.dtype
+        else:
+            dtype = np.dtype(raw)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"{raw!r} is not a dtype") from err
+    if dtype.kind not in "biufcV" or (dtype.kind == "V" and dtype.name == "void"):
+        raise TypeError(f"{raw!r} is not an array dtype jax can export")
+    return dtype.name
+
+
+# --------------------------------------------------------------------------------------------
+# Dimensions and constraints
+
+
+def _check_dim_ast(node: ast.AST, text: str) -> None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(
+        node.value, bool
+    ):
+        if node.value < 0:
+            raise ValueError(f"negative dimension in {text!r}")
+        return
+    if isinstance(node, ast.Name):
+        if keyword.iskeyword(node.id) or node.id in DIM_FUNCTIONS:
+            raise ValueError(f"{node.id!r} cannot be a dimension symbol")
+        return
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub | ast.Mult):
+        _check_dim_ast(node.left, text)
+        _check_dim_ast(node.right, text)
+        return
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        _check_dim_ast(node.operand, text)
+        return
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in DIM_FUNCTIONS and len(node.args) == 2 and not node.keywords):
+        for arg in node.args:
+            _check_dim_ast(arg, text)
+        return
+    raise ValueError(f"unsupported dimension expression {text!r} (use integers, symbols, "
+                     "+, -, *, max, min, mod, floordiv)")
+
+
+def parse_shape(raw: Any) -> tuple[str, ...]:
+    """Parse ``"a, b"``, ``"(a, 2*b)"``, ``""`` or a sequence of ints/strings into dims."""
+    if isinstance(raw, str):
+        return _parse_shape_text(raw)  # cached: a package repeats its shapes
+    return _parse_shape(raw)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_shape_text(raw: str) -> tuple[str, ...]:
+    return _parse_shape(raw)
+
+
+def _parse_shape(raw: Any) -> tuple[str, ...]:
+    if isinstance(raw, str):
+        text = raw.strip()
+        if text.startswith("(") and text.endswith(")"):
+            text = text[1:-1].strip()
+        text = text.rstrip(",").strip() if text.endswith(",") else text
+        if not text:
+            return ()
+        try:
+            tree = ast.parse(f"({text},)", mode="eval").body
+        except SyntaxError as err:
+            raise ValueError(f"cannot parse shape {raw!r}") from err
+        assert isinstance(tree, ast.Tuple)
+        dims = tree.elts
+    elif isinstance(raw, Sequence):
+        dims = []
+        for item in raw:  # ints, strings or symbolic dims from jax.export.symbolic_shape
+            item_text = str(item)
+            try:
+                dims.append(ast.parse(item_text, mode="eval").body)
+            except SyntaxError as err:
+                raise ValueError(f"cannot parse dimension {item_text!r}") from err
+    else:
+        raise ValueError(f"a shape must be a string like 'a, b', got {type(raw).__name__}")
+    out = []
+    for dim in dims:
+        text = ast.unparse(dim)
+        _check_dim_ast(dim, text)
+        if not dim_symbols(text) and _eval(dim, {}) < 0:
+            raise ValueError(f"negative dimension {text!r}")
+        out.append(text)
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def _dim_ast(dim: str) -> ast.expr:
+    return ast.parse(dim, mode="eval").body
+
+
+@functools.lru_cache(maxsize=4096)
+def dim_symbols(dim: str) -> frozenset[str]:
+    """The symbol names a canonical dimension string uses."""
+    return frozenset(
+        n.id for n in ast.walk(_dim_ast(dim))
+        if isinstance(n, ast.Name) and n.id not in DIM_FUNCTIONS
+    )
+
+
+def _eval(node: ast.AST, env: Mapping[str, int]) -> int:
+    if isinstance(node, ast.Constant):
+        return int(node.value)
+    if isinstance(node, ast.Name):
+        return env[node.id]
+    if isinstance(node, ast.UnaryOp):
+        return -_eval(node.operand, env)
+    if isinstance(node, ast.BinOp):
+        left, right = _eval(node.left, env), _eval(node.right, env)
+        if isinstance(node.op, ast.Add):
+            return left + right
+        if isinstance(node.op, ast.Sub):
+            return left - right
+        return left * right
+    if isinstance(node, ast.Call):
+        a, b = (_eval(arg, env) for arg in node.args)
+        name = node.func.id  # type: ignore[attr-defined]
+        if name == "max":
+            return max(a, b)
+        if name == "min":
+            return min(a, b)
+        if b == 0:
+            raise ZeroDivisionError(f"division by zero in {ast.unparse(node)}")
+        return a % b if name == "mod" else a // b
+    raise ValueError(f"cannot evaluate {ast.unparse(node)}")
+
+
+def evaluate_dim(dim: str, env: Mapping[str, int]) -> int:
+    """Evaluate a canonical dimension string with concrete symbol values (KeyError if unbound)."""
+    return _eval(_dim_ast(dim), env)
+
+
+def parse_constraint(raw: str) -> str:
+    """Validate a jax.export constraint (``"a >= 2"``, ``"b <= 10"``, ``"c == 2*a"``)."""
+    if not isinstance(raw, str):
+        raise ValueError(f"a constraint must be a string, got {type(raw).__name__}")
+    try:
+        node = ast.parse(raw, mode="eval").body
+    except SyntaxError as err:
+        raise ValueError(f"cannot parse constraint {raw!r}") from err
+    if (not isinstance(node, ast.Compare) or len(node.ops) != 1
+            or type(node.ops[0]) not in _CONSTRAINT_OPS):
+        raise ValueError(f"constraint {raw!r} must be one comparison with >=, <= or ==")
+    for side in (node.left, node.comparators[0]):
+        _check_dim_ast(side, raw)
+    return f"{ast.unparse(node.left)} {_CONSTRAINT_OPS[type(node.ops[0])]} " \
+           f"{ast.unparse(node.comparators[0])}"
+
+
+def check_constraint(constraint: str, env: Mapping[str, int]) -> bool:
+    """Whether concrete symbol values satisfy a canonical constraint."""
+    node = _dim_ast(constraint)
+    assert isinstance(node, ast.Compare)
+    left, right = _eval(node.left, env), _eval(node.comparators[0], env)
+    op = node.ops[0]
+    if isinstance(op, ast.GtE):
+        return left >= right
+    if isinstance(op, ast.LtE):
+        return left <= right
+    return left == right
+
+
+def constraint_symbols(constraint: str) -> frozenset[str]:
+    return frozenset(n.id for n in ast.walk(_dim_ast(constraint))
+                     if isinstance(n, ast.Name) and n.id not in DIM_FUNCTIONS)
+
+
+# --------------------------------------------------------------------------------------------
+# Trees
+
+
+def _is_namedtuple(value: Any) -> bool:
+    return isinstance(value, tuple) and hasattr(type(value), "_fields")
+
+
+def _is_dataclass_instance(value: Any) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
+def _looks_like_shape(value: Any) -> bool:
+    return isinstance(value, str) or (
+        isinstance(value, list | tuple) and all(isinstance(d, int | str) for d in value)
+        and not any(isinstance(d, bool) for d in value))
+
+
+def _looks_like_leaf(value: Any) -> bool:
+    """``(shape, dtype)``, ``(shape, dtype, [constraints])`` or a ``jax.ShapeDtypeStruct``."""
+    return (
+        isinstance(value, tuple) and not _is_namedtuple(value) and len(value) in (2, 3)
+        and _looks_like_shape(value[0]) and value[1] is not None
+        and not isinstance(value[1], dict | list | tuple) and not hasattr(value[1], "shape")
+    ) or (hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, type)
+          and not _is_dataclass_instance(value))
+
+
+def _parse_tree(raw: Any, where: str, constraints: list[str]) -> Any:
+    if _looks_like_leaf(raw):
+        if isinstance(raw, tuple):
+            shape_raw, dtype_raw = raw[0], raw[1]
+            if len(raw) == 3:
+                extra = raw[2]
+                if isinstance(extra, str) or not isinstance(extra, Sequence):
+                    raise SpecError(f"{where}: constraints must be a list of strings, "
+                                    f"got {extra!r}")
+                for item in extra:
+                    try:
+                        constraints.append(parse_constraint(item))
+                    except ValueError as err:
+                        raise SpecError(f"{where}: {err}") from None
+        else:
+            shape_raw, dtype_raw = tuple(raw.shape), raw.dtype
+        try:
+            shape = parse_shape(shape_raw)
+        except ValueError as err:
+            raise SpecError(f"{where}: {err}") from None
+        try:
+            dtype = parse_dtype(dtype_raw)
+        except TypeError as err:
+            raise SpecError(f"{where}: bad dtype: {err}") from None
+        return LeafSpec(shape, dtype)
+    if raw is None:
+        return None
+    if isinstance(raw, Mapping):
+        out = {}
+        for key, value in raw.items():
+            if not isinstance(key, str):
+                raise SpecError(f"{where}: dict keys must be strings (jax.export cannot "
+                                f"serialize {type(key).__name__} keys), got {key!r}")
+            out[key] = _parse_tree(value, f"{where}[{key!r}]", constraints)
+        return type(raw)(out) if isinstance(raw, collections.OrderedDict) else out
+    if _is_namedtuple(raw) or _is_dataclass_instance(raw):
+        fields = tuple(type(raw)._fields) if _is_namedtuple(raw) else tuple(
+            f.name for f in dataclasses.fields(raw) if f.init)
+        items = tuple(_parse_tree(getattr(raw, f), f"{where}.{f}", constraints) for f in fields)
+        return ClassNode(type(raw), fields, items)
+    if isinstance(raw, list | tuple):
+        items = [_parse_tree(v, f"{where}[{i}]", constraints) for i, v in enumerate(raw)]
+        return items if isinstance(raw, list) else tuple(items)
+    raise SpecError(f"{where}: expected (shape, dtype), a jax.ShapeDtypeStruct or a "
+                    f"dict/list/tuple of them, got {raw!r}")
+
+
+def iter_leaves(tree: Any, path: str = "") -> Iterator[tuple[str, LeafSpec]]:
+    """Yield ``(path, LeafSpec)`` for every leaf of a parsed tree or ``Structure.args``."""
+    if isinstance(tree, LeafSpec):
+        yield path, tree
+    elif isinstance(tree, Mapping):
+        for key, value in tree.items():
+            sub = f"{path}[{key!r}]" if path else str(key)
+            yield from iter_leaves(value, sub)
+    elif isinstance(tree, ClassNode):
+        for field, value in zip(tree.fields, tree.items, strict=True):
+            yield from iter_leaves(value, f"{path}.{field}")
+    elif isinstance(tree, list | tuple):
+        for i, value in enumerate(tree):
+            yield from iter_leaves(value, f"{path}[{i}]")
+
+
+def _describe_tree(tree: Any) -> str:
+    if isinstance(tree, LeafSpec):
+        return tree.describe()
+    if tree is None:
+        return "None"
+    if isinstance(tree, Mapping):
+        return "{" + ", ".join(f"{k}: {_describe_tree(v)}" for k, v in tree.items()) + "}"
+    if isinstance(tree, ClassNode):
+        inner = ", ".join(f"{f}={_describe_tree(v)}"
+                          for f, v in zip(tree.fields, tree.items, strict=True))
+        return f"{tree.type.__name__}({inner})"
+    inner = ", ".join(_describe_tree(v) for v in tree)
+    return f"[{inner}]" if isinstance(tree, list) else f"({inner}{',' if len(tree) == 1 else ''})"
+
+
+def type_name(cls: type) -> str:
+    """``module:qualname``: how the manifest names a pytree type."""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def tree_to_json(tree: Any) -> Any:
+    """A tagged JSON form of a parsed tree (for the manifest and non-Python consumers)."""
+    if isinstance(tree, LeafSpec):
+        return {"kind": "array", "shape": list(tree.shape), "dtype": tree.dtype}
+    if tree is None:
+        return {"kind": "none"}
+    if isinstance(tree, Mapping):
+        return {"kind": "dict", "items": {k: tree_to_json(v) for k, v in tree.items()}}
+    if isinstance(tree, ClassNode):
+        return {"kind": tree.kind, "type": type_name(tree.type),
+                "items": {f: tree_to_json(v)
+                          for f, v in zip(tree.fields, tree.items, strict=True)}}
+    return {"kind": "list" if isinstance(tree, list) else "tuple",
+            "items": [tree_to_json(v) for v in tree]}
+
+
+def tree_map_leaves(fn: Callable[[LeafSpec], Any], tree: Any) -> Any:
+    """Rebuild a parsed tree with each ``LeafSpec`` replaced by ``fn(leaf)``."""
+    if isinstance(tree, LeafSpec):
+        return fn(tree)
+    if tree is None:
+        return None
+    if isinstance(tree, Mapping):
+        return type(tree)((k, tree_map_leaves(fn, v)) for k, v in tree.items())
+    if isinstance(tree, ClassNode):
+        return tree.build([tree_map_leaves(fn, v) for v in tree.items])
+    items = [tree_map_leaves(fn, v) for v in tree]
+    return items if isinstance(tree, list) else tuple(items)
+
+
+# --------------------------------------------------------------------------------------------
+# Structures
+
+
+def parse_structure(fn_name: str, raw: Any, index: int, extra_constraints: Sequence[str] = (),
+                    ) -> Structure:
+    """Parse one raw structure (a mapping of argument name to spec tree)."""
+    where = f"@exportable spec of {fn_name}, structure {index}"
+    if not isinstance(raw, Mapping) or not raw:
+        raise SpecError(f"{where}: expected a non-empty dict mapping argument names to "
+                        f"(shape, dtype), got {raw!r}")
+    constraints: list[str] = []
+    args = {}
+    for name, tree in raw.items():
+        if not isinstance(name, str):
+            raise SpecError(f"{where}: argument names must be strings, got {name!r}")
+        args[name] = _parse_tree(tree, f"{where}, argument {name!r}", constraints)
+    for item in extra_constraints:
+        try:
+            constraints.append(parse_constraint(item))
+        except ValueError as err:
+            raise SpecError(f"{where}: {err}") from None
+    structure = Structure(args, tuple(dict.fromkeys(constraints)))
+    for constraint in structure.constraints:
+        unknown = constraint_symbols(constraint) - structure.symbols
+        if unknown:
+            raise SpecError(f"{where}: constraint {constraint!r} uses "
+                            f"{', '.join(sorted(unknown))}, which no argument's shape uses "
+                            f"(symbols: {', '.join(sorted(structure.symbols)) or 'none'})")
+    return structure
+
+
+def static_key(values: Mapping[str, JsonScalar]) -> str:
+    """A canonical text for one combination of static values."""
+    return json.dumps(dict(values), sort_keys=True, separators=(",", ":"))
+
+
+def check_static_value(value: Any) -> bool:
+    """Static values must be JSON scalars (they are recorded in the manifest)."""
+    return value is None or (isinstance(value, str | int | float | bool)
+                             and not (isinstance(value, float) and not np.isfinite(value)))

@@ -1,0 +1,171 @@
+"""The ``jaxexport`` / ``python -m hatch_jaxexport`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from hatch_jaxexport import __version__
+from hatch_jaxexport.formats.manifest import member_name, summarize
+from hatch_jaxexport.runtime.decorator import KNOWN_PLATFORMS
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="jaxexport",
+        description="Bake jax.export artifacts for a package, and inspect what a package carries.",
+    )
+    parser.add_argument("--version", action="version", version=f"hatch-jaxexport {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    export = sub.add_parser("export", help="export every @exportable of a package into a folder",
+                            description="Import PACKAGE in worker processes, export each "
+                            "@exportable for each structure, static value and platform, and "
+                            "write manifest.json and the blobs into --out.")
+    export.add_argument("package", help="import name of the package, e.g. example_pkg")
+    export.add_argument("--out", required=True, help="folder to write (replaced if it holds a "
+                        "previous export)")
+    export.add_argument("--platform", action="append", choices=KNOWN_PLATFORMS,
+                        dest="platforms", help="default platform(s) for functions that name "
+                        "none (repeatable; default: cpu)")
+    export.add_argument("--jobs", type=int, default=1, help="parallel export workers")
+    export.add_argument("--on-error", choices=("fail", "skip"), default="fail",
+                        help="fail the export, or leave failed artifacts out (recorded)")
+    export.add_argument("--path", action="append", default=None,
+                        help="folder to import PACKAGE from (repeatable; default: the current "
+                        "folder)")
+
+    inspect = sub.add_parser("inspect", help="list the artifacts an installed package carries",
+                             description="Read PACKAGE's manifest (through importlib.resources) "
+                             "and print one row per artifact.")
+    inspect.add_argument("package", help="import name of an installed package")
+    inspect.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    verify = sub.add_parser("verify", help="check an installed package's artifacts against its "
+                            "manifest", description="Check that PACKAGE's manifest is valid, "
+                            "that every blob it lists is present with its recorded size and "
+                            "SHA-256, and that the folder holds nothing else. Exit 0 with one "
+                            "OK line, or 1 with one line per problem.")
+    verify.add_argument("package", help="import name of an installed package")
+    warm = sub.add_parser("warmup", help="compile a package's artifacts into the persistent "
+                          "compilation cache of this machine",
+                          description="Call every @exportable of PACKAGE on zeros of the given "
+                          "sizes, so later processes load compiled executables from the cache.")
+    warm.add_argument("package", help="import name of an installed package")
+    warm.add_argument("--dims", action="append", default=[], metavar="SYMBOL=SIZE[,SIZE...]",
+                      help="sizes for a symbolic dimension (repeatable), e.g. --dims n=64,1024")
+    from hatch_jaxexport.build._portable import (
+        add_command as add_portable_command,  # imports no jax
+    )
+
+    add_portable_command(sub)
+    return parser
+
+
+def _portable(args: argparse.Namespace) -> int:
+    from hatch_jaxexport.build._portable import run_command
+
+    return run_command(args)
+
+
+def _warmup(args: argparse.Namespace) -> int:
+    from hatch_jaxexport.build.warmup import warmup_package
+    from hatch_jaxexport.runtime._compile_cache import active_cache_dir
+
+    dims: dict[str, list[int]] = {}
+    for item in args.dims:
+        name, sep, sizes = item.partition("=")
+        try:
+            dims[name.strip()] = [int(v) for v in sizes.split(",")]
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():
+            raise ValueError(f"--dims takes SYMBOL=SIZE[,SIZE...], got {item!r}")
+    count, skipped = warmup_package(args.package, dims,
+                                    log=lambda line: print(line, file=sys.stderr))
+    for line in skipped:
+        print(f"skipped: {line}", file=sys.stderr)
+    print(f"warmed {count} call signature(s) into {active_cache_dir()}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from hatch_jaxexport.build._orchestrate import export_package
+
+    result = export_package(
+        args.package, args.out, platforms=tuple(args.platforms or ("cpu",)), jobs=args.jobs,
+        on_error=args.on_error, search_path=args.path or [os.getcwd()],
+        log=lambda message: print(message, file=sys.stderr))
+    print(f"wrote {len(result.manifest.artifacts)} artifact(s) to {result.out_dir}")
+    return 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from hatch_jaxexport.errors import ArtifactError
+    from hatch_jaxexport.runtime.loader import load_package_artifacts
+
+    package = load_package_artifacts(args.package)
+    if package is None:
+        raise ArtifactError(f"package {args.package!r} carries no baked artifacts")
+    manifest = package.manifest
+    if args.json:
+        sys.stdout.write(manifest.to_bytes().decode())
+        return 0
+    print(f"{manifest.package}: {len(manifest.artifacts)} artifact(s), built by "
+          f"{manifest.generator} with jax {manifest.jax_version} (jaxlib "
+          f"{manifest.jaxlib_version}), schema {manifest.schema_version}")
+    rows = [("function", "structure", "static", "platform", "member", "vjp", "bytes")]
+    for record in sorted(manifest.artifacts, key=lambda r: r.id):
+        rows.append((record.function, f"[{record.structure_index}] {record.structure}",
+                     json.dumps(record.static, sort_keys=True) if record.static else "-",
+                     record.platform, member_name(record.kind, record.batched),
+                     str(record.vjp_order), f"{record.size:,}"))
+    if any(record.mesh for record in manifest.artifacts):  # sharded variants: a mesh column
+        from hatch_jaxexport.runtime._sharding import mesh_from_record
+
+        meshes = ["mesh"] + [" x ".join(f"{a}={s}" for a, s in mesh_from_record(r.mesh) or ())
+                             or "-" for r in sorted(manifest.artifacts, key=lambda r: r.id)]
+        rows = [(*row[:4], mesh, *row[4:]) for row, mesh in zip(rows, meshes, strict=True)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+              .rstrip())
+    print(summarize(manifest.artifacts))
+    for skipped in manifest.skipped:
+        print(f"skipped: {skipped.function} [{skipped.structure_index}] on {skipped.platform}: "
+              f"{skipped.reason}")
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from hatch_jaxexport.build.verify import check_package
+
+    report = check_package(args.package)
+    if report.ok:
+        print(report.summary())
+        return 0
+    print(f"{args.package}: {len(report.problems)} problem(s):")
+    for problem in report.problems:
+        print(f"  - {problem}")
+    return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; errors print one line (a traceback only with ``--debug``)."""
+    args = _parser().parse_args(argv)
+    try:
+        return {"export": _export, "inspect": _inspect, "warmup": _warmup,
+                "verify": _verify, "portable": _portable}[args.command](args)
+    except KeyboardInterrupt as err:
+        if args.debug:
+            raise
+        print("jaxexport: interrupted" + (f": {err}" if str(err) else ""), file=sys.stderr)
+        return 130
+    except Exception as err:
+        if args.debug:
+            raise
+        print(f"jaxexport: error: {err}", file=sys.stderr)
+        return 1
