@@ -5,11 +5,9 @@ Importing this package is light: it imports neither hatchling, setuptools nor py
 
 from __future__ import annotations
 
+from hatch_jaxexport.errors import ArtifactError, ExportError, FallbackWarning, SpecError
+from hatch_jaxexport.formats._version import __version__
 from hatch_jaxexport.runtime.decorator import ExportableFunction, exportable
-
-from .errors import ArtifactError, ExportError, FallbackWarning, SpecError
-
-__version__ = "0.1.0"
 
 __all__ = [
     "ArtifactError",

@@ -1,4 +1,8 @@
-"""The exceptions and warnings raised by hatch-jaxexport."""
+"""Every exception and warning hatch-jaxexport raises, below all four layers.
+
+Each layer imports what it raises from here, so a user catches one class whatever module raised
+it, and the docs list them in one place.
+"""
 
 from __future__ import annotations
 
@@ -30,3 +34,33 @@ class ExportError(RuntimeError):
 
 class FallbackWarning(UserWarning):
     """The loader traces the source because no baked artifact fits the call."""
+
+
+class TieredCompileWarning(RuntimeWarning):
+    """The background optimized compile failed; the quick tier stays in use."""
+
+
+class ConfigError(ValueError):
+    """Invalid build configuration; ``errors`` lists every problem, each with its TOML path."""
+
+    def __init__(self, errors: list[str]) -> None:
+        self.errors = list(errors)
+        if len(self.errors) == 1:
+            message = f"invalid hatch-jaxexport configuration: {self.errors[0]}"
+        else:
+            lines = "\n".join(f"  - {error}" for error in self.errors)
+            message = f"invalid hatch-jaxexport configuration ({len(self.errors)} errors):\n{lines}"
+        super().__init__(message)
+
+
+class CheckError(RuntimeError):
+    """The release check cannot start for a package (no installed distribution, source not
+    importable)."""
+
+
+class NotPortable(ValueError):
+    """A variant that cannot be made portable; the message says why."""
+
+
+__all__ = ["ArtifactError", "CheckError", "ConfigError", "ExportError", "FallbackWarning",
+           "NotPortable", "SpecError", "TieredCompileWarning"]

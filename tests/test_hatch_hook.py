@@ -38,8 +38,7 @@ from _buildkit import (
 )
 from conftest import _uv, make_venv, run
 
-from hatch_jaxexport.build._config import ConfigError
-from hatch_jaxexport.errors import ExportError
+from hatch_jaxexport.errors import ConfigError, ExportError
 
 JAX_VERSION = __import__("importlib.metadata").metadata.version("jax")
 

@@ -534,7 +534,8 @@ def test_module_diff_is_trimmed_and_windows_long_lines():
 
 
 def test_find_bundle_explains_a_missing_distribution():
-    from hatch_jaxexport.build._check import CheckError, find_bundle
+    from hatch_jaxexport.build._check import find_bundle
+    from hatch_jaxexport.errors import CheckError
 
     with pytest.raises(CheckError, match=r"no installed distribution provides the import package "
                                          r"'jxe_not_installed_anywhere'.*finds nothing either"):

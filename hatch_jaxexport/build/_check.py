@@ -34,8 +34,8 @@ from typing import Any
 
 from hatch_jaxexport.build._discover import discover
 from hatch_jaxexport.build._exporter import ExportTask, tasks_for
-from hatch_jaxexport.build._orchestrate import DEFAULT_PLATFORMS
-from hatch_jaxexport.errors import ArtifactError, ExportError
+from hatch_jaxexport.errors import ArtifactError, CheckError, ExportError
+from hatch_jaxexport.formats._options import DEFAULT_CHECK_SHAPES, DEFAULT_PLATFORMS
 from hatch_jaxexport.formats.manifest import (
     ARTIFACT_DIR,
     MANIFEST_NAME,
@@ -54,10 +54,10 @@ from hatch_jaxexport.formats.spec import (
     dim_symbols,
     evaluate_dim,
 )
+from hatch_jaxexport.runtime._jaxcompat import x64_context
 from hatch_jaxexport.runtime.decorator import ExportableFunction
 
 #: How many concrete shapes each artifact runs on by default.
-DEFAULT_SHAPES = 3
 #: At most this many lines of a module-text diff are shown.
 DIFF_LINES = 40
 
@@ -70,10 +70,6 @@ JAX_HINT = ("check with the jax that built the wheel, or build the wheel with th
 
 MATCH, STALE, MISSING, ORPHAN, SKIPPED = "match", "stale", "missing", "orphan", "skipped"
 UNUSABLE = "unusable"
-
-
-class CheckError(RuntimeError):
-    """The check cannot start for a package (no installed distribution, source not importable)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -413,7 +409,7 @@ def _missing_reason(plan: Plan, case: Case) -> str:
             "wheel does not carry it")
 
 
-def check_case(plan: Plan, case: Case, *, shapes: int = DEFAULT_SHAPES) -> Outcome:
+def check_case(plan: Plan, case: Case, *, shapes: int = DEFAULT_CHECK_SHAPES) -> Outcome:
     """Check one case; see the module docstring."""
     if case.record is None and case.skipped is not None and case.task is not None:
         return Outcome(SKIPPED, f"the export failed at build time and was skipped: "
@@ -433,12 +429,6 @@ def check_case(plan: Plan, case: Case, *, shapes: int = DEFAULT_SHAPES) -> Outco
 
 def _x64(avals: Sequence[Any]) -> bool:
     return any(str(a.dtype) in X64_DTYPES for a in avals)
-
-
-def _x64_context(enabled: bool) -> Any:
-    from hatch_jaxexport.build._exporter import _x64_context as context
-
-    return context(enabled)
 
 
 def spec_differences(record: ArtifactRecord, fn: ExportableFunction, task: ExportTask
@@ -557,7 +547,7 @@ def _compare(plan: Plan, case: Case, record: ArtifactRecord, task: ExportTask,
     structure = spec.structures[task.structure_index]
     try:
         blob = plan.bundle.read_blob(record)
-        with _x64_context(structure.uses_x64 or any(d in a for d in X64_DTYPES
+        with x64_context(structure.uses_x64 or any(d in a for d in X64_DTYPES
                                                    for a in record.in_avals)):
             bundled = deserialize_checked(blob, record.pytree_types, plan.package)
     except (CheckError, ArtifactError) as err:
@@ -640,7 +630,7 @@ def _as_shipped(exported: Any, vjp_order: int, x64: bool) -> Any:
     ``jax.set_mesh`` fails to refine its symbolic shapes."""
     from jax import export
 
-    with _x64_context(x64):
+    with x64_context(x64):
         return export.deserialize(bytearray(exported.serialize(vjp_order=vjp_order)))
 
 
@@ -667,7 +657,7 @@ def _lone_symbol(side: str) -> str | None:
     return side if side.isidentifier() else None
 
 
-def solve_shapes(dims: Sequence[str], constraints: Sequence[str], count: int = DEFAULT_SHAPES,
+def solve_shapes(dims: Sequence[str], constraints: Sequence[str], count: int = DEFAULT_CHECK_SHAPES,
                  *, max_steps: int = 20000) -> list[dict[str, int]]:
     """Up to ``count`` distinct symbol assignments making every dim >= 1 and every constraint hold.
 
@@ -857,7 +847,7 @@ def compare_arrays(label: str, bundled: Any, fresh: Any) -> str | None:
 
 
 def compare_numerics(bundled: Any, fresh: Any, constraints: Sequence[str], *, vjp_order: int,
-                     shapes: int = DEFAULT_SHAPES, seed: str = ""
+                     shapes: int = DEFAULT_CHECK_SHAPES, seed: str = ""
                      ) -> tuple[list[str], list[str]]:
     """Run both exports on inputs of a few concrete shapes; ``(problems, notes)``.
 
@@ -874,7 +864,7 @@ def compare_numerics(bundled: Any, fresh: Any, constraints: Sequence[str], *, vj
     out_paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(
         jax.tree_util.tree_unflatten(bundled.out_tree, list(range(len(bundled.out_avals)))))[0]]
     problems: list[str] = []
-    with _x64_context(_x64(bundled.in_avals) or _x64(bundled.out_avals)):
+    with x64_context(_x64(bundled.in_avals) or _x64(bundled.out_avals)):
         call_bundled, call_fresh = _call(bundled), _call(fresh)
         for env in envs:
             where = ", ".join(f"{k}={v}" for k, v in env.items()) or "static shapes"

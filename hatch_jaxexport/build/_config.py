@@ -14,36 +14,22 @@ import os
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
-from hatch_jaxexport.runtime.decorator import KNOWN_PLATFORMS
+from hatch_jaxexport.errors import ConfigError
+from hatch_jaxexport.formats._options import DEFAULT_PLATFORMS, KNOWN_PLATFORMS, ON_ERROR_CHOICES
 
 if TYPE_CHECKING:
     from hatch_jaxexport.build._orchestrate import BuildResult
 
 #: Set to 1/true/yes/on to build without exporting (the loader then traces, with a warning).
-SKIP_ENV = "HATCH_JAXEXPORT_SKIP"
 #: Hatchling's own keys of a build hook table: they reach the hook's config and are let through.
 HATCHLING_HOOK_KEYS = frozenset({
     "dependencies", "require-runtime-dependencies", "require-runtime-features",
     "enable-by-default",
 })
-ON_ERROR = ("fail", "skip")
 EDITABLE = ("in-place", "trace")
 DEFAULT_JAX_REQUIREMENT = "jax>={version}"
 
 OPTION_NAMES = ("packages", "platforms", "jobs", "on-error", "jax-requirement", "editable")
-
-
-class ConfigError(ValueError):
-    """Invalid build configuration; ``errors`` lists every problem, each with its TOML path."""
-
-    def __init__(self, errors: list[str]) -> None:
-        self.errors = list(errors)
-        if len(self.errors) == 1:
-            message = f"invalid hatch-jaxexport configuration: {self.errors[0]}"
-        else:
-            lines = "\n".join(f"  - {error}" for error in self.errors)
-            message = f"invalid hatch-jaxexport configuration ({len(self.errors)} errors):\n{lines}"
-        super().__init__(message)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +39,7 @@ class ExportOptions:
     #: Top-level import names to export; ``None``: every package the wheel ships.
     packages: tuple[str, ...] | None = None
     #: Platforms for functions whose ``@exportable`` names none.
-    platforms: tuple[str, ...] = ("cpu",)
+    platforms: tuple[str, ...] = DEFAULT_PLATFORMS
     #: Parallel export worker processes.
     jobs: int = 1
     #: ``fail`` the build on any failed export, or ``skip`` it (recorded in the manifest).
@@ -146,8 +132,8 @@ def parse_options(raw: Mapping[str, Any], prefix: str, *,
 
     if "on-error" in raw:
         value = raw["on-error"]
-        if value not in ON_ERROR:
-            bad("on-error", " or ".join(map(repr, ON_ERROR)), value)
+        if value not in ON_ERROR_CHOICES:
+            bad("on-error", " or ".join(map(repr, ON_ERROR_CHOICES)), value)
         else:
             values["on_error"] = value
 
@@ -178,11 +164,6 @@ def parse_options(raw: Mapping[str, Any], prefix: str, *,
     if errors:
         raise ConfigError(errors)
     return ExportOptions(**values)
-
-
-def skip_requested() -> bool:
-    """Whether ``HATCH_JAXEXPORT_SKIP`` asks for a build without exports."""
-    return os.environ.get(SKIP_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _bytes(n: int) -> str:
@@ -230,10 +211,8 @@ def describe_result(result: BuildResult, seconds: float) -> tuple[list[str], str
 
 __all__ = [
     "HATCHLING_HOOK_KEYS",
-    "SKIP_ENV",
     "ConfigError",
     "ExportOptions",
     "describe_result",
     "parse_options",
-    "skip_requested",
 ]

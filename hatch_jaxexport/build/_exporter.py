@@ -15,6 +15,7 @@ from typing import Any
 from hatch_jaxexport.formats.manifest import BLOB_SUFFIX, ArtifactRecord, artifact_id, sha256_hex
 from hatch_jaxexport.formats.spec import LeafSpec, Structure, static_key, tree_map_leaves
 from hatch_jaxexport.runtime import _pytrees as pytrees
+from hatch_jaxexport.runtime._jaxcompat import ir_context, mlir_ir, no_locations, x64_context
 from hatch_jaxexport.runtime._sharding import mesh_from_record, mesh_record
 from hatch_jaxexport.runtime._transforms import (
     BATCH_SYMBOL,
@@ -99,15 +100,6 @@ def abstract_args(structure: Structure, scope: Any = None) -> dict[str, Any]:
     return {name: tree_map_leaves(leaf, tree) for name, tree in structure.args.items()}
 
 
-def _x64_context(enabled: bool) -> Any:
-    import contextlib
-
-    import jax
-
-    if not enabled:
-        return contextlib.nullcontext()
-    return jax.enable_x64(True)
-
 
 #: Primal exports of this process, reused by their family members (each member is exported
 #: from the primal's avals): (function, primal task id) -> (Exported, scope, placement).
@@ -116,8 +108,6 @@ _PRIMALS: dict[tuple[ExportableFunction, str], tuple[Any, Any, Any]] = {}
 
 def export_exported(fn: ExportableFunction, task: ExportTask) -> Any:
     """Trace and lower one task to a ``jax.export.Exported``, locations stripped."""
-    from jax._src import config as jax_config
-
     key = (fn, task.primal.id)
     found = _PRIMALS.get(key)
     if found is None:
@@ -126,7 +116,7 @@ def export_exported(fn: ExportableFunction, task: ExportTask) -> Any:
     if (task.kind, task.batched) == ("primal", False):
         return primal
     structure = fn.export_spec.structures[task.structure_index]
-    with jax_config.traceback_in_locations_limit(0), _x64_context(structure.uses_x64):
+    with no_locations(), x64_context(structure.uses_x64):
         return _export_member(fn, task, primal, scope, placement)
 
 
@@ -134,13 +124,12 @@ def _export_primal(fn: ExportableFunction, task: ExportTask) -> tuple[Any, Any, 
     """The primal export of a task's family, its symbolic scope and its flat shardings."""
     import jax
     from jax import export
-    from jax._src import config as jax_config
 
     spec = fn.export_spec
     structure = spec.structures[task.structure_index]
     scope = export.SymbolicScope(list(structure.constraints))
     mesh = mesh_from_record(task.mesh)
-    with jax_config.traceback_in_locations_limit(0), _x64_context(structure.uses_x64):
+    with no_locations(), x64_context(structure.uses_x64):
         layout = fn.layouts[task.structure_index]
         if mesh is None:
             values = {**abstract_args(structure, scope), **task.static}
@@ -226,10 +215,8 @@ def module_text(exported: Any, full_text: str | None = None) -> str:
 
     ``full_text``: ``exported.mlir_module()`` if the caller has it already (each call of it
     deserializes the module again)."""
-    from jax._src.interpreters import mlir as jax_mlir
-    from jax._src.lib.mlir import ir
-
-    with jax_mlir.make_ir_context():
+    ir: Any = mlir_ir()
+    with ir_context():
         module = ir.Module.parse(full_text if full_text is not None else exported.mlir_module())
         return str(module.operation.get_asm(enable_debug_info=False))
 
@@ -292,7 +279,8 @@ _CALLBACK_MESSAGE = ("the function calls back into Python ({targets}: jax.debug.
                      "remove the callback from the exported function")
 
 
-def _raised_in_callback_lowering(err: BaseException) -> bool:
+def raised_in_callback_lowering(err: BaseException) -> bool:
+    """Whether an export failed inside jax's lowering of a host callback (not serializable)."""
     import traceback
 
     frames = traceback.extract_tb(err.__traceback__)
@@ -313,14 +301,14 @@ def export_task(fn: ExportableFunction, task: ExportTask) -> tuple[bytes, Artifa
     try:
         exported = export_exported(fn, task)
     except Exception as err:
-        if _raised_in_callback_lowering(err):
+        if raised_in_callback_lowering(err):
             raise ValueError(_CALLBACK_MESSAGE.format(targets="host callback")) from err
         raise
     full_text = exported.mlir_module()  # deserialized once for the three uses below
     _refuse_host_callbacks(full_text)
     type_refs = pytrees.register_all([exported.in_tree, exported.out_tree])
     try:
-        with _x64_context(structure.uses_x64):
+        with x64_context(structure.uses_x64):
             vjp_order = spec.vjp_order if task.kind == "primal" and not task.batched else 0
             blob = bytes(exported.serialize(vjp_order=vjp_order))
     except ValueError as err:

@@ -18,10 +18,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hatch_jaxexport import __version__
 from hatch_jaxexport.build._discover import discover
 from hatch_jaxexport.build._exporter import ExportTask
 from hatch_jaxexport.errors import ExportError
+from hatch_jaxexport.formats._options import DEFAULT_PLATFORMS, ON_ERROR_CHOICES
+from hatch_jaxexport.formats._version import __version__
 from hatch_jaxexport.formats.manifest import (
     MANIFEST_NAME,
     ArtifactRecord,
@@ -29,9 +30,6 @@ from hatch_jaxexport.formats.manifest import (
     SkippedRecord,
     summarize,
 )
-
-ON_ERROR_CHOICES = ("fail", "skip")
-DEFAULT_PLATFORMS = ("cpu",)
 
 
 @dataclasses.dataclass(frozen=True)

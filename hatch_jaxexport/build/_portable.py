@@ -42,8 +42,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hatch_jaxexport.errors import ArtifactError
-from hatch_jaxexport.formats._concrete import _combinations, _size_problem, check_concrete
+from hatch_jaxexport.errors import ArtifactError, NotPortable
+from hatch_jaxexport.formats._concrete import check_concrete, size_combinations, size_problem
 from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, SHA256_HEX, check_file_name, sha256_hex
 from hatch_jaxexport.formats.spec import (
     LeafSpec,
@@ -52,7 +52,13 @@ from hatch_jaxexport.formats.spec import (
     static_key,
     tree_map_leaves,
 )
-from hatch_jaxexport.runtime._jaxcompat import is_lapack_target
+from hatch_jaxexport.runtime._jaxcompat import (
+    ir_context,
+    is_lapack_target,
+    mlir_ir,
+    no_locations,
+    x64_context,
+)
 
 if TYPE_CHECKING:
     from hatch_jaxexport.formats.manifest import ArtifactRecord
@@ -83,10 +89,6 @@ _SUFFIXES = {"text": TEXT_SUFFIX, "bytecode": BYTECODE_SUFFIX, "interface": INTE
 _MAX_FILE = 2**34
 _F64 = re.compile(r"\bf64\b")
 _STABLEHLO_VERSION = re.compile(rb"StableHLO_v([0-9][0-9.]*)")
-
-
-class NotPortable(ValueError):
-    """A variant that cannot be made portable; the message says why."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -135,7 +137,7 @@ def plan_variants(fn: ExportableFunction) -> list[VariantPlan]:
     for index, structure in enumerate(spec.structures):
         if not structure.symbols <= set(concrete):
             continue  # a structure with an unbound symbol has no static-shape variant
-        for env in _combinations(structure, concrete):
+        for env in size_combinations(structure, concrete):
             for static in spec.static_combinations():
                 parts = [short_name(fn.name)]
                 if len(spec.structures) > 1:
@@ -169,14 +171,6 @@ class PortableVariant:
 
 def _json_bytes(data: Any) -> bytes:
     return (json.dumps(data, sort_keys=True, indent=1, ensure_ascii=True) + "\n").encode()
-
-
-def _x64_context(enabled: bool) -> Any:
-    import contextlib
-
-    import jax
-
-    return jax.enable_x64(True) if enabled else contextlib.nullcontext()
 
 
 def _concrete_args(structure: Structure, env: Mapping[str, int]) -> dict[str, Any]:
@@ -228,21 +222,20 @@ def export_variant(fn: ExportableFunction, plan: VariantPlan, package: str = "")
     """Export one variant with concrete shapes; ``NotPortable`` says why it cannot be."""
     import jax
     from jax import export
-    from jax._src import config as jax_config
 
     from hatch_jaxexport.build._exporter import (
-        _raised_in_callback_lowering,
         custom_call_targets,
         module_text,
+        raised_in_callback_lowering,
     )
 
     spec = fn.export_spec
     structure = spec.structures[plan.structure_index]
-    problem = _size_problem(structure, plan.sizes)
+    problem = size_problem(structure, plan.sizes)
     if problem:
         raise NotPortable(f"concrete sizes {plan.sizes}: {problem}")
     layout = fn.layouts[plan.structure_index]
-    with jax_config.traceback_in_locations_limit(0), _x64_context(structure.uses_x64):
+    with no_locations(), x64_context(structure.uses_x64):
         values = {**_concrete_args(structure, plan.sizes), **plan.static}
         args, kwargs = layout.split(values)
         target = jax.jit(_named_target(fn, plan.name), static_argnames=tuple(spec.static),
@@ -250,7 +243,7 @@ def export_variant(fn: ExportableFunction, plan: VariantPlan, package: str = "")
         try:
             exported = export.export(target, platforms=[LOWERING_PLATFORM])(*args, **kwargs)
         except Exception as err:
-            if _raised_in_callback_lowering(err) or "host_callbacks" in str(err):
+            if raised_in_callback_lowering(err) or "host_callbacks" in str(err):
                 raise NotPortable("calls back into Python (jax.debug.print, jax.pure_callback "
                                   "or io_callback): host callbacks cannot run outside JAX") \
                     from err
@@ -285,10 +278,8 @@ def _path_part(key: Any) -> str | int:
 
 def _main_signature(text: str) -> tuple[str, list[str], list[str]]:
     """The module's name and the MLIR types of ``main``'s arguments and results."""
-    from jax._src.interpreters import mlir as jax_mlir
-    from jax._src.lib.mlir import ir
-
-    with jax_mlir.make_ir_context():
+    ir: Any = mlir_ir()
+    with ir_context():
         module = ir.Module.parse(text)
         name = ir.StringAttr(module.operation.attributes["sym_name"]).value
         for op in module.body.operations:

@@ -14,19 +14,21 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from hatch_jaxexport.formats._settings import TIERED_ENV
+
 
 def warmup_package(package: str, dims: Mapping[str, Sequence[int]],
                    log: Callable[[str], None] = print) -> tuple[int, list[str]]:
     """Call every exportable of ``package`` on zeros of the given sizes; return (count, skipped)."""
-    previous = os.environ.get("HATCH_JAXEXPORT_TIERED")
-    os.environ["HATCH_JAXEXPORT_TIERED"] = "0"  # compile the optimized executable, once
+    previous = os.environ.get(TIERED_ENV)
+    os.environ[TIERED_ENV] = "0"  # compile the optimized executable, once
     try:
         return _warmup(package, dims, log)
     finally:
         if previous is None:
-            os.environ.pop("HATCH_JAXEXPORT_TIERED", None)
+            os.environ.pop(TIERED_ENV, None)
         else:
-            os.environ["HATCH_JAXEXPORT_TIERED"] = previous
+            os.environ[TIERED_ENV] = previous
 
 
 def _warmup(package: str, dims: Mapping[str, Sequence[int]], log: Callable[[str], None]

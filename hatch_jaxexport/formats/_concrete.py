@@ -57,21 +57,21 @@ def check_concrete(fn_name: str, concrete: Any, structures: Sequence[Structure],
                         "sizes for every symbol of at least one structure")
     for index in bound:
         structure = structures[index]
-        for env in _combinations(structure, out):
-            problem = _size_problem(structure, env)
+        for env in size_combinations(structure, out):
+            problem = size_problem(structure, env)
             if problem:
                 raise SpecError(f"{where}, structure {index}: concrete sizes {env}: {problem}")
     return out
 
 
-def _combinations(structure: Structure, concrete: Mapping[str, Sequence[int]]
+def size_combinations(structure: Structure, concrete: Mapping[str, Sequence[int]]
                   ) -> list[dict[str, int]]:
     names = sorted(structure.symbols)
     return [dict(zip(names, sizes, strict=True))
             for sizes in itertools.product(*(concrete[n] for n in names))]
 
 
-def _size_problem(structure: Structure, env: Mapping[str, int]) -> str | None:
+def size_problem(structure: Structure, env: Mapping[str, int]) -> str | None:
     for constraint in structure.constraints:
         if not check_constraint(constraint, env):
             return f"they violate the constraint {constraint!r}"

@@ -149,7 +149,8 @@ class Structure(_Frozen):
 # Dtypes
 
 
-def _dtype(name: str) -> np.dtype:
+def numpy_dtype(name: str) -> np.dtype:
+    """The numpy dtype of a canonical name, ml_dtypes' too (``bfloat16``, ``float8_*``)."""
     try:
         return np.dtype(name)
     except TypeError:
@@ -165,7 +166,7 @@ def parse_dtype(raw: Any) -> str:
     """Return the canonical dtype name of a string, numpy or jax dtype; raise ``TypeError``."""
     try:
         if isinstance(raw, str):
-            dtype = _dtype(raw)
+            dtype = numpy_dtype(raw)
         elif isinstance(getattr(raw, "dtype", None), np.dtype):  # jnp.float32, arrays
             dtype = raw.dtype
         else:

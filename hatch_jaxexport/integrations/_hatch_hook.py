@@ -29,13 +29,12 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 from hatch_jaxexport.build._config import (
     HATCHLING_HOOK_KEYS,
-    SKIP_ENV,
     ConfigError,
     ExportOptions,
     describe_result,
     parse_options,
-    skip_requested,
 )
+from hatch_jaxexport.formats._settings import SKIP_ENV, skip_requested
 from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, MANIFEST_NAME
 
 #: Written into the artifact folder of an editable install, so git never tracks it.

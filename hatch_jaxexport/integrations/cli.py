@@ -8,9 +8,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-from hatch_jaxexport import __version__
+from hatch_jaxexport.formats._options import DEFAULT_PLATFORMS, KNOWN_PLATFORMS
+from hatch_jaxexport.formats._version import __version__
 from hatch_jaxexport.formats.manifest import member_name, summarize
-from hatch_jaxexport.runtime.decorator import KNOWN_PLATFORMS
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -96,7 +96,8 @@ def _export(args: argparse.Namespace) -> int:
     from hatch_jaxexport.build._orchestrate import export_package
 
     result = export_package(
-        args.package, args.out, platforms=tuple(args.platforms or ("cpu",)), jobs=args.jobs,
+        args.package, args.out, platforms=tuple(args.platforms or DEFAULT_PLATFORMS),
+        jobs=args.jobs,
         on_error=args.on_error, search_path=args.path or [os.getcwd()],
         log=lambda message: print(message, file=sys.stderr))
     print(f"wrote {len(result.manifest.artifacts)} artifact(s) to {result.out_dir}")

@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from hatch_jaxexport.formats._options import DEFAULT_CHECK_SHAPES
+
 if TYPE_CHECKING:
     from hatch_jaxexport.build._check import Outcome, Plan
 
 FIXTURE = "jaxexport_artifact"
 _PROPERTY = "jaxexport"
-_SHAPES_DEFAULT = 3
 
 
 @dataclasses.dataclass
@@ -63,7 +64,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "arguments are still collected)")
     group.addoption(
         "--jaxexport-shapes", type=int, default=None, metavar="N", dest="jaxexport_shapes",
-        help=f"concrete shapes each artifact runs on (default: {_SHAPES_DEFAULT}; 0 compares "
+        help=f"concrete shapes each artifact runs on (default: {DEFAULT_CHECK_SHAPES}; 0 compares "
              "metadata and fingerprints only)")
     parser.addini("jaxexport_packages", type="args", default=[],
                   help="packages to check as with --jaxexport-check (whitespace-separated)")
@@ -79,7 +80,8 @@ def pytest_configure(config: pytest.Config) -> None:
     shapes = config.getoption("jaxexport_shapes")
     if shapes is not None and shapes < 0:
         raise pytest.UsageError(f"--jaxexport-shapes must be >= 0, got {shapes}")
-    state = _State(list(dict.fromkeys(packages)), _SHAPES_DEFAULT if shapes is None else shapes,
+    state = _State(list(dict.fromkeys(packages)),
+                   DEFAULT_CHECK_SHAPES if shapes is None else shapes,
                    only=config.getoption("jaxexport_only"))
     config.stash[_STATE] = state
     config.pluginmanager.register(_Reporter(state), "jaxexport-reporter")
@@ -120,7 +122,7 @@ class CheckModule(pytest.Module):
         self.package = package
 
     def _getobj(self) -> types.ModuleType:
-        from hatch_jaxexport.build._check import CheckError
+        from hatch_jaxexport.errors import CheckError
 
         state = self.config.stash[_STATE]
         try:

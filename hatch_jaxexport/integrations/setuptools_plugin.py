@@ -23,13 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from hatch_jaxexport.build._config import (
-    SKIP_ENV,
     ConfigError,
     ExportOptions,
     describe_result,
     parse_options,
-    skip_requested,
 )
+from hatch_jaxexport.formats._settings import SKIP_ENV, skip_requested
 from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, MANIFEST_NAME
 
 TABLE = "tool.jaxexport"

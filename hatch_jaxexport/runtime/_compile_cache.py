@@ -15,8 +15,8 @@ import sys
 import threading
 from pathlib import Path
 
-CACHE_ENV = "HATCH_JAXEXPORT_CACHE"
-_OFF = ("0", "false", "no", "off")
+from hatch_jaxexport.formats._settings import cache_choice
+
 _lock = threading.Lock()
 _done = False
 _active: str | None = None
@@ -41,8 +41,8 @@ def ensure_compilation_cache() -> str | None:
         if _done:
             return _active
         _done = True
-        choice = os.environ.get(CACHE_ENV, "").strip()
-        if choice.lower() in _OFF:
+        choice = cache_choice()
+        if choice is False:
             return None
         import jax
 
@@ -52,8 +52,8 @@ def ensure_compilation_cache() -> str | None:
             if "://" not in _active:
                 _executables = Path(_active) / "hatch-jaxexport-executables"
             return _active
-        on = choice.lower() in ("", "1", "true", "yes", "on")
-        folder = default_cache_dir() if on else Path(choice)
+        on = choice is True
+        folder = default_cache_dir() if choice is True else Path(choice)
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError:

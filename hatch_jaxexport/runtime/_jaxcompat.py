@@ -1,6 +1,10 @@
-"""Version-guarded adjustments to jax internals, each checked before it is applied.
+"""The one module that touches ``jax._src``: small accessors, and version-guarded adjustments.
 
-Only one today: ``call_exported``'s lowering initialises LAPACK (importing ``scipy.linalg``,
+Every other module goes through the functions here, so a jax release that moves an internal
+breaks one file. Accessors: the concrete array type, the x64 flag and its context, the
+location-free tracing context, the MLIR context and ``ir`` module.
+
+One adjustment: ``call_exported``'s lowering initialises LAPACK (importing ``scipy.linalg``,
 150-270 ms) for every artifact whose platforms include ``cpu``, even when the module holds no
 LAPACK call. The loader knows from the manifest which artifacts need it; while it lowers one
 that does not, the initialisation is skipped. If jax's internals differ from what this expects,
@@ -33,6 +37,43 @@ def concrete_array_type() -> type:
 
         with jax.ensure_compile_time_eval():
             return type(jax.device_put(np.zeros(())))
+
+
+def x64_context(enabled: bool) -> contextlib.AbstractContextManager[object]:
+    """Trace with 64-bit types on when ``enabled`` (a structure with x64 dtypes), else nothing."""
+    if not enabled:
+        return contextlib.nullcontext()
+    import jax
+
+    return jax.enable_x64(True)
+
+
+def x64_flag() -> object:
+    """jax's ``jax_enable_x64`` state; its ``.value`` is the flag in the current context."""
+    from jax._src import config as jax_config
+
+    return jax_config.enable_x64
+
+
+def no_locations() -> contextlib.AbstractContextManager[object]:
+    """Trace without file locations: byte-identical blobs whatever the build path (FIELD-NOTES)."""
+    from jax._src import config as jax_config
+
+    return jax_config.traceback_in_locations_limit(0)
+
+
+def ir_context() -> contextlib.AbstractContextManager[object]:
+    """An MLIR context with jax's dialects registered, to parse StableHLO text."""
+    from jax._src.interpreters import mlir as jax_mlir
+
+    return jax_mlir.make_ir_context()
+
+
+def mlir_ir() -> object:
+    """jax's bundled MLIR Python bindings (``ir``), for reading a module's operations."""
+    from jax._src.lib.mlir import ir
+
+    return ir
 
 
 def is_lapack_target(target: str) -> bool:

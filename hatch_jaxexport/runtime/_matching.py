@@ -15,6 +15,7 @@ from hatch_jaxexport.formats.spec import (
     check_constraint,
     dim_symbols,
     evaluate_dim,
+    numpy_dtype,
     static_key,
 )
 from hatch_jaxexport.runtime.decorator import ExportableFunction
@@ -100,7 +101,7 @@ def _check_leaf(leaf: LeafSpec, value: Any, path: str, shapes: Shapes) -> Any:
         if leaf.shape or kind not in allowed:
             raise _NoMatch(_LEAF, f"argument {path!r} expects {leaf.describe()}, got a Python "
                                   f"{type(value).__name__}", TypeError)
-        return np.asarray(value, dtype=_numpy_dtype(leaf.dtype))
+        return np.asarray(value, dtype=numpy_dtype(leaf.dtype))
     array = _as_array(value)
     if array is None:
         raise _NoMatch(_LEAF, f"argument {path!r} expects an array {leaf.describe()}, got "
@@ -134,12 +135,6 @@ def committed_platform(values: Mapping[str, Any]) -> str | None:
             except Exception:  # an array without concrete placement
                 continue
     return None
-
-
-def _numpy_dtype(name: str) -> np.dtype:
-    from hatch_jaxexport.formats.spec import _dtype
-
-    return _dtype(name)
 
 
 def _walk(spec: Any, value: Any, path: str, shapes: list[Any]) -> Any:

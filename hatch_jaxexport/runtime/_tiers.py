@@ -39,10 +39,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hatch_jaxexport.errors import TieredCompileWarning
+from hatch_jaxexport.formats._settings import TIERED_ENV, tiered_choice
 from hatch_jaxexport.runtime import _executable_cache as executables
 from hatch_jaxexport.runtime._jaxcompat import initialize_lapack, lapack_init_skipped
 
-TIERED_ENV = "HATCH_JAXEXPORT_TIERED"
 #: Compiler options of the quick tier, per platform.
 QUICK_OPTIONS: dict[str, dict[str, Any]] = {"cpu": {"xla_backend_optimization_level": 0}}
 #: Default tiering threshold: the serialized StableHLO size of an artifact (bytes).
@@ -52,16 +53,12 @@ LOCK_STALE_S = 600.0
 _POLL_EVERY_S = 0.2
 
 
-class TieredCompileWarning(RuntimeWarning):
-    """The background optimized compile failed; the quick tier stays in use."""
-
-
 def tiering_wanted(platform: str, option: bool | None, module_bytes: int) -> bool:
     """Whether to tier: the environment, then the function's option, then the default."""
-    env = os.environ.get(TIERED_ENV, "").strip().lower()
-    if env in ("0", "false", "no", "off") or platform not in QUICK_OPTIONS:
+    forced = tiered_choice()
+    if forced is False or platform not in QUICK_OPTIONS:
         return False
-    if env in ("1", "true", "yes", "on"):
+    if forced:
         return True
     if option is not None:
         return bool(option)

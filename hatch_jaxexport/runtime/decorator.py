@@ -10,10 +10,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from hatch_jaxexport.errors import SpecError
+from hatch_jaxexport.formats._options import KNOWN_PLATFORMS
 from hatch_jaxexport.formats.spec import JsonScalar, Structure, check_static_value, parse_structure
-
-#: Platforms jax.export can lower for.
-KNOWN_PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
 
 _call_exportable: Callable[..., Any] | None = None  # the loader's entry point, imported lazily
 #: (jax's array type, numpy's, jax's x64 flag), filled by the loader on its first call.

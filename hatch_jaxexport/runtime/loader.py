@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from hatch_jaxexport.errors import ArtifactError, FallbackWarning
+from hatch_jaxexport.formats._settings import STRICT_ENV, strict_mode
 from hatch_jaxexport.formats.manifest import (
     ARTIFACT_DIR,
     MANIFEST_NAME,
@@ -29,13 +30,6 @@ from hatch_jaxexport.formats.manifest import (
 from hatch_jaxexport.formats.spec import static_key
 from hatch_jaxexport.runtime._matching import CallPlan, committed_platform, plan_call
 from hatch_jaxexport.runtime.decorator import HOT_MISS_LIMIT, ExportableFunction
-
-STRICT_ENV = "HATCH_JAXEXPORT_STRICT"
-
-
-def strict_mode() -> bool:
-    """Whether ``HATCH_JAXEXPORT_STRICT`` asks for errors instead of falling back to tracing."""
-    return os.environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 class PackageArtifacts(NamedTuple):

@@ -1,0 +1,64 @@
+"""Every ``HATCH_JAXEXPORT_*`` environment variable, its name and how its value is read.
+
+One place, so every variable accepts the same spellings (``1/true/yes/on`` and
+``0/false/no/off``, any case, surrounding spaces ignored) and the docs can list them from here.
+Each reader takes the environment it is handed (``os.environ`` by default) and does no other I/O.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+#: Errors instead of falling back to tracing (the loader and the transformation family).
+STRICT_ENV = "HATCH_JAXEXPORT_STRICT"
+#: Tiered compilation of eager first calls: on, off, or unset for the per-function default.
+TIERED_ENV = "HATCH_JAXEXPORT_TIERED"
+#: The compilation and executable caches: off, on (the default folder), or a folder.
+CACHE_ENV = "HATCH_JAXEXPORT_CACHE"
+#: Build a wheel without exporting anything (the integrations).
+SKIP_ENV = "HATCH_JAXEXPORT_SKIP"
+
+ON_VALUES = ("1", "true", "yes", "on")
+OFF_VALUES = ("0", "false", "no", "off")
+
+
+def flag(name: str, environ: Mapping[str, str] = os.environ) -> bool | None:
+    """``True``/``False`` for an on/off spelling of variable ``name``; ``None`` when unset or
+    anything else (the caller's default applies)."""
+    value = environ.get(name, "").strip().lower()
+    if value in ON_VALUES:
+        return True
+    if value in OFF_VALUES:
+        return False
+    return None
+
+
+def strict_mode(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether ``HATCH_JAXEXPORT_STRICT`` asks for errors instead of falling back to tracing."""
+    return flag(STRICT_ENV, environ) is True
+
+
+def skip_requested(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether ``HATCH_JAXEXPORT_SKIP`` asks for a build without exports."""
+    return flag(SKIP_ENV, environ) is True
+
+
+def tiered_choice(environ: Mapping[str, str] = os.environ) -> bool | None:
+    """``HATCH_JAXEXPORT_TIERED``: forced on, forced off, or ``None`` (per-function default)."""
+    return flag(TIERED_ENV, environ)
+
+
+def cache_choice(environ: Mapping[str, str] = os.environ) -> bool | str:
+    """``HATCH_JAXEXPORT_CACHE``: ``False`` (off), ``True`` (the default folder, also when
+    unset) or the folder it names."""
+    value = environ.get(CACHE_ENV, "").strip()
+    if value.lower() in OFF_VALUES:
+        return False
+    if value == "" or value.lower() in ON_VALUES:
+        return True
+    return value
+
+
+__all__ = ["CACHE_ENV", "OFF_VALUES", "ON_VALUES", "SKIP_ENV", "STRICT_ENV", "TIERED_ENV",
+           "cache_choice", "flag", "skip_requested", "strict_mode", "tiered_choice"]

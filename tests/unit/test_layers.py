@@ -1,0 +1,188 @@
+"""The package's shape: four layer subpackages, imports only downward, no cycle, no private reach.
+
+Walks the AST of every module of ``hatch_jaxexport`` (imports inside functions included, since a
+lazy import is still a dependency) and checks the rules ``docs/architecture.md`` states.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE_DIR = Path(__file__).resolve().parents[2] / "hatch_jaxexport"
+PACKAGE = "hatch_jaxexport"
+#: Rank of each layer; a module may import its own rank or lower. ``errors`` sits below all.
+LAYERS = {"errors": 0, "formats": 1, "runtime": 2, "build": 3, "integrations": 4}
+#: Modules outside the layers: the public facade, ``python -m`` and one-line shims of old paths.
+OUTSIDE = {"__init__", "__main__", "loader", "manifest", "spec", "cli", "verify", "warmup"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE_DIR.rglob("*.py"))}
+
+
+def layer_of(module: str) -> str | None:
+    """The layer a module of ours belongs to; ``None`` for the facade, ``__main__`` and shims."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return None
+    if parts[1] in LAYERS:
+        return parts[1]
+    assert parts[1] in OUTSIDE, f"{module} is neither in a layer nor a known top-level module"
+    return None
+
+
+def resolve_from(module: str, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".")
+    is_package = MODULES[module].name == "__init__.py"
+    base = base[: len(base) - node.level + (1 if is_package else 0)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def type_checking_only(tree: ast.Module) -> set[ast.AST]:
+    """Nodes under ``if TYPE_CHECKING:``: annotations only, never imported at run time."""
+    return {inner for node in ast.walk(tree) if isinstance(node, ast.If)
+            and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+            for stmt in node.body for inner in ast.walk(stmt)}
+
+
+def imports_of(module: str) -> list[tuple[str, str, int]]:
+    """(imported module of ours, imported name or '', line) for every import in ``module``,
+    and (module, attribute) for every ``module._name`` read through an imported module."""
+    tree = ast.parse(MODULES[module].read_text())
+    skipped = type_checking_only(tree)
+    found = []
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if node in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found += [(a.name, "", node.lineno) for a in node.names
+                      if a.name.split(".")[0] == PACKAGE]
+        elif isinstance(node, ast.ImportFrom):
+            target = resolve_from(module, node)
+            if target.split(".")[0] != PACKAGE:
+                continue
+            for alias in node.names:
+                submodule = f"{target}.{alias.name}"
+                if submodule in MODULES:  # ``from pkg import module``
+                    found.append((submodule, "", node.lineno))
+                    aliases[alias.asname or alias.name] = submodule
+                else:
+                    found.append((target, alias.name, node.lineno))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id in aliases:
+            found.append((aliases[node.value.id], node.attr, node.lineno))
+    return found
+
+
+def test_every_module_is_in_a_layer_or_a_known_top_level_module() -> None:
+    assert len(MODULES) > 30
+    for module in MODULES:
+        layer_of(module)
+
+
+def test_imports_point_only_downward() -> None:
+    upward = []
+    for module in MODULES:
+        layer = layer_of(module)
+        if layer is None:
+            continue
+        for target, _, line in imports_of(module):
+            other = layer_of(target)
+            if other is None:
+                upward.append(f"{module}:{line} imports {target} (outside the layers)")
+            elif LAYERS[other] > LAYERS[layer]:
+                upward.append(f"{module}:{line} ({layer}) imports {target} ({other})")
+    assert upward == []
+
+
+@pytest.mark.xfail(strict=True, reason="issue 15: the restructuring is in progress")
+def test_no_private_name_is_imported_from_another_module() -> None:
+    reaching = [f"{module}:{line} imports {name} from {target}"
+                for module in MODULES for target, name, line in imports_of(module)
+                if name.startswith("_") and not name.startswith("__") and target != module]
+    assert reaching == []
+
+
+@pytest.mark.xfail(strict=True, reason="issue 15: the restructuring is in progress")
+def test_the_module_graph_has_no_cycle() -> None:
+    graph = {m: sorted({t for t, _, _ in imports_of(m) if t in MODULES and t != m
+                        and not MODULES[t].name == "__init__.py"}) for m in MODULES}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in graph[node]:
+            if state.get(nxt) == 1:
+                cycles.append(" -> ".join([*stack[stack.index(nxt):], nxt]))
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in graph:
+        if node not in state:
+            visit(node)
+    assert cycles == []
+
+
+@pytest.mark.parametrize("layer", sorted(set(LAYERS) - {"errors"}))
+def test_each_layer_says_what_it_may_import(layer: str) -> None:
+    doc = ast.get_docstring(ast.parse((PACKAGE_DIR / layer / "__init__.py").read_text()))
+    assert doc and "import" in doc
+
+
+@pytest.mark.xfail(strict=True, reason="issue 15: the restructuring is in progress")
+def test_no_function_is_longer_than_80_lines() -> None:
+    long = [f"{module}.{node.name}: {node.end_lineno - node.lineno + 1} lines"
+            for module, path in MODULES.items() for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.end_lineno - node.lineno + 1 > 80]
+    assert long == []
+
+
+@pytest.mark.xfail(strict=True, reason="issue 15: the restructuring is in progress")
+def test_public_modules_say_what_they_export() -> None:
+    missing = [module for module, path in MODULES.items()
+               if layer_of(module) is not None and not path.stem.startswith("_")
+               and "__all__" not in path.read_text()]
+    assert missing == []
+
+
+def test_the_checks_would_notice(tmp_path: Path) -> None:
+    """The AST walk sees lazy imports, relative imports and private names."""
+    sample = ("def f():\n    from hatch_jaxexport.build._exporter import _private\n"
+              "from .. import errors\n")
+    module = "hatch_jaxexport.build.verify"
+    source = MODULES[module].read_text()
+    MODULES[module] = tmp_path / "verify.py"
+    try:
+        MODULES[module].write_text("from hatch_jaxexport.runtime import loader\n"
+                                   "if TYPE_CHECKING:\n    import hatch_jaxexport.integrations\n"
+                                   "loader._PACKAGES.clear()\n")
+        found = imports_of(module)
+    finally:
+        MODULES[module] = PACKAGE_DIR / "build" / "verify.py"
+    assert source == MODULES[module].read_text()
+    assert ("hatch_jaxexport.runtime.loader", "_PACKAGES", 4) in found
+    assert not any(target == "hatch_jaxexport.integrations" for target, _, _ in found)
+    tree = ast.parse(sample)
+    kinds = {type(n).__name__ for n in ast.walk(tree)}
+    assert "ImportFrom" in kinds
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 2)
+    assert resolve_from("hatch_jaxexport.runtime.loader", node) == "hatch_jaxexport"
