@@ -77,7 +77,7 @@ def main() -> None:
         jitted = source_jit(fn)
         jax.block_until_ready(jitted(*args))
         jax.block_until_ready(fn(*args))
-        hot = fn.hot
+        hot = fn.calls.hot
         if hot is None:
             raise SystemExit("the loaded function has no compiled executable in use")
         compiled, split = hot[0], hot[1]

@@ -110,7 +110,7 @@ def fresh(demo: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[DeserializeCou
         for name in FUNCTIONS:
             fn = getattr(demo, name)
             clear = getattr(fn, "clear_cache", None)
-            clear() if clear else fn.runtime_cache.clear()
+            clear() if clear else fn.calls.clear()
 
     counter = DeserializeCounter()
     monkeypatch.setenv("HATCH_JAXEXPORT_STRICT", "1")

@@ -108,7 +108,7 @@ def test_steady_state_hot_path_checks_types_and_static_values(demo):
     poly.clear_cache()
     a = np.ones((2, 3), np.float32)
     np.testing.assert_allclose(np.asarray(scale(a)), np.asarray(scale.__wrapped__(a)), rtol=1e-6)
-    assert scale.hot is not None
+    assert scale.calls.hot is not None
     b = np.ones((3, 3), np.float32)  # another shape: the hot executable refuses, resolved again
     np.testing.assert_allclose(np.asarray(scale(b)), np.asarray(scale.__wrapped__(b)), rtol=1e-6)
     x = np.linspace(0, 1, 5, dtype=np.float32)
@@ -131,7 +131,7 @@ def test_pytree_arguments_take_the_hot_path_and_bad_trees_still_get_clear_errors
     params = {"w": np.ones((4, 2), np.float32), "b": np.full(2, 0.5, np.float32)}
     x = np.linspace(0, 1, 12, dtype=np.float32).reshape(3, 4)
     first = np.asarray(dense(params, x))
-    assert dense.hot is not None  # a dict of arrays: served by the compiled executable next
+    assert dense.calls.hot is not None  # a dict of arrays: served by the compiled executable next
     np.testing.assert_allclose(np.asarray(dense(params, x)), first)
     np.testing.assert_allclose(first, np.asarray(dense.__wrapped__(params, x)), rtol=1e-6)
     other = {"w": np.full((4, 2), 2.0, np.float32), "b": np.zeros(2, np.float32)}
@@ -141,4 +141,4 @@ def test_pytree_arguments_take_the_hot_path_and_bad_trees_still_get_clear_errors
         dense({"w": params["w"]}, x)
     grads = jax.grad(lambda p: dense(p, x).sum())(params)  # tracers: the hot path steps aside
     assert grads["w"].shape == (4, 2)
-    assert dense.hot_misses == 1  # the bad tree; the traced call is not counted
+    assert dense.calls.hot_misses == 1  # the bad tree; the traced call is not counted

@@ -174,7 +174,7 @@ class Site:
         for name in ("scale", "poly", "stats", "dense", "smooth", "total"):
             fn = getattr(self.module, name)
             clear = getattr(fn, "clear_cache", None)
-            clear() if clear else fn.runtime_cache.clear()
+            clear() if clear else fn.calls.clear()
 
     def run(self, functions: list[str], *, strict: bool) -> list[tuple[str, str]]:
         """Call ``functions`` fresh; check results and reads; return (outcome, message) pairs."""
@@ -619,7 +619,7 @@ for case in range(first, first + count):
     loader.forget_package("jxe_fuzz")
     for fn in (jxe_fuzz.scale, jxe_fuzz.poly, jxe_fuzz.stats, jxe_fuzz.dense, jxe_fuzz.smooth,
                jxe_fuzz.total):
-        getattr(fn, "clear_cache", fn.runtime_cache.clear)()
+        fn.clear_cache()
     print(json.dumps(["start", case]), flush=True)
     try:
         with warnings.catch_warnings(record=True) as caught:

@@ -57,7 +57,7 @@ out["after"] = [sorted(c.tiers.values()) for c in calls]
 ref = np.asarray(jax.jit(m.chain.__wrapped__)(x))
 out["first_vs_source"] = float(np.max(np.abs(first - ref)))
 out["later_vs_source"] = float(np.max(np.abs(again - ref)))
-out["hot"] = m.chain.hot is not None
+out["hot"] = m.chain.calls.hot is not None
 print(json.dumps(out))
 """
 

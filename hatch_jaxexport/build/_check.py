@@ -535,7 +535,8 @@ def _show(value: Any, limit: int = 300) -> str:
 def _compare(plan: Plan, case: Case, record: ArtifactRecord, task: ExportTask,
              shapes: int) -> Outcome:
     from hatch_jaxexport.build._exporter import export_exported, fingerprint, module_text
-    from hatch_jaxexport.runtime.loader import deserialize_checked, export_platform
+    from hatch_jaxexport.runtime._artifacts import deserialize_checked
+    from hatch_jaxexport.runtime._matching import export_platform
 
     fn = plan.functions[case.function]
     details: list[str] = []

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -18,7 +19,9 @@ from hatch_jaxexport.formats.spec import (
     numpy_dtype,
     static_key,
 )
-from hatch_jaxexport.runtime.decorator import ExportableFunction
+
+if TYPE_CHECKING:
+    from hatch_jaxexport.runtime.decorator import ExportableFunction
 
 _MAX_DIM = 2**31 - 1  # jax refines symbolic shapes with int32 arithmetic
 # How far a structure got before failing: higher is closer (chooses the error to show).
@@ -121,6 +124,18 @@ def _check_leaf(leaf: LeafSpec, value: Any, path: str, shapes: Shapes) -> Any:
                               f"({leaf.describe()}), got shape {shape}", TypeError)
     shapes.append((leaf, tuple(int(d) for d in shape), path))
     return array
+
+
+@functools.cache
+def export_platform(backend: str | None = None) -> str:
+    """The jax.export name (``cpu``, ``cuda``, ``rocm``, ``tpu``) of a backend (default: jax's)."""
+    import jax
+
+    backend = backend or jax.default_backend()
+    if backend == "gpu":
+        version = jax.devices("gpu")[0].client.platform_version.lower()
+        return "rocm" if "rocm" in version else "cuda"
+    return backend
 
 
 def committed_platform(values: Mapping[str, Any]) -> str | None:

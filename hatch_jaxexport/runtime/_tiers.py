@@ -345,13 +345,13 @@ def optimize(job: dict[str, Any]) -> int:
         jax.config.update("jax_enable_compilation_cache", False)  # compile, never load
         if job["x64"]:
             jax.config.update("jax_enable_x64", True)
-        from hatch_jaxexport.runtime import loader
+        from hatch_jaxexport.runtime._artifacts import load_package_artifacts, load_record
 
-        package = loader.load_package_artifacts(job["package"])
+        package = load_package_artifacts(job["package"])
         if package is None:
             raise RuntimeError(f"package {job['package']!r} has no baked artifacts")
         record = next(r for r in package.manifest.artifacts if r.file == job["file"])
-        exported = loader._load(package, record, job["package"])
+        exported = load_record(package, record)
         leaves = [jax.ShapeDtypeStruct(tuple(shape), dtype, weak_type=weak)
                   for shape, dtype, weak in job["leaves"]]
         args, kwargs = jax.tree_util.tree_unflatten(exported.in_tree, leaves)

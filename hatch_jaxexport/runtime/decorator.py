@@ -1,25 +1,25 @@
-"""The ``@exportable`` decorator: marks a function with its export specs (traces nothing)."""
+"""The ``@exportable`` decorator: marks a function with its export specs (traces nothing).
+
+``exportable`` validates the spec against the function's signature and wraps the function in an
+``ExportableFunction``, recorded in a module-level registry for the build to discover. A call
+tries the function's resolved fast path (``_resolved_calls``) and otherwise goes to the loader,
+imported on the first call so that importing a package of exportables imports no jax.
+"""
 
 from __future__ import annotations
 
 import functools
 import inspect
 import itertools
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from hatch_jaxexport.errors import SpecError
 from hatch_jaxexport.formats._options import KNOWN_PLATFORMS
 from hatch_jaxexport.formats.spec import JsonScalar, Structure, check_static_value, parse_structure
+from hatch_jaxexport.runtime._resolved_calls import MISS, ResolvedCalls
 
 _call_exportable: Callable[..., Any] | None = None  # the loader's entry point, imported lazily
-#: (jax's array type, numpy's, jax's x64 flag), filled by the loader on its first call.
-_fast_types: list[Any] = []
-#: Python values a fast-path key holds by value (static arguments).
-_SCALARS = (str, int, float, bool, type(None))
-#: After this many calls that the hot executable refused, a function stops trying it.
-HOT_MISS_LIMIT = 16
 
 
 class ExportSpec(NamedTuple):
@@ -115,22 +115,12 @@ class ExportableFunction:
         self.signature = signature
         self.layouts = layouts
         self.package = (getattr(fn, "__module__", None) or "__main__").split(".")[0]
-        self.lock = threading.Lock()
-        self.runtime_cache: dict[Any, Any] = {}
-        self.fast_cache: dict[Any, Any] = {}  # plain-array call signature -> resolved target
-        #: The compiled executable of the last settled plain call, tried first (it checks its
-        #: argument types itself and raises TypeError/ValueError before running on a mismatch):
-        #: (executable, how many leading arguments it takes, the trailing static strings).
-        self.hot: tuple[Callable[..., Any], int, tuple[str, ...]] | None = None
-        self.hot_misses = 0
+        #: What the loader resolved for this function's calls; written only through its methods.
+        self.calls = ResolvedCalls()
 
     def clear_cache(self) -> None:
         """Forget resolved artifacts and fallbacks (they are resolved again on the next call)."""
-        with self.lock:
-            self.runtime_cache.clear()
-            self.fast_cache.clear()
-            self.hot = None
-            self.hot_misses = 0
+        self.calls.clear()
 
     @property
     def name(self) -> str:
@@ -138,36 +128,9 @@ class ExportableFunction:
         return self.export_spec.name
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        hot = self.hot
-        if hot is not None and not kwargs:
-            call, split, tail = hot
-            try:
-                if args[split:] == tail:  # the same trailing static strings (often none)
-                    return call(*args[:split])
-            except (TypeError, ValueError):  # other types, a tracer, another device: resolve
-                if not _traced(args):
-                    self.hot_misses += 1
-                    if self.hot_misses >= HOT_MISS_LIMIT:
-                        self.hot = None  # calls of many signatures: the keyed cache serves them
-        if not kwargs and _fast_types:  # steady state: a call shaped like one seen before
-            key: list[Any] = []
-            for arg in args:
-                kind = type(arg)
-                if kind is _fast_types[0]:
-                    if arg.committed:
-                        break
-                    key.append((arg.shape, arg.dtype))
-                elif kind is _fast_types[1]:
-                    key.append((arg.shape, arg.dtype))
-                elif kind in _SCALARS:
-                    key.append((kind, arg))
-                else:
-                    break
-            else:
-                entry = self.fast_cache.get((tuple(key), _fast_types[2].value))
-                if entry is not None:
-                    target, picks = entry
-                    return target(*args) if picks is None else target(*[args[i] for i in picks])
+        result = self.calls.call_fast(args, kwargs)  # a call like one resolved before
+        if result is not MISS:
+            return result
         global _call_exportable
         if _call_exportable is None:
             from hatch_jaxexport.runtime.loader import call_exportable
@@ -177,14 +140,6 @@ class ExportableFunction:
 
     def __repr__(self) -> str:
         return f"<exportable {self.name}>"
-
-
-def _traced(args: tuple[Any, ...]) -> bool:
-    """Whether any argument is a tracer (a transformation of the function, not a new type)."""
-    from jax import tree_util
-    from jax.core import Tracer
-
-    return any(isinstance(leaf, Tracer) for leaf in tree_util.tree_leaves(args))
 
 
 #: Every ExportableFunction created, by module, for discovery at build time.
@@ -247,6 +202,81 @@ def _check_sharding(fn_name: str, structures: tuple[Structure, ...],
             "out_specs": sharding.normalize_out_specs(fn_name, out_specs, variants)}
 
 
+def _check_orders(fn_name: str, vjp_order: Any, ad_order: Any, constraints: Any) -> None:
+    if not isinstance(vjp_order, int) or isinstance(vjp_order, bool) or vjp_order < 0:
+        raise SpecError(f"@exportable spec of {fn_name}: vjp_order must be an int >= 0, "
+                        f"got {vjp_order!r}")
+    if ad_order not in (0, 1, 2) or isinstance(ad_order, bool):
+        raise SpecError(f"@exportable spec of {fn_name}: ad_order must be 0, 1 or 2, "
+                        f"got {ad_order!r}")
+    if isinstance(constraints, str):
+        raise SpecError(f"@exportable spec of {fn_name}: constraints must be a list of "
+                        f"strings, got {constraints!r}")
+
+
+def _structure_layout(fn_name: str, index: int, structure: Structure,
+                      signature: inspect.Signature, params: Mapping[str, inspect.Parameter],
+                      static_values: Mapping[str, Any], export_with_kwargs: bool) -> CallLayout:
+    """Check that a structure's arguments fit the signature; how its values are passed."""
+    where = f"@exportable spec of {fn_name}, structure {index}"
+    for arg in structure.args:
+        if arg not in params:
+            raise SpecError(f"{where}: unknown argument name {arg!r} "
+                            f"({fn_name} takes {', '.join(params) or 'no arguments'})")
+        if arg in static_values:
+            raise SpecError(f"{where}: argument {arg!r} is static; it takes values "
+                            "from static=, not a (shape, dtype) spec")
+    for pname, param in params.items():
+        if pname not in structure.args and pname not in static_values \
+                and param.default is param.empty:
+            raise SpecError(f"{where}: argument {pname!r} has no spec, no default and "
+                            "is not static; add it to the structure or to static=")
+    try:
+        return _layout(signature, set(structure.args) | set(static_values), export_with_kwargs)
+    except ValueError as err:
+        raise SpecError(f"{where}: {err}") from None
+
+
+def _wrap(fn: Callable[..., Any], name: str | None, specs: tuple[Any, ...], *,
+          platforms: Any, vjp_order: Any, export_with_kwargs: Any, skip_jitting: Any,
+          static: Any, constraints: Any, ad_order: Any, vmap: Any, tiered: Any, concrete: Any,
+          mesh: Any, in_specs: Any, out_specs: Any) -> ExportableFunction:
+    """Validate ``@exportable``'s arguments for ``fn`` and wrap it (``SpecError`` if bad)."""
+    fn_name = name or f"{getattr(fn, '__module__', '__main__')}:" \
+                      f"{getattr(fn, '__qualname__', repr(fn))}"
+    if not specs:
+        raise SpecError(f"@exportable spec of {fn_name}: give at least one structure, "
+                        "e.g. {'x': ('a, b', 'float32')}")
+    _check_orders(fn_name, vjp_order, ad_order, constraints)
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError) as err:
+        raise SpecError(f"@exportable: cannot read the signature of {fn_name}: {err}") from None
+    params = {n: p for n, p in signature.parameters.items()
+              if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    static_values = _check_static(fn_name, static, params)
+    structures = tuple(parse_structure(fn_name, raw, i, constraints)
+                       for i, raw in enumerate(specs))
+    layouts = tuple(_structure_layout(fn_name, index, structure, signature, params,
+                                      static_values, export_with_kwargs)
+                    for index, structure in enumerate(structures))
+    sharded = _check_sharding(fn_name, structures, params, static_values, mesh, in_specs,
+                              out_specs)
+    concrete_sizes = None
+    if concrete is not None:
+        from hatch_jaxexport.formats._concrete import check_concrete
+
+        concrete_sizes = check_concrete(fn_name, concrete, structures)
+    spec = ExportSpec(
+        name=fn_name, structures=structures,
+        platforms=_check_platforms(fn_name, platforms), vjp_order=vjp_order,
+        export_with_kwargs=bool(export_with_kwargs), skip_jitting=bool(skip_jitting),
+        static=static_values, ad_order=ad_order, vmap=bool(vmap), concrete=concrete_sizes,
+        tiered=None if tiered is None else bool(tiered), **sharded,
+    )
+    return ExportableFunction(fn, spec, signature, layouts)
+
+
 def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_order: int = 0,
                export_with_kwargs: bool = False, skip_jitting: bool = False,
                static: Mapping[str, Sequence[JsonScalar]] | None = None,
@@ -306,65 +336,14 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
         raise SpecError(f"@exportable needs a spec: use @exportable({{'x': ('n', 'float32')}}) "
                         f"on {getattr(specs[0], '__qualname__', specs[0])!r}")
 
-    def decorate(fn: Callable[..., Any]) -> ExportableFunction:
-        fn_name = name or f"{getattr(fn, '__module__', '__main__')}:" \
-                          f"{getattr(fn, '__qualname__', repr(fn))}"
-        if not specs:
-            raise SpecError(f"@exportable spec of {fn_name}: give at least one structure, "
-                            "e.g. {'x': ('a, b', 'float32')}")
-        if not isinstance(vjp_order, int) or isinstance(vjp_order, bool) or vjp_order < 0:
-            raise SpecError(f"@exportable spec of {fn_name}: vjp_order must be an int >= 0, "
-                            f"got {vjp_order!r}")
-        if ad_order not in (0, 1, 2) or isinstance(ad_order, bool):
-            raise SpecError(f"@exportable spec of {fn_name}: ad_order must be 0, 1 or 2, "
-                            f"got {ad_order!r}")
-        if isinstance(constraints, str):
-            raise SpecError(f"@exportable spec of {fn_name}: constraints must be a list of "
-                            f"strings, got {constraints!r}")
-        try:
-            signature = inspect.signature(fn)
-        except (TypeError, ValueError) as err:
-            raise SpecError(f"@exportable: cannot read the signature of {fn_name}: {err}") from None
-        params = {n: p for n, p in signature.parameters.items()
-                  if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
-        static_values = _check_static(fn_name, static, params)
-        structures = tuple(parse_structure(fn_name, raw, i, constraints)
-                           for i, raw in enumerate(specs))
-        layouts = []
-        for index, structure in enumerate(structures):
-            where = f"@exportable spec of {fn_name}, structure {index}"
-            for arg in structure.args:
-                if arg not in params:
-                    raise SpecError(f"{where}: unknown argument name {arg!r} "
-                                    f"({fn_name} takes {', '.join(params) or 'no arguments'})")
-                if arg in static_values:
-                    raise SpecError(f"{where}: argument {arg!r} is static; it takes values "
-                                    "from static=, not a (shape, dtype) spec")
-            for pname, param in params.items():
-                if pname not in structure.args and pname not in static_values \
-                        and param.default is param.empty:
-                    raise SpecError(f"{where}: argument {pname!r} has no spec, no default and "
-                                    "is not static; add it to the structure or to static=")
-            try:
-                layouts.append(_layout(signature, set(structure.args) | set(static_values),
-                                       export_with_kwargs))
-            except ValueError as err:
-                raise SpecError(f"{where}: {err}") from None
-        sharded = _check_sharding(fn_name, structures, params, static_values, mesh, in_specs,
-                                  out_specs)
-        concrete_sizes = None
-        if concrete is not None:
-            from hatch_jaxexport.formats._concrete import check_concrete
+    options = {"platforms": platforms, "vjp_order": vjp_order,
+               "export_with_kwargs": export_with_kwargs, "skip_jitting": skip_jitting,
+               "static": static, "constraints": constraints, "ad_order": ad_order,
+               "vmap": vmap, "tiered": tiered, "concrete": concrete, "mesh": mesh,
+               "in_specs": in_specs, "out_specs": out_specs}
 
-            concrete_sizes = check_concrete(fn_name, concrete, structures)
-        spec = ExportSpec(
-            name=fn_name, structures=structures,
-            platforms=_check_platforms(fn_name, platforms), vjp_order=vjp_order,
-            export_with_kwargs=bool(export_with_kwargs), skip_jitting=bool(skip_jitting),
-            static=static_values, ad_order=ad_order, vmap=bool(vmap), concrete=concrete_sizes,
-            tiered=None if tiered is None else bool(tiered), **sharded,
-        )
-        wrapper = ExportableFunction(fn, spec, signature, tuple(layouts))
+    def decorate(fn: Callable[..., Any]) -> ExportableFunction:
+        wrapper = _wrap(fn, name, specs, **options)
         REGISTRY.setdefault(getattr(fn, "__module__", "__main__"), []).append(wrapper)
         return wrapper
 
@@ -378,3 +357,7 @@ def registered_in(package: str) -> list[ExportableFunction]:
         if module == package or module.startswith(package + "."):
             found += items
     return found
+
+
+__all__ = ["REGISTRY", "CallLayout", "ExportSpec", "ExportableFunction", "exportable",
+           "registered_in"]

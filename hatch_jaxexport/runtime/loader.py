@@ -1,170 +1,42 @@
-"""The runtime loader: finds a package's baked artifacts and calls them, or falls back to tracing.
+"""The call path: runs a call of an ``@exportable`` function on its baked artifact, or traces.
 
-Artifacts are read with ``importlib.resources`` (works from a zipped package), checked against
-the manifest's SHA-256, deserialized on first use, cached, and called through ``jax.jit``.
+A call is matched to a structure and static values (``_matching``), resolved once per
+(structure, static values, platform[, mesh variant]) to a target, either a verified artifact
+(``_artifacts``) run through ``jax.jit`` or the transformation family, or the traced source with a
+``FallbackWarning`` (an ``ArtifactError`` in strict mode), and the settled executable is handed to
+the function's ``ResolvedCalls`` so that later calls of the same kind skip all of this.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.resources
-import os
-import pathlib
-import threading
 import warnings
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hatch_jaxexport.errors import ArtifactError, FallbackWarning
 from hatch_jaxexport.formats._settings import STRICT_ENV, strict_mode
-from hatch_jaxexport.formats.manifest import (
-    ARTIFACT_DIR,
-    MANIFEST_NAME,
-    ArtifactRecord,
-    Manifest,
-    mesh_from_record,
-    mesh_text,
-    parse_manifest,
-    sha256_hex,
+from hatch_jaxexport.formats.manifest import ArtifactRecord
+from hatch_jaxexport.runtime._artifacts import (
+    PackageArtifacts,
+    artifact_key,
+    deserialize_record,
+    forget_package,
+    load_package_artifacts,
+    load_record,
+    read_record,
+    record_key,
 )
-from hatch_jaxexport.formats.spec import static_key
-from hatch_jaxexport.runtime._matching import CallPlan, committed_platform, plan_call
-from hatch_jaxexport.runtime.decorator import HOT_MISS_LIMIT, ExportableFunction
+from hatch_jaxexport.runtime._matching import (
+    CallPlan,
+    committed_platform,
+    export_platform,
+    plan_call,
+)
+from hatch_jaxexport.runtime._resolved_calls import fast_key, prime_fast_path
 
-
-class PackageArtifacts(NamedTuple):
-    """A package's validated manifest and where its blobs are."""
-
-    package: str
-    manifest: Manifest
-    root: Any  # importlib.resources Traversable
-    by_key: dict[tuple[str, str, str, str, str, str, bool], ArtifactRecord]
-
-    def read_blob(self, record: ArtifactRecord) -> bytes:
-        path = self.root / record.file
-        _check_inside(path, self.root, f"artifact {record.file!r}")
-        data = path.read_bytes()
-        if len(data) != record.size or sha256_hex(data) != record.sha256:
-            raise ArtifactError(f"artifact {record.file} does not match the manifest's SHA-256 "
-                                "(damaged or modified after the build)")
-        return data
-
-
-def _check_inside(path: Any, base: Any, what: str) -> None:
-    """Refuse a file-system path that resolves (through symlinks) outside ``base``."""
-    if isinstance(path, pathlib.Path) and isinstance(base, pathlib.Path):
-        real_base = pathlib.Path(os.path.realpath(base))
-        if not pathlib.Path(os.path.realpath(path)).is_relative_to(real_base):
-            raise ArtifactError(f"{what} resolves outside {real_base} (a symlink out of the "
-                                "package); refusing to read it")
-
-
-_PACKAGES: dict[str, PackageArtifacts | ArtifactError | None] = {}
-_PACKAGES_LOCK = threading.Lock()
-
-
-def artifact_key(function: str, structure: str, static_key: str, platform: str,
-                 kind: str = "primal", batched: bool = False, mesh: str = ""
-                 ) -> tuple[str, str, str, str, str, str, bool]:
-    """The lookup key of an artifact; ``mesh`` is ``sharding.mesh_text`` of its variant."""
-    return (function, structure, static_key, platform, mesh, kind, batched)
-
-
-def load_package_artifacts(package: str) -> PackageArtifacts | None:
-    """The package's artifacts (cached), ``None`` if it has none; ``ArtifactError`` if corrupt."""
-    with _PACKAGES_LOCK:
-        if package not in _PACKAGES:
-            try:
-                _PACKAGES[package] = _read_package_artifacts(package)
-            except ArtifactError as err:
-                _PACKAGES[package] = err  # a corrupt manifest is read once, reported each call
-        found = _PACKAGES[package]
-    if isinstance(found, ArtifactError):
-        raise ArtifactError(str(found))
-    return found
-
-
-def _read_package_artifacts(package: str) -> PackageArtifacts | None:
-    try:
-        package_dir = importlib.resources.files(package)
-        root = package_dir / ARTIFACT_DIR
-        manifest_path = root / MANIFEST_NAME
-        exists = manifest_path.is_file()
-    except (ModuleNotFoundError, TypeError, ValueError):
-        exists = False
-    if not exists:
-        return None
-    _check_inside(root, package_dir, f"{package}/{ARTIFACT_DIR}")
-    _check_inside(manifest_path, root, f"{package}/{ARTIFACT_DIR}/{MANIFEST_NAME}")
-    try:
-        data = manifest_path.read_bytes()
-    except OSError as err:
-        raise ArtifactError(f"cannot read the manifest of {package}: {err}") from None
-    manifest = parse_manifest(data, where=f"{package}/{ARTIFACT_DIR}/{MANIFEST_NAME}")
-    by_key = {artifact_key(r.function, r.structure, static_key(r.static), r.platform, r.kind,
-                           r.batched, _mesh_key(r.mesh)): r
-              for r in manifest.artifacts}
-    return PackageArtifacts(package, manifest, root, by_key)
-
-
-def _mesh_key(mesh: Any) -> str:
-    if not mesh:
-        return ""
-    return mesh_text(mesh_from_record(mesh))
-
-
-def forget_package(package: str) -> None:
-    """Drop the cached manifest of a package (tests, reloads)."""
-    with _PACKAGES_LOCK:
-        _PACKAGES.pop(package, None)
-
-
-@functools.cache
-def export_platform(backend: str | None = None) -> str:
-    """The jax.export name (``cpu``, ``cuda``, ``rocm``, ``tpu``) of a backend (default: jax's)."""
-    import jax
-
-    backend = backend or jax.default_backend()
-    if backend == "gpu":
-        version = jax.devices("gpu")[0].client.platform_version.lower()
-        return "rocm" if "rocm" in version else "cuda"
-    return backend
-
-
-def deserialize_checked(data: bytes, refs: list[str], package: str,
-                        built_with: str | None = None) -> Any:
-    """Deserialize a blob after registering its pytree types; ``ArtifactError`` on refusal."""
-    from jax import export
-
-    from hatch_jaxexport.runtime import _pytrees as pytrees
-
-    for ref in refs:
-        cls = pytrees.resolve(ref, package)
-        try:
-            pytrees.register(cls)
-        except Exception as err:  # e.g. a dataclass that is not a registered pytree
-            raise ArtifactError(f"cannot register pytree type {ref!r} named by the manifest: "
-                                f"{type(err).__name__}: {err}") from None
-    try:
-        exported = export.deserialize(bytearray(data))
-    except Exception as err:  # jax raises struct.error, ValueError, IndexError...
-        raise ArtifactError(f"jax could not deserialize the artifact: "
-                            f"{type(err).__name__}: {err}") from None
-    import jax
-
-    try:  # a module from another jax's StableHLO fails here, not later inside a jit
-        if built_with != jax.__version__:
-            exported.mlir_module()
-    except Exception as err:
-        raise ArtifactError(f"jax could not read the artifact's StableHLO module (exported by a "
-                            f"newer jax?): {type(err).__name__}: {str(err)[:300]}") from None
-    low = export.minimum_supported_calling_convention_version
-    high = export.maximum_supported_calling_convention_version
-    if not low <= exported.calling_convention_version <= high:
-        raise ArtifactError(f"artifact uses calling convention "
-                            f"{exported.calling_convention_version}; this jax supports "
-                            f"{low}..{high}")
-    return exported
+if TYPE_CHECKING:
+    from hatch_jaxexport.runtime.decorator import ExportableFunction
 
 
 class _Target(NamedTuple):
@@ -184,30 +56,36 @@ def _fallback(fn: ExportableFunction) -> Callable[..., Any]:
     return jax.jit(source, static_argnames=tuple(fn.export_spec.static))
 
 
+def _missing_reason(fn: ExportableFunction, package: PackageArtifacts, plan: CallPlan,
+                    platform: str, mesh: str) -> str:
+    """Why the manifest holds no artifact for this call, in the words a user can act on."""
+    structure = fn.export_spec.structures[plan.structure_index]
+    wanted = artifact_key(fn.name, structure.key, plan.static_key, platform, mesh)
+    for skipped in package.manifest.skipped:
+        if record_key(skipped) == wanted:
+            return f"its export failed at build time and was skipped: {skipped.reason}"
+    built = sorted({r.platform for r in package.manifest.artifacts if r.function == fn.name})
+    if not built:
+        return "the build baked no artifact for this function"
+    if platform not in built:
+        return (f"artifacts were built for {', '.join(built)}, but this process runs "
+                f"on {platform}")
+    return (f"no artifact for structure {plan.structure_index} ({structure.key}) "
+            f"with static values {plan.static_key} on {platform}"
+            + (f" for the mesh {mesh}" if mesh else ""))
+
+
 def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, mesh: str = ""
                         ) -> tuple[Callable[..., Any] | None, str]:
     package = load_package_artifacts(fn.package)
-    structure = fn.export_spec.structures[plan.structure_index]
     if package is None:
         return None, (f"package {fn.package!r} has no baked artifacts (not built with "
                       "hatch-jaxexport, or imported from a source checkout)")
+    structure = fn.export_spec.structures[plan.structure_index]
     record = package.by_key.get(artifact_key(fn.name, structure.key, plan.static_key, platform,
-                                             mesh=mesh))
+                                             mesh))
     if record is None:
-        for skipped in package.manifest.skipped:
-            if (skipped.function, skipped.structure, static_key(skipped.static), skipped.platform,
-                    skipped.kind, skipped.batched, _mesh_key(skipped.mesh)) == (
-                        fn.name, structure.key, plan.static_key, platform, "primal", False, mesh):
-                return None, f"its export failed at build time and was skipped: {skipped.reason}"
-        built = sorted({r.platform for r in package.manifest.artifacts if r.function == fn.name})
-        if not built:
-            return None, "the build baked no artifact for this function"
-        if platform not in built:
-            return None, (f"artifacts were built for {', '.join(built)}, but this process runs "
-                          f"on {platform}")
-        return None, (f"no artifact for structure {plan.structure_index} ({structure.key}) "
-                      f"with static values {plan.static_key} on {platform}"
-                      + (f" for the mesh {mesh}" if mesh else ""))
+        return None, _missing_reason(fn, package, plan, platform, mesh)
     import jax
 
     from hatch_jaxexport.runtime._compile_cache import ensure_compilation_cache
@@ -218,8 +96,8 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
     lazy = not mesh and not record.pytree_types and \
         package.manifest.jax_version == jax.__version__
     try:
-        blob = _read(package, record)
-        exported = None if lazy else _deserialize(package, record, blob, fn.package)
+        blob = read_record(package, record)
+        exported = None if lazy else deserialize_record(package, record, blob)
     except ArtifactError as err:
         return None, str(err)
     ensure_compilation_cache()
@@ -228,7 +106,7 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
         loaded = exported
         if loaded is None:
             try:
-                loaded = _deserialize(package, record, blob, fn.package)
+                loaded = deserialize_record(package, record, blob)
             except ArtifactError as err:  # a blob that matches its hash but not jax's format
                 _resolve(fn, plan, platform, mismatch=str(err))  # warns, or raises when strict
                 return _source_without_static(fn, plan)
@@ -256,7 +134,7 @@ def _family(fn: ExportableFunction, plan: CallPlan, package: PackageArtifacts,
     base = (fn.name, structure.key, plan.static_key, platform, mesh)
     for (*rest, kind, batched), member in package.by_key.items():
         if tuple(rest) == base and (kind, batched) != ("primal", False):
-            loaders[(kind, batched)] = functools.partial(_load, package, member, fn.package)
+            loaders[(kind, batched)] = functools.partial(load_record, package, member)
             if not needs_lapack(member.custom_calls):
                 lapack_free.add((kind, batched))
     return Family(
@@ -303,44 +181,6 @@ def _eager(fn: ExportableFunction, make_jitted: Callable[[], Callable[..., Any]]
                                                       size), lapack)
 
 
-def _unusable(package: PackageArtifacts, record: ArtifactRecord, err: ArtifactError
-              ) -> ArtifactError:
-    return ArtifactError(
-        f"artifact {record.file} (built with jax {package.manifest.jax_version}, running "
-        f"jax {_jax_version()}) is unusable: {err}")
-
-
-def _read(package: PackageArtifacts, record: ArtifactRecord) -> bytes:
-    """Read and check one artifact; ``ArtifactError`` says why it is unusable."""
-    try:
-        return package.read_blob(record)
-    except ArtifactError as err:
-        raise _unusable(package, record, err) from None
-    except OSError as err:
-        raise ArtifactError(f"cannot read artifact {record.file}: {err}") from None
-
-
-def _deserialize(package: PackageArtifacts, record: ArtifactRecord, data: bytes,
-                 package_name: str) -> Any:
-    """Deserialize one checked artifact; ``ArtifactError`` says why it is unusable."""
-    try:
-        return deserialize_checked(data, record.pytree_types, package_name,
-                                   package.manifest.jax_version)
-    except ArtifactError as err:
-        raise _unusable(package, record, err) from None
-
-
-def _load(package: PackageArtifacts, record: ArtifactRecord, package_name: str) -> Any:
-    """Read, check and deserialize one artifact; ``ArtifactError`` says why it is unusable."""
-    return _deserialize(package, record, _read(package, record), package_name)
-
-
-def _jax_version() -> str:
-    import jax
-
-    return jax.__version__
-
-
 def _resolve(fn: ExportableFunction, plan: CallPlan, platform: str, mesh: str = "",
              mismatch: str = "") -> _Target:
     call, reason = (None, mismatch) if mismatch else \
@@ -350,49 +190,9 @@ def _resolve(fn: ExportableFunction, plan: CallPlan, platform: str, mesh: str = 
     message = f"{fn.name}: no usable baked artifact, tracing the source instead: {reason}"
     if strict_mode():
         raise ArtifactError(f"{fn.name}: no usable baked artifact ({STRICT_ENV} is set): {reason}")
-    warnings.warn(message, FallbackWarning, stacklevel=4)
-    fallback = fn.runtime_cache.get("fallback")
-    if fallback is None:
-        fallback = fn.runtime_cache["fallback"] = _fallback(fn)
+    warnings.warn(message, FallbackWarning, stacklevel=6)  # the caller of the function
+    fallback = fn.calls.fallback(functools.partial(_fallback, fn))
     return _Target(fallback, static_in_call=True, from_artifact=False)
-
-
-_FAST_CACHE_LIMIT = 512
-
-
-def _fast_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """A cheap key for calls of positional plain arrays (no kwargs, pytrees, tracers, or
-    arrays committed to a device); ``None`` otherwise.
-
-    Two calls with equal keys pass the same checks and resolve to the same target, so the full
-    checks run once per key; ``ExportableFunction.__call__`` computes the same key inline.
-    """
-    from hatch_jaxexport.runtime import decorator
-
-    if not decorator._fast_types:
-        import numpy as np
-        from jax._src import config as jax_config
-
-        from hatch_jaxexport.runtime._jaxcompat import concrete_array_type
-
-        decorator._fast_types[:] = [concrete_array_type(), np.ndarray, jax_config.enable_x64]
-    jax_array, np_array, x64 = decorator._fast_types
-    if kwargs:
-        return None
-    key: list[Any] = []
-    for arg in args:
-        kind = type(arg)
-        if kind is jax_array:
-            if arg.committed:
-                return None
-            key.append((arg.shape, arg.dtype))
-        elif kind is np_array:
-            key.append((arg.shape, arg.dtype))
-        elif kind in decorator._SCALARS:
-            key.append((kind, arg))
-        else:
-            return None
-    return tuple(key), x64.value
 
 
 def _picks(call_args: tuple[Any, ...], args: tuple[Any, ...]) -> tuple[int, ...] | None:
@@ -421,48 +221,54 @@ def _same_leaves(call_args: tuple[Any, ...], args: tuple[Any, ...]) -> bool:
         all(a is b for a, b in zip(leaves, head_leaves, strict=True))
 
 
+def _split(fn: ExportableFunction, target: _Target, plan: CallPlan, values: dict[str, Any]
+           ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The target's positional and keyword arguments (statics passed only to the fallback)."""
+    layout = fn.layouts[plan.structure_index]
+    if target.static_in_call:
+        return layout.split({**values, **plan.static})
+    return layout.split(values, skip=plan.static)
+
+
 def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run a call of an ``@exportable`` function (what ``ExportableFunction.__call__`` does)."""
-    fast = _fast_key(args, kwargs)
+    prime_fast_path()
+    fast = fast_key(args, kwargs)
     plan = plan_call(fn, args, kwargs)
     key: tuple[Any, ...] = (plan.structure_index, plan.static_key,
                             export_platform(committed_platform(plan.values)))
     if fn.export_spec.mesh is not None:  # sharded variants: the call's mesh picks one
         return _call_sharded(fn, plan, key, args, fast)
-    target = fn.runtime_cache.get(key)
-    if target is None:
-        with fn.lock:
-            target = fn.runtime_cache.get(key)
-            if target is None:
-                target = fn.runtime_cache[key] = _resolve(fn, plan, key[2])
-    layout = fn.layouts[plan.structure_index]
-    if target.static_in_call:
-        call_args, call_kwargs = layout.split({**plan.values, **plan.static})
-    else:
-        call_args, call_kwargs = layout.split(plan.values, skip=plan.static)
+    target = fn.calls.target(key, lambda: _resolve(fn, plan, key[2]))
+    call_args, call_kwargs = _split(fn, target, plan, plan.values)
     result = target.call(*call_args, **call_kwargs)
     # only calls without keywords: a static value given by keyword (or left to its default)
     # is not among the positional arguments the hot path compares
-    positional = not kwargs and not call_kwargs
-    picks = _picks(call_args, args) if positional else None
-    if picks is None and positional and _same_leaves(call_args, args):
-        picks = tuple(range(len(call_args)))  # pytrees rebuilt by the checks, same arrays
-    if picks is not None:
-        # the arguments the target takes are some of the call's, by position: remember that
-        settled = getattr(target.call, "settled", None)
-        call = settled(call_args, call_kwargs) if settled is not None else target.call
-        if call is not None:  # None: a quick tier is in use, the optimized one pending
-            if fast is not None:  # plain arrays: the keyed cache (pytrees: the hot one only)
-                if len(fn.fast_cache) >= _FAST_CACHE_LIMIT:
-                    fn.fast_cache.clear()
-                everything = picks == tuple(range(len(args)))
-                fn.fast_cache[fast] = (call, None if everything else picks)
-            split = len(picks)
-            if settled is not None and fn.hot_misses < HOT_MISS_LIMIT and \
-                    picks == tuple(range(split)) and \
-                    all(type(value) is str for value in args[split:]):
-                fn.hot = (call, split, args[split:])  # static values, if any: trailing strings
+    if not kwargs and not call_kwargs:
+        _settle(fn, target, call_args, args, fast)
     return result
+
+
+def _settle(fn: ExportableFunction, target: _Target, call_args: tuple[Any, ...],
+            args: tuple[Any, ...], fast: Any) -> None:
+    """Hand a positional call's settled executable to the function's fast path."""
+    picks = _picks(call_args, args)
+    if picks is None and _same_leaves(call_args, args):
+        picks = tuple(range(len(call_args)))  # pytrees rebuilt by the checks, same arrays
+    if picks is None:
+        return
+    # the arguments the target takes are some of the call's, by position: remember that
+    settled = getattr(target.call, "settled", None)
+    call = settled(call_args, {}) if settled is not None else target.call
+    if call is None:  # a quick tier is in use, the optimized one pending
+        return
+    if fast is not None:  # plain arrays: the keyed cache (pytrees: the hot one only)
+        everything = picks == tuple(range(len(args)))
+        fn.calls.remember_fast(fast, call, None if everything else picks)
+    split = len(picks)
+    if settled is not None and picks == tuple(range(split)) and \
+            all(type(value) is str for value in args[split:]):
+        fn.calls.remember_hot(call, split, args[split:])  # statics, if any: trailing strings
 
 
 def _call_sharded(fn: ExportableFunction, plan: CallPlan, key: tuple[Any, ...],
@@ -478,21 +284,12 @@ def _call_sharded(fn: ExportableFunction, plan: CallPlan, key: tuple[Any, ...],
     variant, mismatch = sharding.select_variant(spec.mesh, found)
     mesh = sharding.mesh_text(variant)
     key = (*key, mesh if not mismatch else ("no match", sharding.mesh_text(found.shape)))
-    target = fn.runtime_cache.get(key)
-    if target is None:
-        with fn.lock:
-            target = fn.runtime_cache.get(key)
-            if target is None:
-                target = fn.runtime_cache[key] = _resolve(fn, plan, key[2], mesh, mismatch)
+    target = fn.calls.target(key, lambda: _resolve(fn, plan, key[2], mesh, mismatch))
     values = plan.values
     if variant is not None and target.from_artifact and found.mesh is not None:
         values = sharding.place(spec.structures[plan.structure_index],
                                 spec.in_specs[plan.structure_index], values, found.mesh)
-    layout = fn.layouts[plan.structure_index]
-    if target.static_in_call:
-        call_args, call_kwargs = layout.split({**values, **plan.static})
-    else:
-        call_args, call_kwargs = layout.split(values, skip=plan.static)
+    call_args, call_kwargs = _split(fn, target, plan, values)
     if fast is not None and found.shape is None and not mismatch and not call_kwargs \
             and _picks(call_args, args) == tuple(range(len(args))):
         call = target.call
@@ -502,20 +299,22 @@ def _call_sharded(fn: ExportableFunction, plan: CallPlan, key: tuple[Any, ...],
                 return call(*same_args)
             return call_exportable(fn, same_args, {})  # a mesh was set since: resolve again
 
-        if len(fn.fast_cache) >= _FAST_CACHE_LIMIT:
-            fn.fast_cache.clear()
-        fn.fast_cache[fast] = (unless_a_mesh_is_set, None)
+        fn.calls.remember_fast(fast, unless_a_mesh_is_set, None)
     return target.call(*call_args, **call_kwargs)
 
 
 def loaded_from_artifact(fn: ExportableFunction) -> dict[Any, bool]:
     """For introspection and tests: which resolved call keys use an artifact (True) or trace."""
-    return {k: v.from_artifact for k, v in fn.runtime_cache.items() if isinstance(v, _Target)}
+    return {k: v.from_artifact for k, v in fn.calls.targets.items() if isinstance(v, _Target)}
 
 
 def tiered_calls(fn: ExportableFunction) -> list[Any]:
     """The ``EagerCall`` objects of a function's resolved targets (tests, benchmarks)."""
     from hatch_jaxexport.runtime._tiers import EagerCall
 
-    return [target.call for target in fn.runtime_cache.values()
+    return [target.call for target in fn.calls.targets.values()
             if isinstance(getattr(target, "call", None), EagerCall)]
+
+
+__all__ = ["STRICT_ENV", "call_exportable", "export_platform", "forget_package",
+           "load_package_artifacts", "loaded_from_artifact", "strict_mode", "tiered_calls"]

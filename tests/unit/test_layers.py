@@ -108,7 +108,6 @@ def test_imports_point_only_downward() -> None:
     assert upward == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: the restructuring is in progress")
 def test_no_private_name_is_imported_from_another_module() -> None:
     reaching = [f"{module}:{line} imports {name} from {target}"
                 for module in MODULES for target, name, line in imports_of(module)
@@ -116,7 +115,6 @@ def test_no_private_name_is_imported_from_another_module() -> None:
     assert reaching == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: the restructuring is in progress")
 def test_the_module_graph_has_no_cycle() -> None:
     graph = {m: sorted({t for t, _, _ in imports_of(m) if t in MODULES and t != m
                         and not MODULES[t].name == "__init__.py"}) for m in MODULES}

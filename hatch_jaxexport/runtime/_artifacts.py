@@ -1,0 +1,193 @@
+"""Reading and verifying a package's baked artifacts: manifest, blobs, deserialization.
+
+The manifest is read once per package through ``importlib.resources`` (works from a zipped
+package), validated, and indexed by artifact key. A blob is read only when a call needs it and
+checked against the manifest's size and SHA-256 before jax sees it; jax.export has no integrity
+check of its own (FIELD-NOTES). Pytree node types named by the manifest are registered before
+deserializing. Every refusal is an ``ArtifactError`` that says which file and why.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import os
+import pathlib
+import threading
+from typing import Any, NamedTuple
+
+from hatch_jaxexport.errors import ArtifactError
+from hatch_jaxexport.formats.manifest import (
+    ARTIFACT_DIR,
+    MANIFEST_NAME,
+    ArtifactRecord,
+    Manifest,
+    mesh_from_record,
+    mesh_text,
+    parse_manifest,
+    sha256_hex,
+)
+from hatch_jaxexport.formats.spec import static_key
+
+#: (function, structure key, static key, platform, mesh text, kind, batched)
+ArtifactKey = tuple[str, str, str, str, str, str, bool]
+
+
+class PackageArtifacts(NamedTuple):
+    """A package's validated manifest and where its blobs are."""
+
+    package: str
+    manifest: Manifest
+    root: Any  # importlib.resources Traversable
+    by_key: dict[ArtifactKey, ArtifactRecord]
+
+    def read_blob(self, record: ArtifactRecord) -> bytes:
+        path = self.root / record.file
+        check_inside(path, self.root, f"artifact {record.file!r}")
+        data = path.read_bytes()
+        if len(data) != record.size or sha256_hex(data) != record.sha256:
+            raise ArtifactError(f"artifact {record.file} does not match the manifest's SHA-256 "
+                                "(damaged or modified after the build)")
+        return data
+
+
+def check_inside(path: Any, base: Any, what: str) -> None:
+    """Refuse a file-system path that resolves (through symlinks) outside ``base``."""
+    if isinstance(path, pathlib.Path) and isinstance(base, pathlib.Path):
+        real_base = pathlib.Path(os.path.realpath(base))
+        if not pathlib.Path(os.path.realpath(path)).is_relative_to(real_base):
+            raise ArtifactError(f"{what} resolves outside {real_base} (a symlink out of the "
+                                "package); refusing to read it")
+
+
+_PACKAGES: dict[str, PackageArtifacts | ArtifactError | None] = {}
+_PACKAGES_LOCK = threading.Lock()
+
+
+def artifact_key(function: str, structure: str, static_key: str, platform: str, mesh: str = "",
+                 kind: str = "primal", batched: bool = False) -> ArtifactKey:
+    """The lookup key of an artifact, its fields in the order of the parameters; ``mesh`` is
+    ``mesh_key`` of its mesh variant (``""`` for the single-device one)."""
+    return (function, structure, static_key, platform, mesh, kind, batched)
+
+
+def record_key(record: Any) -> ArtifactKey:
+    """The key of a manifest record (an artifact, or a skipped export: the same fields)."""
+    return artifact_key(record.function, record.structure, static_key(record.static),
+                        record.platform, mesh_key(record.mesh), record.kind, record.batched)
+
+
+def mesh_key(mesh: Any) -> str:
+    """The text of a manifest's mesh record, as in artifact keys (``""``: no mesh)."""
+    if not mesh:
+        return ""
+    return mesh_text(mesh_from_record(mesh))
+
+
+def load_package_artifacts(package: str) -> PackageArtifacts | None:
+    """The package's artifacts (cached), ``None`` if it has none; ``ArtifactError`` if corrupt."""
+    with _PACKAGES_LOCK:
+        if package not in _PACKAGES:
+            try:
+                _PACKAGES[package] = _read_package_artifacts(package)
+            except ArtifactError as err:
+                _PACKAGES[package] = err  # a corrupt manifest is read once, reported each call
+        found = _PACKAGES[package]
+    if isinstance(found, ArtifactError):
+        raise ArtifactError(str(found))
+    return found
+
+
+def _read_package_artifacts(package: str) -> PackageArtifacts | None:
+    try:
+        package_dir = importlib.resources.files(package)
+        root = package_dir / ARTIFACT_DIR
+        manifest_path = root / MANIFEST_NAME
+        exists = manifest_path.is_file()
+    except (ModuleNotFoundError, TypeError, ValueError):
+        exists = False
+    if not exists:
+        return None
+    check_inside(root, package_dir, f"{package}/{ARTIFACT_DIR}")
+    check_inside(manifest_path, root, f"{package}/{ARTIFACT_DIR}/{MANIFEST_NAME}")
+    try:
+        data = manifest_path.read_bytes()
+    except OSError as err:
+        raise ArtifactError(f"cannot read the manifest of {package}: {err}") from None
+    manifest = parse_manifest(data, where=f"{package}/{ARTIFACT_DIR}/{MANIFEST_NAME}")
+    by_key = {record_key(r): r for r in manifest.artifacts}
+    return PackageArtifacts(package, manifest, root, by_key)
+
+
+def forget_package(package: str) -> None:
+    """Drop the cached manifest of a package (tests, reloads)."""
+    with _PACKAGES_LOCK:
+        _PACKAGES.pop(package, None)
+
+
+def deserialize_checked(data: bytes, refs: list[str], package: str,
+                        built_with: str | None = None) -> Any:
+    """Deserialize a blob after registering its pytree types; ``ArtifactError`` on refusal."""
+    from jax import export
+
+    from hatch_jaxexport.runtime import _pytrees as pytrees
+
+    for ref in refs:
+        cls = pytrees.resolve(ref, package)
+        try:
+            pytrees.register(cls)
+        except Exception as err:  # e.g. a dataclass that is not a registered pytree
+            raise ArtifactError(f"cannot register pytree type {ref!r} named by the manifest: "
+                                f"{type(err).__name__}: {err}") from None
+    try:
+        exported = export.deserialize(bytearray(data))
+    except Exception as err:  # jax raises struct.error, ValueError, IndexError...
+        raise ArtifactError(f"jax could not deserialize the artifact: "
+                            f"{type(err).__name__}: {err}") from None
+    import jax
+
+    try:  # a module from another jax's StableHLO fails here, not later inside a jit
+        if built_with != jax.__version__:
+            exported.mlir_module()
+    except Exception as err:
+        raise ArtifactError(f"jax could not read the artifact's StableHLO module (exported by a "
+                            f"newer jax?): {type(err).__name__}: {str(err)[:300]}") from None
+    low = export.minimum_supported_calling_convention_version
+    high = export.maximum_supported_calling_convention_version
+    if not low <= exported.calling_convention_version <= high:
+        raise ArtifactError(f"artifact uses calling convention "
+                            f"{exported.calling_convention_version}; this jax supports "
+                            f"{low}..{high}")
+    return exported
+
+
+def _unusable(package: PackageArtifacts, record: ArtifactRecord, err: ArtifactError
+              ) -> ArtifactError:
+    import jax
+
+    return ArtifactError(
+        f"artifact {record.file} (built with jax {package.manifest.jax_version}, running "
+        f"jax {jax.__version__}) is unusable: {err}")
+
+
+def read_record(package: PackageArtifacts, record: ArtifactRecord) -> bytes:
+    """Read and check one artifact; ``ArtifactError`` says why it is unusable."""
+    try:
+        return package.read_blob(record)
+    except ArtifactError as err:
+        raise _unusable(package, record, err) from None
+    except OSError as err:
+        raise ArtifactError(f"cannot read artifact {record.file}: {err}") from None
+
+
+def deserialize_record(package: PackageArtifacts, record: ArtifactRecord, data: bytes) -> Any:
+    """Deserialize one checked artifact; ``ArtifactError`` says why it is unusable."""
+    try:
+        return deserialize_checked(data, record.pytree_types, package.package,
+                                   package.manifest.jax_version)
+    except ArtifactError as err:
+        raise _unusable(package, record, err) from None
+
+
+def load_record(package: PackageArtifacts, record: ArtifactRecord) -> Any:
+    """Read, check and deserialize one artifact; ``ArtifactError`` says why it is unusable."""
+    return deserialize_record(package, record, read_record(package, record))
