@@ -21,17 +21,18 @@ import pytest
 from conftest import export_into_copy, make_venv, run
 
 from hatch_jaxexport import ExportError, SpecError, exportable
-from hatch_jaxexport.build._portable import (
+from hatch_jaxexport.build._portable_export import (
+    custom_call_reason,
+    export_variant,
+    plan_variants,
+)
+from hatch_jaxexport.errors import ArtifactError, NotPortable
+from hatch_jaxexport.formats._portable_index import (
     INTERFACE_SUFFIX,
     IREE_F64_FLAG,
     PORTABLE_INDEX,
-    NotPortable,
-    custom_call_reason,
-    export_variant,
     parse_index,
-    plan_variants,
 )
-from hatch_jaxexport.errors import ArtifactError
 
 ROOT = Path(__file__).resolve().parents[1]
 IREE_PACKAGES = ["iree-base-compiler", "iree-base-runtime", "numpy"]

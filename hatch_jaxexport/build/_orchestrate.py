@@ -182,7 +182,7 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
             raise ExportError(messages)
         for message in messages:
             emit(f"warning: skipped {message}")
-        from hatch_jaxexport.build._portable import write_index
+        from hatch_jaxexport.build._portable_export import write_index
 
         portable_errors = write_index(staging, package, results, records, on_error=on_error,
                                       generator=f"hatch-jaxexport {__version__}", log=emit)

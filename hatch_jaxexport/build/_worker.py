@@ -54,7 +54,7 @@ def main(request_path: str) -> int:
             result["records"].append(record._asdict())
             result["seconds"][record.id] = time.perf_counter() - started
         if not request["list_only"]:  # static-shape StableHLO for non-JAX runtimes
-            from hatch_jaxexport.build._portable import worker_export
+            from hatch_jaxexport.build._portable_export import worker_export
 
             result["portable"] = worker_export(list(functions.values()), request["worker"],
                                                request["workers"], request["out_dir"],

@@ -88,7 +88,8 @@ def check_package(package: str) -> VerifyReport:
             if not (module == package or module.startswith(package + ".")):
                 problems.append(f"{record.id}: pytree type {ref!r} is outside package "
                                 f"{package!r}")
-    from hatch_jaxexport.build._portable import verify_files  # portable.json and the files it lists
+    # portable.json and the files it lists
+    from hatch_jaxexport.build._portable_bundle import verify_files
 
     portable_listed, portable_problems = verify_files(root, _check_blob)
     listed |= portable_listed

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from hatch_jaxexport.formats._options import DEFAULT_PLATFORMS, KNOWN_PLATFORMS
 from hatch_jaxexport.formats._version import __version__
 from hatch_jaxexport.formats.manifest import member_name, summarize
+from hatch_jaxexport.integrations._portable_command import add_command as add_portable_command
+from hatch_jaxexport.integrations._portable_command import run_command as run_portable_command
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,18 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     warm.add_argument("package", help="import name of an installed package")
     warm.add_argument("--dims", action="append", default=[], metavar="SYMBOL=SIZE[,SIZE...]",
                       help="sizes for a symbolic dimension (repeatable), e.g. --dims n=64,1024")
-    from hatch_jaxexport.build._portable import (
-        add_command as add_portable_command,  # imports no jax
-    )
-
     add_portable_command(sub)
     return parser
-
-
-def _portable(args: argparse.Namespace) -> int:
-    from hatch_jaxexport.build._portable import run_command
-
-    return run_command(args)
 
 
 def _warmup(args: argparse.Namespace) -> int:
@@ -159,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return {"export": _export, "inspect": _inspect, "warmup": _warmup,
-                "verify": _verify, "portable": _portable}[args.command](args)
+                "verify": _verify, "portable": run_portable_command}[args.command](args)
     except KeyboardInterrupt as err:
         if args.debug:
             raise
