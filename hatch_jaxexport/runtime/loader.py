@@ -66,7 +66,7 @@ _PACKAGES_LOCK = threading.Lock()
 def artifact_key(function: str, structure: str, static_key: str, platform: str,
                  kind: str = "primal", batched: bool = False, mesh: str = ""
                  ) -> tuple[str, str, str, str, str, str, bool]:
-    """The lookup key of an artifact; ``mesh`` is ``sharding.mesh_text`` of its variant."""
+    """The lookup key of an artifact; ``mesh`` is ``manifest.mesh_text`` of its variant."""
     return (function, structure, static_key, platform, mesh, kind, batched)
 
 
@@ -470,14 +470,14 @@ def _call_sharded(fn: ExportableFunction, plan: CallPlan, key: tuple[Any, ...],
     """A call of a function with mesh variants: the variant of the call's mesh, NumPy inputs
     placed onto that mesh with the artifact's in_specs. Only calls without any mesh take the
     fast path, guarded: the same arrays may run under a mesh set later."""
-    from hatch_jaxexport.runtime import _sharding as sharding
+    from hatch_jaxexport.runtime._placement import call_mesh, current_mesh, place, select_variant
 
     spec = fn.export_spec
     assert spec.mesh is not None and spec.in_specs is not None
-    found = sharding.call_mesh(plan.values)
-    variant, mismatch = sharding.select_variant(spec.mesh, found)
-    mesh = sharding.mesh_text(variant)
-    key = (*key, mesh if not mismatch else ("no match", sharding.mesh_text(found.shape)))
+    found = call_mesh(plan.values)
+    variant, mismatch = select_variant(spec.mesh, found)
+    mesh = mesh_text(variant)
+    key = (*key, mesh if not mismatch else ("no match", mesh_text(found.shape)))
     target = fn.runtime_cache.get(key)
     if target is None:
         with fn.lock:
@@ -486,7 +486,7 @@ def _call_sharded(fn: ExportableFunction, plan: CallPlan, key: tuple[Any, ...],
                 target = fn.runtime_cache[key] = _resolve(fn, plan, key[2], mesh, mismatch)
     values = plan.values
     if variant is not None and target.from_artifact and found.mesh is not None:
-        values = sharding.place(spec.structures[plan.structure_index],
+        values = place(spec.structures[plan.structure_index],
                                 spec.in_specs[plan.structure_index], values, found.mesh)
     layout = fn.layouts[plan.structure_index]
     if target.static_in_call:
@@ -498,7 +498,7 @@ def _call_sharded(fn: ExportableFunction, plan: CallPlan, key: tuple[Any, ...],
         call = target.call
 
         def unless_a_mesh_is_set(*same_args: Any) -> Any:
-            if sharding.current_mesh().shape is None:
+            if current_mesh().shape is None:
                 return call(*same_args)
             return call_exportable(fn, same_args, {})  # a mesh was set since: resolve again
 
