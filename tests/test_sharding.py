@@ -18,14 +18,9 @@ from conftest import export_into_copy, run
 
 from hatch_jaxexport import ArtifactError, SpecError, exportable
 from hatch_jaxexport.build._exporter import tasks_for
-from hatch_jaxexport.formats.manifest import parse_manifest
-from hatch_jaxexport.runtime._sharding import (
-    CallMesh,
-    PSpec,
-    mesh_from_record,
-    mesh_record,
-    select_variant,
-)
+from hatch_jaxexport.formats._mesh import PSpec, mesh_record
+from hatch_jaxexport.formats.manifest import mesh_from_record, parse_manifest
+from hatch_jaxexport.runtime._placement import CallMesh, select_variant
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

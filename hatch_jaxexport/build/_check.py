@@ -385,7 +385,8 @@ def _orphan_reason(plan: Plan, case: Case) -> str:
     if owner.platform not in platforms:
         return (f"{owner.function}{_where(fn)} is no longer exported for {owner.platform} "
                 f"(now: {', '.join(platforms)})")
-    from hatch_jaxexport.runtime._sharding import describe_mesh, mesh_from_record
+    from hatch_jaxexport.formats._mesh import describe_mesh
+    from hatch_jaxexport.formats.manifest import mesh_from_record
 
     variant = mesh_from_record(owner.mesh)
     if variant not in (spec.mesh or (None,)):
@@ -607,7 +608,7 @@ def _compare(plan: Plan, case: Case, record: ArtifactRecord, task: ExportTask,
     elif record.mesh and _mesh_unavailable(record.mesh):
         notes.append(_mesh_unavailable(record.mesh))
     else:
-        from hatch_jaxexport.runtime._sharding import mesh_context
+        from hatch_jaxexport.build._sharded_export import mesh_context
 
         constraints = list(dict.fromkeys([*record.constraints, *structure.constraints]))
         # outside any mesh: jax derives the VJP of an in-memory export under the current mesh
@@ -639,7 +640,8 @@ def _mesh_unavailable(mesh: Mapping[str, Any]) -> str:
     """Why a sharded artifact's numerics cannot run in this process ("" if they can)."""
     import jax
 
-    from hatch_jaxexport.runtime._sharding import describe_mesh, mesh_from_record, mesh_size
+    from hatch_jaxexport.formats._mesh import describe_mesh, mesh_size
+    from hatch_jaxexport.formats.manifest import mesh_from_record
 
     shape = mesh_from_record(mesh)
     if jax.device_count() < mesh_size(shape):

@@ -12,11 +12,17 @@ import json
 import re
 from typing import Any
 
-from hatch_jaxexport.formats.manifest import BLOB_SUFFIX, ArtifactRecord, artifact_id, sha256_hex
+from hatch_jaxexport.formats._mesh import mesh_record
+from hatch_jaxexport.formats.manifest import (
+    BLOB_SUFFIX,
+    ArtifactRecord,
+    artifact_id,
+    mesh_from_record,
+    sha256_hex,
+)
 from hatch_jaxexport.formats.spec import LeafSpec, Structure, static_key, tree_map_leaves
 from hatch_jaxexport.runtime import _pytrees as pytrees
 from hatch_jaxexport.runtime._jaxcompat import ir_context, mlir_ir, no_locations, x64_context
-from hatch_jaxexport.runtime._sharding import mesh_from_record, mesh_record
 from hatch_jaxexport.runtime._transforms import (
     BATCH_SYMBOL,
     KINDS_BY_ORDER,
@@ -38,7 +44,7 @@ class ExportTask:
     platform: str
     kind: str = "primal"
     batched: bool = False
-    #: The mesh of a sharded variant (``sharding.mesh_record``), ``{}`` for a single device.
+    #: The mesh of a sharded variant (``formats._mesh.mesh_record``), ``{}`` for a single device.
     mesh: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
@@ -134,7 +140,7 @@ def _export_primal(fn: ExportableFunction, task: ExportTask) -> tuple[Any, Any, 
         if mesh is None:
             values = {**abstract_args(structure, scope), **task.static}
         else:
-            from hatch_jaxexport.runtime import _sharding as sharding
+            from hatch_jaxexport.build import _sharded_export as sharding
 
             assert spec.in_specs is not None
             abstract = sharding.abstract_mesh(mesh)
@@ -179,7 +185,7 @@ def _export_member(fn: ExportableFunction, task: ExportTask, primal: Any, scope:
     in_sh: list[Any] = [None] * len(avals)
     out_sh: Any = None
     if placement is not None:
-        from hatch_jaxexport.runtime._sharding import member_out_specs
+        from hatch_jaxexport.build._sharded_export import member_out_specs
 
         _, flat_in, flat_out = placement
         outs = flat_out or [None] * len(out_dtypes)

@@ -117,7 +117,7 @@ def _inspect(args: argparse.Namespace) -> int:
                      record.platform, member_name(record.kind, record.batched),
                      str(record.vjp_order), f"{record.size:,}"))
     if any(record.mesh for record in manifest.artifacts):  # sharded variants: a mesh column
-        from hatch_jaxexport.runtime._sharding import mesh_from_record
+        from hatch_jaxexport.formats.manifest import mesh_from_record
 
         meshes = ["mesh"] + [" x ".join(f"{a}={s}" for a, s in mesh_from_record(r.mesh) or ())
                              or "-" for r in sorted(manifest.artifacts, key=lambda r: r.id)]

@@ -2,7 +2,8 @@
 
 Every other module goes through the functions here, so a jax release that moves an internal
 breaks one file. Accessors: the concrete array type, the x64 flag and its context, the
-location-free tracing context, the MLIR context and ``ir`` module.
+location-free tracing context, the MLIR context and ``ir`` module, the mesh of
+``with mesh:``.
 
 One adjustment: ``call_exported``'s lowering initialises LAPACK (importing ``scipy.linalg``,
 150-270 ms) for every artifact whose platforms include ``cpu``, even when the module holds no
@@ -74,6 +75,18 @@ def mlir_ir() -> object:
     from jax._src.lib.mlir import ir
 
     return ir
+
+
+def with_mesh_physical() -> object | None:
+    """The concrete mesh entered with ``with mesh:`` (deprecated, still honoured by jax), or
+    ``None`` when there is none or this jax keeps it elsewhere."""
+    try:
+        from jax._src import mesh as mesh_lib
+
+        physical = mesh_lib.thread_resources.env.physical_mesh
+        return None if physical.empty else physical
+    except (ImportError, AttributeError):
+        return None
 
 
 def is_lapack_target(target: str) -> bool:

@@ -246,7 +246,7 @@ def _make_primitive() -> Any:
 
         structs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
         outs = jax.eval_shape(family.exported_call(kind, batched), *structs)
-        from hatch_jaxexport.runtime._sharding import (
+        from hatch_jaxexport.runtime._placement import (
             typed_out_shardings,  # sharded artifacts under explicit meshes
         )
 

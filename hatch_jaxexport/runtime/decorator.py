@@ -41,12 +41,12 @@ class ExportSpec(NamedTuple):
     tiered: bool | None = None
     #: Dimension symbol -> sizes of the portable static-shape variants (``portable``).
     concrete: Mapping[str, tuple[int, ...]] | None = None
-    #: Mesh variants (``sharding.MeshVariants``; ``None`` in it is the single-device variant),
+    #: Mesh variants (``formats._mesh.MeshVariants``; ``None`` in it is the single-device variant),
     #: or ``None`` for a function that is never sharded.
     mesh: tuple[Any, ...] | None = None
-    #: Per structure: argument name -> tree of ``sharding.PSpec`` (with ``mesh`` only).
+    #: Per structure: argument name -> tree of ``formats._mesh.PSpec`` (with ``mesh`` only).
     in_specs: tuple[dict[str, Any], ...] | None = None
-    #: The outputs' specs (``sharding.PSpec`` leaves, matched to the output at export).
+    #: The outputs' specs (``formats._mesh.PSpec`` leaves, matched to the output at export).
     out_specs: Any = None
 
     @property
@@ -185,21 +185,26 @@ def _check_static(fn_name: str, static: Mapping[str, Any] | None,
 def _check_sharding(fn_name: str, structures: tuple[Structure, ...],
                     params: Mapping[str, inspect.Parameter], static: Mapping[str, Any],
                     mesh: Any, in_specs: Any, out_specs: Any) -> dict[str, Any]:
-    """The ``mesh``/``in_specs``/``out_specs`` fields of an ExportSpec, checked (see sharding)."""
+    """The ``mesh``/``in_specs``/``out_specs`` fields of an ExportSpec, checked (formats._mesh)."""
     if mesh is None:
         if in_specs is not None or out_specs is not None:
             raise SpecError(f"@exportable spec of {fn_name}: in_specs and out_specs need a "
                             "mesh, e.g. mesh={'data': 2}")
         return {}
-    from hatch_jaxexport.runtime import _sharding as sharding
+    from hatch_jaxexport.formats._mesh import (
+        check_in_spec_names,
+        normalize_out_specs,
+        parse_meshes,
+        resolve_in_specs,
+    )
 
-    variants = sharding.parse_meshes(fn_name, mesh)
+    variants = parse_meshes(fn_name, mesh)
     if in_specs is not None:
-        sharding.check_in_spec_names(fn_name, in_specs, list(params), list(static))
-    resolved = tuple(sharding.resolve_in_specs(fn_name, index, structure, in_specs, variants)
+        check_in_spec_names(fn_name, in_specs, list(params), list(static))
+    resolved = tuple(resolve_in_specs(fn_name, index, structure, in_specs, variants)
                      for index, structure in enumerate(structures))
     return {"mesh": variants, "in_specs": resolved,
-            "out_specs": sharding.normalize_out_specs(fn_name, out_specs, variants)}
+            "out_specs": normalize_out_specs(fn_name, out_specs, variants)}
 
 
 def _check_orders(fn_name: str, vjp_order: Any, ad_order: Any, constraints: Any) -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hatch_jaxexport.errors import ArtifactError, FallbackWarning
 from hatch_jaxexport.formats._settings import STRICT_ENV, strict_mode
-from hatch_jaxexport.formats.manifest import ArtifactRecord
+from hatch_jaxexport.formats.manifest import ArtifactRecord, mesh_text
 from hatch_jaxexport.runtime._artifacts import (
     PackageArtifacts,
     artifact_key,
@@ -276,26 +276,26 @@ def _call_sharded(fn: ExportableFunction, plan: CallPlan, key: tuple[Any, ...],
     """A call of a function with mesh variants: the variant of the call's mesh, NumPy inputs
     placed onto that mesh with the artifact's in_specs. Only calls without any mesh take the
     fast path, guarded: the same arrays may run under a mesh set later."""
-    from hatch_jaxexport.runtime import _sharding as sharding
+    from hatch_jaxexport.runtime._placement import call_mesh, current_mesh, place, select_variant
 
     spec = fn.export_spec
     assert spec.mesh is not None and spec.in_specs is not None
-    found = sharding.call_mesh(plan.values)
-    variant, mismatch = sharding.select_variant(spec.mesh, found)
-    mesh = sharding.mesh_text(variant)
-    key = (*key, mesh if not mismatch else ("no match", sharding.mesh_text(found.shape)))
+    found = call_mesh(plan.values)
+    variant, mismatch = select_variant(spec.mesh, found)
+    mesh = mesh_text(variant)
+    key = (*key, mesh if not mismatch else ("no match", mesh_text(found.shape)))
     target = fn.calls.target(key, lambda: _resolve(fn, plan, key[2], mesh, mismatch))
     values = plan.values
     if variant is not None and target.from_artifact and found.mesh is not None:
-        values = sharding.place(spec.structures[plan.structure_index],
-                                spec.in_specs[plan.structure_index], values, found.mesh)
+        values = place(spec.structures[plan.structure_index],
+                       spec.in_specs[plan.structure_index], values, found.mesh)
     call_args, call_kwargs = _split(fn, target, plan, values)
     if fast is not None and found.shape is None and not mismatch and not call_kwargs \
             and _picks(call_args, args) == tuple(range(len(args))):
         call = target.call
 
         def unless_a_mesh_is_set(*same_args: Any) -> Any:
-            if sharding.current_mesh().shape is None:
+            if current_mesh().shape is None:
                 return call(*same_args)
             return call_exportable(fn, same_args, {})  # a mesh was set since: resolve again
 

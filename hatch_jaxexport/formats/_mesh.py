@@ -1,14 +1,12 @@
-"""Sharded exports: meshes and partition specs of ``@exportable``, and their jax side.
+"""Mesh variants and partition specs of ``@exportable``, parsed and checked without jax.
 
 A function declared with ``mesh={"data": 2, "model": 2}`` is exported once per *mesh variant*:
 by default the single-device variant and the sharded one (``mesh=[...]`` lists the variants,
-``None`` standing for a single device). A sharded variant is lowered over an abstract mesh (no
-devices needed at build time) with ``NamedSharding`` inputs from ``in_specs`` and outputs from
-``out_specs``; at call time the loader picks the variant matching the mesh of the call's context
-(the arguments' shardings, or the mesh set with ``jax.set_mesh`` / ``with mesh:``).
-
-The parsing half of this module (meshes, specs, validation at decoration) is pure Python; the
-jax half (abstract meshes, shardings, the call's mesh, placement) imports jax lazily.
+``None`` standing for a single device). ``in_specs`` and ``out_specs`` say how each array is split
+over a variant's axes. This module holds the vocabulary (:class:`PSpec`, ``MeshVariants``), the
+parsing of ``mesh=``, ``in_specs=`` and ``out_specs=`` at decoration, the resolution of specs
+against a parsed structure, and the manifest form of a variant. Pure Python: the jax side lives in
+``runtime._placement`` (the call) and ``build._sharded_export`` (the export).
 """
 
 from __future__ import annotations
@@ -20,15 +18,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from hatch_jaxexport.errors import SpecError
-from hatch_jaxexport.formats.manifest import (
-    MeshShape as MeshShape,  # re-exported: sharding's vocabulary
-)
-from hatch_jaxexport.formats.manifest import mesh_from_record as mesh_from_record
-from hatch_jaxexport.formats.manifest import mesh_text as mesh_text
+from hatch_jaxexport.formats.manifest import MeshShape
 from hatch_jaxexport.formats.spec import ClassNode, LeafSpec, Structure, dim_symbols, evaluate_dim
 
-#: A mesh's axes in order: ``(("data", 2), ("model", 2))``.
-#: The mesh variants of a function; ``None`` is the single-device variant.
+#: The mesh variants of a function (each a ``MeshShape``: ``(("data", 2), ("model", 2))``);
+#: ``None`` is the single-device variant.
 MeshVariants = tuple[MeshShape | None, ...]
 
 SpecEntry = str | tuple[str, ...] | None
@@ -51,11 +45,6 @@ class PSpec:
             elif entry is not None:
                 out += entry
         return tuple(out)
-
-    def to_jax(self) -> Any:
-        from jax.sharding import PartitionSpec
-
-        return PartitionSpec(*self.entries)
 
     def batched(self) -> PSpec:
         """The spec of the same value with a (not split) batch axis in front."""
@@ -167,7 +156,7 @@ def parse_leaf_spec(raw: Any, where: str) -> PSpec:
                     f"None, got {raw!r}")
 
 
-def _is_broadcast(raw: Any) -> bool:
+def is_broadcast(raw: Any) -> bool:
     """A spec that applies to every leaf of a container (a PartitionSpec or an axis name)."""
     return isinstance(raw, PSpec | str) or is_partition_spec(raw)
 
@@ -185,7 +174,7 @@ def resolve_tree(raw: Any, tree: Any, where: str) -> Any:
         return parse_leaf_spec(raw, where)
     if tree is None:
         return None
-    if raw is None or _is_broadcast(raw):
+    if raw is None or is_broadcast(raw):
         spec = parse_leaf_spec(raw, where)
         return _map_structure(lambda _leaf: spec, tree)
     if isinstance(tree, Mapping | ClassNode):
@@ -334,7 +323,7 @@ def normalize_out_specs(fn_name: str, raw: Any, meshes: MeshVariants) -> Any:
     def walk(value: Any, path: str) -> Any:
         if value is None:
             return None
-        if _is_broadcast(value):  # strings stay: at an array, a tuple of them is one spec
+        if is_broadcast(value):  # strings stay: at an array, a tuple of them is one spec
             _check_axes(parse_leaf_spec(value, path), meshes, path)
             return value if isinstance(value, str) else parse_leaf_spec(value, path)
         if isinstance(value, Mapping):
@@ -350,298 +339,3 @@ def normalize_out_specs(fn_name: str, raw: Any, meshes: MeshVariants) -> Any:
 
     return walk(raw, where)
 
-
-# --------------------------------------------------------------------------------------------
-# The jax side: export
-
-
-def abstract_mesh(shape: MeshShape) -> Any:
-    """A ``jax.sharding.AbstractMesh`` (no devices) with ``Auto`` axes, across jax versions."""
-    from jax import sharding
-
-    names = tuple(n for n, _ in shape)
-    sizes = tuple(s for _, s in shape)
-    axis_type = getattr(sharding, "AxisType", None)
-    kwargs = {"axis_types": (axis_type.Auto,) * len(shape)} if axis_type is not None else {}
-    try:
-        return sharding.AbstractMesh(sizes, names, **kwargs)
-    except TypeError:  # older jax: AbstractMesh(((name, size), ...))
-        return sharding.AbstractMesh(tuple(shape))
-
-
-def named(mesh: Any, spec: PSpec) -> Any:
-    from jax.sharding import NamedSharding
-
-    return NamedSharding(mesh, spec.to_jax())
-
-
-def sharded_structs(structure: Structure, specs: Mapping[str, Any], mesh: Any,
-                    scope: Any) -> dict[str, Any]:
-    """``jax.ShapeDtypeStruct`` trees for a structure, each carrying its ``NamedSharding``."""
-    import jax
-    import jax.numpy as jnp
-    from jax import export
-
-    def build(tree: Any, spec_tree: Any) -> Any:
-        if isinstance(tree, LeafSpec):
-            shape = export.symbolic_shape(tree.shape_text, scope=scope) if tree.shape else ()
-            return jax.ShapeDtypeStruct(shape, jnp.dtype(tree.dtype),
-                                        sharding=named(mesh, spec_tree))
-        if tree is None:
-            return None
-        if isinstance(tree, Mapping):
-            return type(tree)((k, build(v, spec_tree[k])) for k, v in tree.items())
-        if isinstance(tree, ClassNode):
-            return tree.build([build(v, s) for v, s in zip(tree.items, spec_tree.items,
-                                                            strict=True)])
-        items = [build(v, s) for v, s in zip(tree, spec_tree, strict=True)]
-        return items if isinstance(tree, list) else tuple(items)
-
-    return {name: build(tree, specs[name]) for name, tree in structure.args.items()}
-
-
-def out_shardings(raw: Any, outputs: Any, mesh: Any) -> Any:
-    """The ``NamedSharding`` pytree for a function's outputs (``jax.eval_shape`` structs)."""
-    import jax
-
-    def is_array(value: Any) -> bool:
-        return hasattr(value, "shape") and hasattr(value, "dtype")
-
-    def walk(spec: Any, node: Any, path: str) -> Any:
-        if is_array(node):
-            return named(mesh, parse_leaf_spec(spec, f"out_specs{path}"))
-        if spec is None or _is_broadcast(spec):
-            leaf = named(mesh, parse_leaf_spec(spec, f"out_specs{path}"))
-            return jax.tree_util.tree_map(lambda _: leaf, node)
-        if isinstance(node, Mapping) and isinstance(spec, Mapping):
-            unknown = [k for k in spec if k not in node]
-            if unknown:
-                raise ValueError(f"out_specs{path}: keys {unknown} are not in the output "
-                                 f"(keys: {list(node)})")
-            return type(node)((k, walk(spec.get(k), v, f"{path}[{k!r}]"))
-                              for k, v in node.items())
-        if isinstance(node, list | tuple) and isinstance(spec, list | tuple) \
-                and len(spec) == len(node):
-            items = [walk(s, v, f"{path}[{i}]")
-                     for i, (s, v) in enumerate(zip(spec, node, strict=True))]
-            if hasattr(type(node), "_fields"):
-                return type(node)(*items)
-            return items if isinstance(node, list) else tuple(items)
-        raise ValueError(f"out_specs{path or ''} ({spec!r}) does not match the output "
-                         f"{jax.tree_util.tree_structure(node)}; give a spec per output, one "
-                         "PartitionSpec for all of them, or None")
-
-    return walk(raw, outputs, "")
-
-
-# --------------------------------------------------------------------------------------------
-# The jax side: the call's mesh, and placing inputs
-
-
-@dataclasses.dataclass(frozen=True)
-class CallMesh:
-    """The mesh a call runs under: its axes, where it was found, and the concrete mesh (for
-    placing inputs) when there is one."""
-
-    shape: MeshShape | None
-    source: str = ""
-    mesh: Any = None
-
-    def describe(self) -> str:
-        if self.shape is None:
-            return ("no mesh (the arguments are not placed on one and none is set with "
-                    "jax.set_mesh)")
-        return f"{describe_mesh(self.shape)} ({self.source})"
-
-
-def _shape_of(mesh: Any) -> MeshShape | None:
-    if mesh is None:
-        return None
-    try:
-        shape = tuple((str(n), int(s)) for n, s in mesh.shape.items())
-    except (AttributeError, TypeError):
-        return None
-    return shape or None
-
-
-def current_mesh() -> CallMesh:
-    """The mesh set with ``jax.set_mesh`` / ``jax.sharding.use_mesh`` / ``with mesh:``."""
-    from jax import sharding
-
-    found = _asked(sharding, "get_mesh")  # the concrete mesh of jax.set_mesh
-    shape = _shape_of(found)
-    if shape is not None:
-        return CallMesh(shape, "the mesh set with jax.set_mesh", found)
-    try:  # `with mesh:` (deprecated, still honoured by jax)
-        from jax._src import mesh as mesh_lib
-
-        physical = mesh_lib.thread_resources.env.physical_mesh
-        shape = _shape_of(None if physical.empty else physical)
-        if shape is not None:
-            return CallMesh(shape, "the mesh of `with mesh:`", physical)
-    except (ImportError, AttributeError):
-        pass
-    shape = _shape_of(_asked(sharding, "get_abstract_mesh"))
-    if shape is not None:
-        return CallMesh(shape, "the abstract mesh in use")
-    return CallMesh(None)
-
-
-def _asked(module: Any, getter: str) -> Any:
-    """``module.getter()``, or ``None`` where this jax lacks it or it fails."""
-    get = getattr(module, getter, None)
-    if get is None:
-        return None
-    try:
-        return get()
-    except Exception:
-        return None
-
-
-def call_mesh(values: Any) -> CallMesh:
-    """The call's mesh: that of the first argument placed on a mesh (a ``NamedSharding``, or a
-    tracer with an explicit sharding), else the current mesh, else none."""
-    import jax
-    from jax.sharding import NamedSharding
-
-    for leaf in jax.tree_util.tree_leaves(values):
-        if isinstance(leaf, jax.core.Tracer):
-            try:
-                found = jax.typeof(leaf).sharding.mesh
-            except Exception:
-                continue
-            shape = _shape_of(found)
-            if shape is not None:
-                return CallMesh(shape, "traced arguments with explicit shardings")
-            continue
-        if isinstance(leaf, jax.Array):
-            try:
-                sharding = leaf.sharding
-            except Exception:
-                continue
-            if isinstance(sharding, NamedSharding):
-                shape = _shape_of(sharding.mesh)
-                if shape is not None:
-                    return CallMesh(shape, "the arguments' mesh", sharding.mesh)
-    return current_mesh()
-
-
-def select_variant(variants: MeshVariants, found: CallMesh) -> tuple[MeshShape | None, str]:
-    """``(variant, "")`` for the variant matching the call's mesh, or ``(None, reason)``.
-
-    A call without a mesh takes the single-device variant; a call on a mesh takes the variant
-    with the same axis names and sizes, in order. Anything else is a reason to fall back.
-    """
-    if found.shape in variants:
-        return found.shape, ""
-    sharded = [v for v in variants if v is not None]
-    needs = " or ".join(describe_mesh(v) for v in sharded)
-    if None in variants:
-        needs += " (or a single device, without a mesh)"
-    if found.shape is None:
-        names = [n for n, _ in sharded[0]]
-        sizes = [s for _, s in sharded[0]]
-        return None, (f"its artifacts need {needs}, and the call has {found.describe()}; set "
-                      f"one with jax.set_mesh(jax.make_mesh({tuple(sizes)}, {tuple(names)})) "
-                      "or place the arguments with jax.device_put and a NamedSharding")
-    return None, f"its artifacts need {needs}, but the call runs on {found.describe()}"
-
-
-def place(structure: Structure, specs: Mapping[str, Any], values: Mapping[str, Any],
-          mesh: Any) -> dict[str, Any]:
-    """Put every input that is not on a device yet (NumPy arrays, uncommitted jax arrays)
-    onto ``mesh`` with its spec; arrays already placed and tracers are left as they are."""
-    import jax
-
-    def put(tree: Any, spec: Any, value: Any) -> Any:
-        if isinstance(tree, LeafSpec):
-            if isinstance(value, jax.core.Tracer):
-                return value
-            if isinstance(value, jax.Array):
-                try:
-                    if value.committed:
-                        return value
-                except Exception:
-                    return value
-            return jax.device_put(value, named(mesh, spec))
-        if tree is None:
-            return value
-        if isinstance(tree, Mapping):
-            return type(tree)((k, put(v, spec[k], value[k])) for k, v in tree.items())
-        if isinstance(tree, ClassNode):
-            return tree.build([put(v, s, getattr(value, f)) for f, v, s in
-                               zip(tree.fields, tree.items, spec.items, strict=True)])
-        items = [put(v, s, x) for v, s, x in zip(tree, spec, value, strict=True)]
-        return items if isinstance(tree, list) else tuple(items)
-
-    out = dict(values)
-    for name, tree in structure.args.items():
-        out[name] = put(tree, specs[name], values[name])
-    return out
-
-
-def member_out_specs(kind: str, ins: Sequence[Any], outs: Sequence[Any],
-                     din: Sequence[int], dout: Sequence[int]) -> list[Any]:
-    """What a family member returns, in terms of the primal's inputs and outputs (shardings)."""
-    like_outputs = [outs[j] for j in dout]
-    like_inputs = [ins[i] for i in din]
-    return {"primal": list(outs), "jvp": like_outputs, "vjp": like_inputs,
-            "jvp_jvp": like_outputs, "vjp_jvp": like_inputs}[kind]
-
-
-def mesh_context(record: Mapping[str, Any] | None) -> Any:
-    """A context running under a concrete mesh of a manifest ``mesh`` (the first devices);
-    a no-op for ``{}``. Needs enough devices (see ``jax.device_count()``)."""
-    import contextlib
-
-    shape = mesh_from_record(record)
-    if shape is None:
-        return contextlib.nullcontext()
-    import jax
-
-    devices = jax.devices()[:mesh_size(shape)]
-    sizes, names = tuple(s for _, s in shape), tuple(n for n, _ in shape)
-    try:
-        mesh = jax.make_mesh(sizes, names, devices=devices)
-    except TypeError:  # older jax: make_mesh without devices=
-        from jax.sharding import Mesh
-
-        mesh = Mesh(np_array(devices).reshape(sizes), names)
-    set_mesh = getattr(jax, "set_mesh", None) or getattr(jax.sharding, "use_mesh", None)
-    return set_mesh(mesh) if set_mesh is not None else mesh
-
-
-def np_array(values: Sequence[Any]) -> Any:
-    import numpy as np
-
-    out = np.empty(len(values), dtype=object)
-    out[:] = list(values)
-    return out
-
-
-def typed_out_shardings(exported: Any, count: int) -> list[Any]:
-    """The outputs' shardings as types, for a sharded artifact traced under a mesh with
-    ``Explicit`` axes (``jax.set_mesh`` of a ``jax.make_mesh`` mesh): the artifact's output
-    specs on the current abstract mesh. ``None`` each elsewhere (types carry no sharding)."""
-    none: list[Any] = [None] * count
-    shardings = getattr(exported, "_out_named_shardings", None)
-    if getattr(exported, "nr_devices", 1) == 1 or not shardings or len(shardings) != count:
-        return none
-    from jax import sharding
-
-    get_abstract = getattr(sharding, "get_abstract_mesh", None)
-    axis_type = getattr(sharding, "AxisType", None)
-    if get_abstract is None or axis_type is None:
-        return none
-    current = get_abstract()
-    shape = _shape_of(current)
-    types = getattr(current, "axis_types", ())
-    if shape is None or not types or any(t != axis_type.Explicit for t in types):
-        return none
-    out = []
-    for named_sharding in shardings:
-        mesh = getattr(named_sharding, "mesh", None)
-        if mesh is None or _shape_of(mesh) != shape:
-            return none
-        out.append(sharding.NamedSharding(current, named_sharding.spec))
-    return out
