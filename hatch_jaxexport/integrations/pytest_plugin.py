@@ -2,7 +2,7 @@
 
 Registered through the ``pytest11`` entry point as ``jaxexport``; inert unless asked with
 ``pytest --jaxexport-check PACKAGE`` (repeatable) or the ini option ``jaxexport_packages``.
-``-p no:jaxexport`` disables it. A thin adapter over :mod:`hatch_jaxexport.build._check`: for each
+``-p no:jaxexport`` disables it. A thin adapter over :mod:`hatch_jaxexport.build.check`: for each
 package it adds a collector ``jaxexport:PACKAGE`` whose one test function, ``jaxexport``, is
 parametrized (in ``pytest_generate_tests``) with one case per artifact id, so ids, counts, ``-k``
 and xdist behave as for any parametrized test.
@@ -22,7 +22,7 @@ import pytest
 from hatch_jaxexport.formats._options import DEFAULT_CHECK_SHAPES
 
 if TYPE_CHECKING:
-    from hatch_jaxexport.build._check import Outcome, Plan
+    from hatch_jaxexport.build.check import Outcome, Plan
 
 FIXTURE = "jaxexport_artifact"
 _PROPERTY = "jaxexport"
@@ -41,7 +41,7 @@ class _State:
 
     def plan(self, package: str) -> Plan:
         if package not in self.plans:
-            from hatch_jaxexport.build._check import plan_check
+            from hatch_jaxexport.build.check import plan_check
 
             self.plans[package] = plan_check(package)
         return self.plans[package]
@@ -164,7 +164,7 @@ class Artifact:
         return self.state.plan(self.ref.package)
 
     def outcome(self) -> Outcome:
-        from hatch_jaxexport.build._check import check_case
+        from hatch_jaxexport.build.check import check_case
 
         plan = self.plan
         (case,) = [c for c in plan.cases if c.id == self.ref.id]
@@ -250,7 +250,7 @@ def _summary(state: _State, tr: Any) -> None:
         for note in not_run:
             count = sum(note in v["notes"] for v in outcomes.values())
             tr.write_line(f"  {count} x {note}")
-        from hatch_jaxexport.build._check import JAX_HINT, REBUILD_HINT
+        from hatch_jaxexport.build.check import JAX_HINT, REBUILD_HINT
 
         if any(s in by_status for s in ("stale", "missing", "orphan")):
             tr.write_line(f"  To fix: {REBUILD_HINT}.")
@@ -264,7 +264,7 @@ def _header(state: _State, package: str) -> str:
     if plan is not None:
         return plan.header()
     try:  # xdist's controller does not collect: describe the wheel without importing the source
-        from hatch_jaxexport.build._check import find_bundle
+        from hatch_jaxexport.build.check import find_bundle
 
         return f"{package}: {find_bundle(package).describe()}"
     except Exception as err:

@@ -1,0 +1,193 @@
+"""What the release check compares: the installed distribution's bundle and the source.
+
+- :func:`find_bundle` reads the artifacts of the *installed distribution* that provides an import
+  package (through ``importlib.metadata``), whatever ``import PACKAGE`` resolves to, and explains
+  a missing or editable install;
+- :func:`source_info` says where the source being checked was imported from, and
+  :func:`source_location` where one of its functions is defined (for messages).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import inspect
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from hatch_jaxexport.errors import CheckError
+from hatch_jaxexport.formats.manifest import (
+    ARTIFACT_DIR,
+    MANIFEST_NAME,
+    ArtifactRecord,
+    Manifest,
+    parse_manifest,
+    sha256_hex,
+)
+from hatch_jaxexport.runtime.decorator import ExportableFunction
+
+
+@dataclasses.dataclass(frozen=True)
+class Bundle:
+    """The artifacts an installed distribution carries for one import package."""
+
+    package: str
+    distribution: str
+    version: str
+    folder: Path  # <site-packages>/<package>/_jaxexport
+    manifest: Manifest
+
+    def read_blob(self, record: ArtifactRecord) -> bytes:
+        """A blob's bytes, checked against the manifest's size and SHA-256."""
+        path = self.folder / record.file
+        try:
+            data = path.read_bytes()
+        except OSError as err:
+            raise CheckError(f"cannot read artifact {path}: {err}") from None
+        if len(data) != record.size or sha256_hex(data) != record.sha256:
+            raise CheckError(f"artifact {path} does not match the manifest's SHA-256 (damaged or "
+                             "modified after the build)")
+        return data
+
+    def describe(self) -> str:
+        m = self.manifest
+        return (f"wheel {self.distribution} {self.version} installed at {self.folder.parent.parent}"
+                f": {len(m.artifacts)} artifact(s) built by {m.generator} with jax "
+                f"{m.jax_version} (jaxlib {m.jaxlib_version})")
+
+
+def _editable_origin(dist: Any) -> str | None:
+    try:
+        raw = dist.read_text("direct_url.json")
+        info = json.loads(raw) if raw else {}
+    except (OSError, ValueError):
+        return None
+    if isinstance(info, dict) and (info.get("dir_info") or {}).get("editable"):
+        return str(info.get("url", "a source tree"))
+    return None
+
+
+def _import_location(package: str) -> str:
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        return f"`import {package}` finds nothing either"
+    where = spec.origin if spec.origin not in (None, "namespace") else \
+        ", ".join(spec.submodule_search_locations or ())
+    if spec.origin and spec.submodule_search_locations:
+        where = str(Path(spec.origin).parent)
+    has = any((Path(p) / ARTIFACT_DIR / MANIFEST_NAME).is_file()
+              for p in (spec.submodule_search_locations or ()))
+    return f"`import {package}` resolves to {where}" + (
+        " (a source tree holding artifacts of its own, from an editable install or a manual "
+        "export; the check reads those of the installed wheel)" if has
+        else " (a source tree without artifacts)")
+
+
+def find_bundle(package: str) -> Bundle:
+    """The artifacts of the installed distribution providing ``package``; ``CheckError`` if none.
+
+    Read through ``importlib.metadata`` (the distribution's RECORD), never through the import
+    system: run from a repository, ``import package`` finds the source checkout, but the bundled
+    artifacts are those of the wheel installed in this environment.
+    """
+    from importlib import metadata
+
+    names = list(dict.fromkeys(metadata.packages_distributions().get(package, [])))
+    found: list[tuple[Any, Any]] = []
+    without: list[str] = []
+    for name in names:
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:  # pragma: no cover - raced with an uninstall
+            continue
+        manifest = next((f for f in dist.files or ()
+                         if tuple(f.parts) == (package, ARTIFACT_DIR, MANIFEST_NAME)), None)
+        if manifest is None:
+            editable = _editable_origin(dist)
+            why = f"installed editable from {editable}" if editable else \
+                "built without the hatch-jaxexport build hook, or without exportables"
+            without.append(f"{dist.metadata['Name']} {dist.version} ({why})")
+        else:
+            found.append((dist, manifest))
+    if not found:
+        where = _import_location(package)
+        if without:
+            raise CheckError(
+                f"the installed distribution providing {package!r} carries no "
+                f"{package}/{ARTIFACT_DIR}/{MANIFEST_NAME}: {'; '.join(without)}; {where}. "
+                f"Install the built wheel into this environment (an editable install carries "
+                f"no artifacts), then rerun the check")
+        raise CheckError(
+            f"no installed distribution provides the import package {package!r} "
+            f"(importlib.metadata knows none); {where}. The check compares the wheel installed "
+            f"in this environment with the source: build the wheel and install it here "
+            f"(`python -m build --wheel`, `pip install dist/*.whl`), then rerun the check")
+    dist, manifest_file = found[0]
+    path = Path(dist.locate_file(manifest_file))
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise CheckError(f"cannot read {path}: {err}") from None
+    try:
+        manifest = parse_manifest(data, where=str(path))
+    except Exception as err:
+        raise CheckError(str(err)) from None
+    return Bundle(package=package, distribution=str(dist.metadata["Name"]),
+                  version=str(dist.version), folder=path.parent, manifest=manifest)
+
+
+# --------------------------------------------------------------------------------------------
+# The source
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceInfo:
+    """Where the source being checked was imported from."""
+
+    package: str
+    path: Path | None  # the package's folder (or module file)
+    installed_copy: bool  # the same files as the installed distribution's
+    has_artifacts: bool  # a _jaxexport/manifest.json sits beside the source
+
+    def describe(self) -> str:
+        if self.path is None:
+            return f"source: {self.package} (location unknown)"
+        if self.installed_copy:
+            return f"source: {self.path} (the installed copy)"
+        note = "" if self.has_artifacts else " without artifacts"
+        return f"source: {self.path} (a source tree{note}, not the installed copy)"
+
+
+def source_info(package: str, bundle: Bundle) -> SourceInfo:
+    module = sys.modules.get(package) or importlib.import_module(package)
+    paths = list(getattr(module, "__path__", []) or [])
+    if not paths and getattr(module, "__file__", None):
+        paths = [module.__file__]
+    if not paths:
+        return SourceInfo(package, None, False, False)
+    path = Path(paths[0])
+    installed = bundle.folder.parent
+    same = os.path.realpath(path) == os.path.realpath(installed)
+    has = (path / ARTIFACT_DIR / MANIFEST_NAME).is_file() if path.is_dir() else False
+    return SourceInfo(package, path, same, has)
+
+
+
+def source_location(fn: ExportableFunction) -> str:
+    """`` (path:line)`` of the function's definition, for messages; ``""`` if unknown."""
+    try:
+        path = inspect.getsourcefile(fn.__wrapped__)
+        line = inspect.getsourcelines(fn.__wrapped__)[1]
+    except (TypeError, OSError):
+        return ""
+    return f" ({path}:{line})" if path else ""
+
+
+__all__ = ["Bundle", "SourceInfo", "find_bundle", "source_info", "source_location"]

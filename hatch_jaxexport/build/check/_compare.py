@@ -1,0 +1,355 @@
+"""The structural comparison of one case: the wheel's artifact against a fresh export.
+
+:func:`check_case` decides a case: skipped, orphan and missing cases from the plan alone; a case
+with both sides is exported afresh and compared step by step: the spec recorded in the manifest
+(:func:`spec_differences`), the ``Exported`` metadata (:func:`metadata_differences`), the
+location-free fingerprint (a unified diff of the module text on mismatch, :func:`module_diff`),
+then, where this process can run them, the numerics (:mod:`._numerics`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hatch_jaxexport.build._exporter import ExportTask
+from hatch_jaxexport.build.check._bundle import source_location
+from hatch_jaxexport.build.check._numerics import compare_numerics
+from hatch_jaxexport.build.check._outcome import (
+    JAX_HINT,
+    MATCH,
+    MISSING,
+    ORPHAN,
+    REBUILD_HINT,
+    SKIPPED,
+    STALE,
+    UNUSABLE,
+    Outcome,
+    failure,
+    first_line,
+)
+from hatch_jaxexport.build.check._plan import Case, Plan, missing_reason, orphan_reason
+from hatch_jaxexport.errors import ArtifactError, CheckError
+from hatch_jaxexport.formats._options import DEFAULT_CHECK_SHAPES
+from hatch_jaxexport.formats.manifest import ArtifactRecord, member_name
+from hatch_jaxexport.formats.spec import X64_DTYPES, Structure
+from hatch_jaxexport.runtime._jaxcompat import x64_context
+from hatch_jaxexport.runtime.decorator import ExportableFunction
+
+#: At most this many lines of a module-text diff are shown.
+DIFF_LINES = 40
+
+
+def check_case(plan: Plan, case: Case, *, shapes: int = DEFAULT_CHECK_SHAPES) -> Outcome:
+    """The outcome of one case of the plan; see the module docstring."""
+    if case.record is None and case.skipped is not None and case.task is not None:
+        return Outcome(SKIPPED, f"the export failed at build time and was skipped: "
+                                f"{case.skipped.reason}")
+    if case.task is None:
+        return failure(plan, case, ORPHAN, "the wheel carries an artifact the source no longer "
+                        "produces", [orphan_reason(plan, case)])
+    if case.record is None:
+        return failure(plan, case, MISSING, "missing from the wheel",
+                        [missing_reason(plan, case)])
+    return compare_with_fresh_export(plan, case, case.record, case.task, shapes)
+
+
+
+# --------------------------------------------------------------------------------------------
+# The differences, field by field and line by line
+
+
+def spec_differences(record: ArtifactRecord, fn: ExportableFunction, task: ExportTask
+                     ) -> list[tuple[str, Any, Any]]:
+    """``(field, bundled, source)`` for each spec field of the manifest record that changed."""
+    spec = fn.export_spec
+    structure = spec.structures[task.structure_index]
+    vjp_order = spec.vjp_order if (task.kind, task.batched) == ("primal", False) else 0
+    fields = [
+        ("structure", record.structure, structure.key),
+        ("constraints", list(record.constraints), list(structure.constraints)),
+        ("static values", record.static, task.static),
+        ("kind", member_name(record.kind, record.batched), member_name(task.kind, task.batched)),
+        ("vjp order", record.vjp_order, vjp_order),
+        ("export_with_kwargs", record.kwargs, spec.export_with_kwargs),
+    ]
+    return [(name, a, b) for name, a, b in fields if a != b]
+
+
+#: ``Exported`` metadata fields, in the order they are reported.
+META_FIELDS = ("in_tree", "in_avals", "out_tree", "out_avals", "platforms", "calling_convention",
+               "nr_devices", "ordered_effects", "unordered_effects", "disabled_safety_checks",
+               "in_shardings", "out_shardings")
+
+
+def metadata_differences(bundled: Any, fresh: Any) -> list[tuple[str, Any, Any]]:
+    """``(field, bundled, fresh)`` for each ``Exported`` metadata field that differs."""
+    from hatch_jaxexport.build._exporter import metadata
+
+    a, b = metadata(bundled), metadata(fresh)
+    return [(key, a.get(key), b.get(key)) for key in (*META_FIELDS, *sorted(set(a) - set(
+        META_FIELDS))) if a.get(key) != b.get(key)]
+
+
+def module_diff(bundled_text: str, fresh_text: str, *, limit: int = DIFF_LINES,
+                width: int = 200) -> list[str]:
+    """A unified diff of two location-free module texts, trimmed to ``limit`` lines.
+
+    A changed line longer than ``width`` is cut to a window around its first difference from
+    the line it replaces, so the change stays visible in long attribute lists.
+    """
+    lines = list(difflib.unified_diff(bundled_text.splitlines(), fresh_text.splitlines(),
+                                      "bundled (wheel)", "fresh export (source)", n=2,
+                                      lineterm=""))
+    more = len(lines) - limit
+    lines = lines[:limit]
+    pairs = _changed_pairs(lines)
+    out = []
+    for i, line in enumerate(lines):
+        if len(line) > width:
+            other = pairs.get(i)
+            start = 0 if other is None else _first_difference(line[1:], other[1:])
+            start = max(0, min(start - width // 3, len(line) - width))
+            line = (line[0] + " ..." + line[start + 1:start + width] if start > 0
+                    else line[:width]) + (" ..." if start + width < len(line) else "")
+        out.append(line)
+    return [*out, f"... ({more} more diff lines)"] if more > 0 else out
+
+
+def _changed_pairs(lines: Sequence[str]) -> dict[int, str]:
+    """For each removed/added line of a unified diff, the added/removed line it pairs with."""
+    pairs: dict[int, str] = {}
+    i = 0
+    while i < len(lines):
+        minus = []
+        while i < len(lines) and lines[i].startswith("-") and not lines[i].startswith("---"):
+            minus.append(i)
+            i += 1
+        plus = []
+        while i < len(lines) and lines[i].startswith("+") and not lines[i].startswith("+++"):
+            plus.append(i)
+            i += 1
+        for a, b in zip(minus, plus, strict=False):
+            pairs[a], pairs[b] = lines[b], lines[a]
+        if not minus and not plus:
+            i += 1
+    return pairs
+
+
+def _first_difference(a: str, b: str) -> int:
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+_DIAGNOSTIC = re.compile(r'error_message = "(?:[^"\\]|\\.)*"')
+
+
+def without_diagnostics(text: str) -> str:
+    """Module text with jax's shape-assertion error messages blanked.
+
+    Those messages are diagnostics, not semantics, and their wording (a documentation link)
+    changes between jax versions: artifacts built by another jax are compared without them.
+    """
+    return _DIAGNOSTIC.sub('error_message = "..."', text)
+
+
+def _show(value: Any, limit: int = 300) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+# --------------------------------------------------------------------------------------------
+# One bundled artifact against a fresh export, step by step
+
+
+def compare_with_fresh_export(plan: Plan, case: Case, record: ArtifactRecord, task: ExportTask,
+                              shapes: int) -> Outcome:
+    """Compare the wheel's artifact of one case with a fresh export of the source: spec,
+    loading, metadata, module text, numerics; ``stale`` with every difference found."""
+    fn = plan.functions[case.function]
+    spec = fn.export_spec
+    vjp_order = spec.vjp_order if (task.kind, task.batched) == ("primal", False) else 0
+    structure = spec.structures[task.structure_index]
+    details = [f"spec changed, {name}: wheel {_show(bundled)} != source {_show(source)}"
+               for name, bundled, source in spec_differences(record, fn, task)]
+    loaded = _load_bundled_and_export_fresh(plan, case, record, task, structure, details)
+    if isinstance(loaded, Outcome):
+        return loaded
+    bundled, fresh, bundled_text = loaded
+    meta = metadata_differences(bundled, fresh)
+    meta_details, notes = _metadata_findings(plan, meta)
+    text_details, text_notes = _module_text_findings(plan, record, bundled_text, fresh,
+                                                     vjp_order, bool(meta))
+    details += [*meta_details, *text_details]
+    notes += text_notes
+    ran = False
+    why_not = _why_numerics_cannot_run(record, meta, shapes)
+    if why_not:
+        notes.append(why_not)
+    else:
+        problems, run_notes = _run_numerics(case, record, structure, vjp_order, bundled, fresh,
+                                            shapes)
+        ran = not run_notes
+        notes += run_notes
+        details += problems
+    if details:
+        return failure(plan, case, STALE, f"stale: the wheel's artifact differs from a fresh "
+                       f"export of {case.function}{source_location(fn)}", details, notes, ran)
+    return Outcome(MATCH, "", tuple(notes), ran)
+
+
+def _load_bundled_and_export_fresh(plan: Plan, case: Case, record: ArtifactRecord,
+                                   task: ExportTask, structure: Structure, details: Sequence[str]
+                                   ) -> tuple[Any, Any, str] | Outcome:
+    """``(bundled, fresh, bundled module text)``, or the outcome of a case that stops here: an
+    artifact that cannot be read or loaded (``unusable``), or a source that no longer exports
+    (``stale``)."""
+    from hatch_jaxexport.build._exporter import export_exported, module_text
+    from hatch_jaxexport.runtime._artifacts import deserialize_checked
+
+    fn = plan.functions[case.function]
+    try:
+        blob = plan.bundle.read_blob(record)
+        with x64_context(structure.uses_x64 or any(d in a for d in X64_DTYPES
+                                                   for a in record.in_avals)):
+            bundled = deserialize_checked(blob, record.pytree_types, plan.package)
+    except (CheckError, ArtifactError) as err:
+        return failure(plan, case, UNUSABLE, "the wheel's artifact cannot be loaded",
+                       [*details, str(err)], fix=JAX_HINT if isinstance(err, ArtifactError)
+                       and _other_jax(plan) else REBUILD_HINT)
+    try:
+        fresh = export_exported(fn, task)
+    except Exception as err:
+        return failure(plan, case, STALE, f"{case.function}{source_location(fn)} no longer "
+                       "exports", [*details, f"fresh export failed: {type(err).__name__}: {err}"])
+    try:
+        bundled_text = module_text(bundled)
+    except Exception as err:  # e.g. StableHLO from a newer jax: "Failed to deserialize"
+        return failure(plan, case, UNUSABLE, "this jax cannot read the wheel's artifact",
+                       [*details, f"{type(err).__name__}: {first_line(err)}"],
+                       fix=JAX_HINT if _other_jax(plan) else REBUILD_HINT)
+    return bundled, fresh, bundled_text
+
+
+def _metadata_findings(plan: Plan, meta: Sequence[tuple[str, Any, Any]]
+                       ) -> tuple[list[str], list[str]]:
+    """``(details, notes)`` for the metadata fields that differ: a calling convention that
+    differs because another jax built the artifact is a note, anything else a detail."""
+    import jax
+
+    other_jax = _other_jax(plan)
+    details: list[str] = []
+    notes: list[str] = []
+    for name, a, b in meta:
+        if other_jax and name == "calling_convention":
+            notes.append(f"calling convention {a} (jax {plan.bundle.manifest.jax_version}) vs "
+                         f"{b} (jax {jax.__version__})")
+            continue
+        details.append(f"{name} differs: wheel {_show(a)} != source {_show(b)}")
+    return details, notes
+
+
+def _module_text_findings(plan: Plan, record: ArtifactRecord, bundled_text: str, fresh: Any,
+                          vjp_order: int, metadata_differ: bool) -> tuple[list[str], list[str]]:
+    """``(details, notes)`` when the fresh export's fingerprint is not the manifest's: the
+    module-text diff, or a note saying why there is none."""
+    import jax
+
+    from hatch_jaxexport.build._exporter import fingerprint, module_text
+
+    details: list[str] = []
+    notes: list[str] = []
+    if fingerprint(fresh, vjp_order) == record.fingerprint:
+        return details, notes
+    other_jax = _other_jax(plan)
+    text_b, text_f = bundled_text, module_text(fresh)
+    if other_jax:  # the messages' wording is jax's, not the source's
+        text_b, text_f = without_diagnostics(text_b), without_diagnostics(text_f)
+    diff = module_diff(text_b, text_f)
+    if diff:
+        details.append("module text differs (locations stripped"
+                       + (", jax's diagnostic messages left out" if other_jax else "")
+                       + "):")
+        details += [f"  {line}" for line in diff]
+    elif other_jax:
+        notes.append(f"fingerprint differs only in jax's diagnostic messages (built with "
+                     f"jax {plan.bundle.manifest.jax_version}, checked with jax "
+                     f"{jax.__version__})")
+    elif not metadata_differ:
+        notes.append("the manifest's fingerprint differs from the artifact's own (computed "
+                     "by another hatch-jaxexport); module text and metadata are equal")
+    return details, notes
+
+
+def _why_numerics_cannot_run(record: ArtifactRecord, meta: Sequence[tuple[str, Any, Any]],
+                             shapes: int) -> str:
+    """Why the numerics of this case cannot run in this process (``""`` if they can)."""
+    from hatch_jaxexport.runtime._matching import export_platform
+
+    comparable = not any(name in ("in_tree", "in_avals", "out_tree", "out_avals")
+                         for name, _, _ in meta)
+    current = export_platform()
+    if record.platform != current:
+        return (f"numerics not run: built for {record.platform}, this process runs on "
+                f"{current}")
+    if not comparable:
+        return "numerics not run: the signatures differ"
+    if shapes < 1:
+        return "numerics not run: 0 shapes asked for"
+    if record.mesh:
+        return _mesh_unavailable(record.mesh)
+    return ""
+
+
+def _run_numerics(case: Case, record: ArtifactRecord, structure: Structure, vjp_order: int,
+                  bundled: Any, fresh: Any, shapes: int) -> tuple[list[str], list[str]]:
+    """Both exports run on a few concrete shapes (a sharded one on a mesh of its shape):
+    ``(problems, notes)`` as :func:`compare_numerics` gives them."""
+    from hatch_jaxexport.build._sharded_export import mesh_context
+
+    constraints = list(dict.fromkeys([*record.constraints, *structure.constraints]))
+    # outside any mesh: jax derives the VJP of an in-memory export under the current mesh
+    shipped = _as_shipped(fresh, vjp_order, structure.uses_x64) if record.mesh else fresh
+    with mesh_context(record.mesh):  # a sharded variant runs on a mesh of its shape
+        return compare_numerics(bundled, shipped, constraints, vjp_order=vjp_order,
+                                shapes=shapes, seed=case.id)
+
+
+def _other_jax(plan: Plan) -> bool:
+    import jax
+
+    return plan.bundle.manifest.jax_version != jax.__version__
+
+
+def _as_shipped(exported: Any, vjp_order: int, x64: bool) -> Any:
+    """A fresh export serialized (outside any mesh) and read back, as a wheel carries it: jax
+    derives the VJP of an in-memory export when first asked, and a sharded one derived under
+    ``jax.set_mesh`` fails to refine its symbolic shapes."""
+    from jax import export
+
+    with x64_context(x64):
+        return export.deserialize(bytearray(exported.serialize(vjp_order=vjp_order)))
+
+
+def _mesh_unavailable(mesh: Mapping[str, Any]) -> str:
+    """Why a sharded artifact's numerics cannot run in this process ("" if they can)."""
+    import jax
+
+    from hatch_jaxexport.formats._mesh import describe_mesh, mesh_size
+    from hatch_jaxexport.formats.manifest import mesh_from_record
+
+    shape = mesh_from_record(mesh)
+    if jax.device_count() < mesh_size(shape):
+        return (f"numerics not run: sharded for {describe_mesh(shape)} ({mesh_size(shape)} "
+                f"devices), this process has {jax.device_count()} (on CPU, set XLA_FLAGS="
+                f"--xla_force_host_platform_device_count={mesh_size(shape)})")
+    return ""
+
+
+__all__ = ["DIFF_LINES", "META_FIELDS", "check_case", "compare_with_fresh_export",
+           "metadata_differences", "module_diff", "spec_differences", "without_diagnostics"]
