@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import run
 
-from hatch_jaxexport.build.verify import check_package, verify_package
+from hatch_jaxexport.build.verify import verify_report, verify_package
 
 
 def verify(site: Path, package: str = "jxe_demo"):
@@ -52,7 +52,7 @@ def test_intact_package_is_one_ok_line(site: Path) -> None:
 
 def test_in_process_api_on_the_imported_demo(demo) -> None:
     assert verify_package("jxe_demo") == []
-    report = check_package("jxe_demo")
+    report = verify_report("jxe_demo")
     assert report.ok and report.manifest is not None and report.summary().startswith(
         "jxe_demo: OK, ")
 

@@ -55,10 +55,10 @@ def verify_package(package: str) -> list[str]:
     recorded size and SHA-256, that pytree types are named inside the package, and that the
     folder holds no file the manifest does not list.
     """
-    return check_package(package).problems
+    return verify_report(package).problems
 
 
-def check_package(package: str) -> VerifyReport:
+def verify_report(package: str) -> VerifyReport:
     """Like [verify_package][hatch_jaxexport.build.verify.verify_package], with the manifest."""
     try:
         root = importlib.resources.files(package) / ARTIFACT_DIR
@@ -157,4 +157,4 @@ def _hash(path: Any, size: int) -> tuple[str, int]:
     return digest.hexdigest(), length
 
 
-__all__ = ["VerifyReport", "check_package", "verify_package"]
+__all__ = ["VerifyReport", "verify_report", "verify_package"]

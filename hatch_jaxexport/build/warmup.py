@@ -85,3 +85,6 @@ def _warmup(package: str, dims: Mapping[str, Sequence[int]], log: Callable[[str]
         log(f"[{number}/{len(plans)}] {fn.name} [{index}] {env or ''}"
             f"{' ' + str(static) if static else ''}: {time.perf_counter() - started:.2f} s")
     return warmed, skipped
+
+
+__all__ = ["warmup_package"]

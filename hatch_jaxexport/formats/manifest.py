@@ -261,3 +261,9 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
     return Manifest(package=raw["package"], generator=raw["generator"],
                     jax_version=raw["jax_version"], jaxlib_version=raw["jaxlib_version"],
                     artifacts=artifacts, skipped=skipped, schema_version=version)
+
+
+__all__ = ["ARTIFACT_DIR", "ArtifactRecord", "BLOB_SUFFIX", "KNOWN_KINDS", "MANIFEST_NAME",
+           "Manifest", "MeshShape", "SCHEMA_VERSION", "SHA256_HEX", "SkippedRecord", "artifact_id",
+           "check_file_name", "member_name", "mesh_from_record", "mesh_text", "parse_manifest",
+           "sha256_hex", "summarize"]

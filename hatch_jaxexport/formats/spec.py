@@ -518,3 +518,10 @@ def check_static_value(value: Any) -> bool:
     """Static values must be JSON scalars (they are recorded in the manifest)."""
     return value is None or (isinstance(value, str | int | float | bool)
                              and not (isinstance(value, float) and not np.isfinite(value)))
+
+
+__all__ = ["ClassNode", "DIM_FUNCTIONS", "JsonScalar", "LeafSpec", "Structure", "X64_DTYPES",
+           "check_constraint", "check_static_value", "constraint_symbols", "dim_symbols",
+           "evaluate_dim", "iter_leaves", "numpy_dtype", "parse_constraint", "parse_dtype",
+           "parse_shape", "parse_structure", "static_key", "tree_map_leaves", "tree_to_json",
+           "type_name"]

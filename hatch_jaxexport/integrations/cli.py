@@ -134,9 +134,9 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from hatch_jaxexport.build.verify import check_package
+    from hatch_jaxexport.build.verify import verify_report
 
-    report = check_package(args.package)
+    report = verify_report(args.package)
     if report.ok:
         print(report.summary())
         return 0
@@ -162,3 +162,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"jaxexport: error: {err}", file=sys.stderr)
         return 1
+
+
+__all__ = ["main"]

@@ -10,3 +10,6 @@ def hatch_register_build_hook() -> type:
     from hatch_jaxexport.integrations._hatch_hook import JaxExportBuildHook
 
     return JaxExportBuildHook
+
+
+__all__ = ["hatch_register_build_hook"]

@@ -154,7 +154,6 @@ def test_no_function_is_longer_than_80_lines() -> None:
     assert long == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: the restructuring is in progress")
 def test_public_modules_say_what_they_export() -> None:
     missing = [module for module, path in MODULES.items()
                if layer_of(module) is not None and not path.stem.startswith("_")
