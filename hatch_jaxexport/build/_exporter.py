@@ -15,9 +15,7 @@ from typing import Any
 from hatch_jaxexport.formats.manifest import BLOB_SUFFIX, ArtifactRecord, artifact_id, sha256_hex
 from hatch_jaxexport.formats.spec import LeafSpec, Structure, static_key, tree_map_leaves
 from hatch_jaxexport.runtime import _pytrees as pytrees
-from hatch_jaxexport.runtime._jaxcompat import ir_context, mlir_ir, no_locations, x64_context
-from hatch_jaxexport.runtime._sharding import mesh_from_record, mesh_record
-from hatch_jaxexport.runtime._transforms import (
+from hatch_jaxexport.runtime._family import (
     BATCH_SYMBOL,
     KINDS_BY_ORDER,
     inexact_indices,
@@ -25,6 +23,8 @@ from hatch_jaxexport.runtime._transforms import (
     member_function,
     source_flat,
 )
+from hatch_jaxexport.runtime._jaxcompat import ir_context, mlir_ir, no_locations, x64_context
+from hatch_jaxexport.runtime._sharding import mesh_from_record, mesh_record
 from hatch_jaxexport.runtime.decorator import ExportableFunction
 
 
