@@ -22,8 +22,7 @@ from hatch_jaxexport.formats.manifest import (
 )
 from hatch_jaxexport.formats.spec import LeafSpec, Structure, static_key, tree_map_leaves
 from hatch_jaxexport.runtime import _pytrees as pytrees
-from hatch_jaxexport.runtime._jaxcompat import ir_context, mlir_ir, no_locations, x64_context
-from hatch_jaxexport.runtime._transforms import (
+from hatch_jaxexport.runtime._family import (
     BATCH_SYMBOL,
     KINDS_BY_ORDER,
     inexact_indices,
@@ -31,6 +30,7 @@ from hatch_jaxexport.runtime._transforms import (
     member_function,
     source_flat,
 )
+from hatch_jaxexport.runtime._jaxcompat import ir_context, mlir_ir, no_locations, x64_context
 from hatch_jaxexport.runtime.decorator import ExportableFunction
 
 

@@ -1,8 +1,8 @@
 """The one module that touches ``jax._src``: small accessors, and version-guarded adjustments.
 
 Every other module goes through the functions here, so a jax release that moves an internal
-breaks one file. Accessors: the concrete array type, the x64 flag and its context, the
-location-free tracing context, the MLIR context and ``ir`` module, the mesh of
+breaks one file. Accessors: the concrete array type, the ``Primitive`` class, the x64 flag and
+its context, the location-free tracing context, the MLIR context and ``ir`` module, the mesh of
 ``with mesh:``.
 
 One adjustment: ``call_exported``'s lowering initialises LAPACK (importing ``scipy.linalg``,
@@ -38,6 +38,20 @@ def concrete_array_type() -> type:
 
         with jax.ensure_compile_time_eval():
             return type(jax.device_put(np.zeros(())))
+
+
+def primitive_type() -> type:
+    """jax's ``Primitive`` class, for the family's primitive (``runtime/_primitive.py``).
+
+    The public name is ``jax.extend.core.Primitive`` (the same class on jax 0.10.2 and 0.12),
+    but importing ``jax.extend`` imports all its submodules, pallas included: about 18 ms more
+    on the first call of a loaded function. The internal path first, the public one if it moves.
+    """
+    try:
+        from jax._src.core import Primitive
+    except ImportError:  # pragma: no cover - future jax
+        from jax.extend.core import Primitive
+    return Primitive
 
 
 def x64_context(enabled: bool) -> contextlib.AbstractContextManager[object]:

@@ -112,7 +112,9 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
                 return _source_without_static(fn, plan)
         if not fn.export_spec.uses_family:
             return jax.jit(loaded.call)
-        return _family(fn, plan, package, record, loaded, platform, mesh).jitted_primal()
+        from hatch_jaxexport.runtime._primitive import jitted_primal
+
+        return jitted_primal(_family(fn, plan, package, record, loaded, platform, mesh))
 
     if mesh:  # sharded variants: always through the family, never tiered
         return make_jitted(), ""
@@ -124,8 +126,8 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
 def _family(fn: ExportableFunction, plan: CallPlan, package: PackageArtifacts,
             record: ArtifactRecord, exported: Any, platform: str, mesh: str) -> Any:
     """The transformation family of a primal artifact (its members load on first use)."""
+    from hatch_jaxexport.runtime._family import Family, source_flat, warn_or_raise
     from hatch_jaxexport.runtime._jaxcompat import needs_lapack
-    from hatch_jaxexport.runtime._transforms import Family, source_flat, warn_or_raise
 
     structure = fn.export_spec.structures[plan.structure_index]
     members = {("primal", False): exported}
@@ -150,7 +152,7 @@ def _source_without_static(fn: ExportableFunction, plan: CallPlan) -> Callable[.
     """The source, called like the artifact (static values bound, not passed)."""
     import jax
 
-    from hatch_jaxexport.runtime._transforms import source_call
+    from hatch_jaxexport.runtime._family import source_call
 
     source = source_call(fn, plan.structure_index, dict(plan.static))
     jitted = source if fn.export_spec.skip_jitting else jax.jit(source)

@@ -1,0 +1,223 @@
+"""A family of baked artifacts: what each member computes, and the container a loader fills.
+
+A *family* is everything baked for one function x structure x static values x platform: the
+primal and its companions, each an ``Exported`` over flat arrays (``KINDS_BY_ORDER``),
+optionally also exported from ``jax.vmap`` with a symbolic batch size. Companions and their
+meaning, where ``x`` are the primal inputs, ``t``/``u`` tangents of the differentiable
+(inexact) inputs and ``c`` cotangents of the differentiable outputs:
+
+- ``primal(x) -> y``
+- ``jvp(x, t) -> J t``                      (linear in t; transposes to vjp)
+- ``vjp(x, c) -> J^T c``                    (linear in c; transposes to jvp)
+- ``jvp_jvp(x, t, u) -> f''[t, u]``         (bilinear; transposes to vjp_jvp)
+- ``vjp_jvp(x, c, u) -> (sum_k c_k f_k'') u``  (bilinear; transposes to jvp_jvp)
+
+The build exports each member from the definitions here (``member_function``); at run time a
+``Family`` holds the members that were baked, deserializes them on first use, and evaluates a
+member that was not baked (third order, ``ad_order`` too low, a skipped export) from the source,
+with a ``FallbackWarning`` (``ArtifactError`` in strict mode). The JAX primitive that maps each
+transformation to another member lives in ``runtime/_primitive.py``; this module imports no jax
+at import time, because the build orchestrator and its workers import it before jax is checked.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+KINDS_BY_ORDER = {0: ("primal",), 1: ("primal", "jvp", "vjp"),
+                  2: ("primal", "jvp", "vjp", "jvp_jvp", "vjp_jvp")}
+#: The symbol of the batch dimension of batched artifacts.
+BATCH_SYMBOL = "jxe_batch"
+
+
+# --------------------------------------------------------------------------------------------
+# The members of a family, defined from a flat primal function (used to export them at build
+# time and to evaluate missing ones from source at run time).
+
+
+def inexact_indices(dtypes: Sequence[Any]) -> tuple[int, ...]:
+    """Positions of the differentiable (floating or complex) entries."""
+    import jax.numpy as jnp
+
+    return tuple(i for i, d in enumerate(dtypes) if jnp.issubdtype(d, jnp.inexact))
+
+
+def member_function(kind: str, f_flat: Callable[..., tuple[Any, ...]], n_in: int,
+                    din: tuple[int, ...], dout: tuple[int, ...]) -> Callable[..., tuple[Any, ...]]:
+    """The flat function a family member computes, built from the flat primal ``f_flat``."""
+    import jax
+
+    nd = len(din)
+
+    def restricted(x: Sequence[Any]) -> Callable[..., tuple[Any, ...]]:
+        def g(*xd: Any) -> tuple[Any, ...]:
+            full = list(x)
+            for i, value in zip(din, xd, strict=True):
+                full[i] = value
+            out = f_flat(*full)
+            return tuple(out[j] for j in dout)
+        return g
+
+    def jvp(*a: Any) -> tuple[Any, ...]:
+        x, t = a[:n_in], a[n_in:n_in + nd]
+        return tuple(jax.jvp(restricted(x), tuple(x[i] for i in din), tuple(t))[1])
+
+    def vjp(*a: Any) -> tuple[Any, ...]:
+        x, c = a[:n_in], a[n_in:]
+        _, pull = jax.vjp(restricted(x), *(x[i] for i in din))
+        return tuple(pull(tuple(c)))
+
+    def second(first: Callable[..., tuple[Any, ...]], n_mid: int) -> Callable[..., Any]:
+        def member(*a: Any) -> tuple[Any, ...]:
+            x, mid, u = a[:n_in], a[n_in:n_in + n_mid], a[n_in + n_mid:]
+
+            def inner(*xd: Any) -> tuple[Any, ...]:
+                full = list(x)
+                for i, value in zip(din, xd, strict=True):
+                    full[i] = value
+                return first(*full, *mid)
+            return tuple(jax.jvp(inner, tuple(x[i] for i in din), tuple(u))[1])
+        return member
+
+    if kind == "primal":
+        return lambda *x: tuple(f_flat(*x))
+    if kind == "jvp":
+        return jvp
+    if kind == "vjp":
+        return vjp
+    if kind == "jvp_jvp":
+        return second(jvp, nd)
+    if kind == "vjp_jvp":
+        return second(vjp, len(dout))
+    raise ValueError(f"unknown family member {kind!r}")
+
+
+def source_call(fn: Any, structure_index: int, static: dict[str, Any]) -> Callable[..., Any]:
+    """The source of an ``ExportableFunction``, called like its artifact: the static values
+    bound, the other arguments in the structure's layout."""
+    layout = fn.layouts[structure_index]
+    positional = [n for n in layout.positional if n not in static]
+
+    def source(*args: Any, **kwargs: Any) -> Any:
+        values = {**dict(zip(positional, args, strict=True)), **kwargs, **static}
+        call_args, call_kwargs = layout.split(values)
+        return fn.__wrapped__(*call_args, **call_kwargs)
+    return source
+
+
+def source_flat(fn: Any, structure_index: int, static: dict[str, Any], in_tree: Any
+                ) -> Callable[..., tuple[Any, ...]]:
+    """The source of an ``ExportableFunction`` as a flat function over the primal's inputs."""
+    import jax
+
+    source = source_call(fn, structure_index, static)
+
+    def f_flat(*flat: Any) -> tuple[Any, ...]:
+        args, kwargs = jax.tree_util.tree_unflatten(in_tree, flat)
+        return tuple(jax.tree_util.tree_leaves(source(*args, **kwargs)))
+    return f_flat
+
+
+def member_avals(kind: str, in_avals: Sequence[Any], out_avals: Sequence[Any],
+                 din: tuple[int, ...], dout: tuple[int, ...]) -> list[Any]:
+    """The flat input avals of a member, from the primal's input and output avals."""
+    x = list(in_avals)
+    t = [in_avals[i] for i in din]
+    c = [out_avals[j] for j in dout]
+    return {"primal": x, "jvp": x + t, "vjp": x + c, "jvp_jvp": x + t + t,
+            "vjp_jvp": x + c + t}[kind]
+
+
+# --------------------------------------------------------------------------------------------
+# The family
+
+
+class Family:
+    """The baked members of one artifact family, plus the source to fall back on.
+
+    The primitive's rules (``runtime/_primitive.py``) ask it whether a member is usable
+    (``has``), for a flat callable of a member's ``Exported`` (``exported_call``) and for the
+    member evaluated from source (``source``). Members other than the primal deserialize on
+    first use: most calls never differentiate or batch.
+    """
+
+    def __init__(self, name: str, members: dict[tuple[str, bool], Any], in_tree: Any,
+                 out_tree: Any, in_dtypes: Sequence[Any], out_dtypes: Sequence[Any],
+                 source_flat: Callable[..., tuple[Any, ...]],
+                 on_missing: Callable[[str], None],
+                 lapack_free: frozenset[tuple[str, bool]] = frozenset(),
+                 loaders: dict[tuple[str, bool], Callable[[], Any]] | None = None) -> None:
+        self.name = name
+        self.members = members  # (kind, batched) -> Exported
+        self.loaders = dict(loaders or {})  # members deserialized on first use
+        self.broken: dict[tuple[str, bool], str] = {}  # members that failed to load, and why
+        self.in_tree, self.out_tree = in_tree, out_tree
+        self.n_in = len(in_dtypes)
+        self.din = inexact_indices(in_dtypes)
+        self.dout = inexact_indices(out_dtypes)
+        self.source_flat = source_flat
+        self.on_missing = on_missing
+        self.lapack_free = lapack_free  # members whose modules hold no LAPACK call
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Family({self.name})"
+
+    def has(self, kind: str, batched: bool) -> bool:
+        """Whether the member is baked and usable (deserializing it on first use)."""
+        key = (kind, batched)
+        if key in self.members:
+            return True
+        with self._lock:
+            loader = self.loaders.pop(key, None)
+            if loader is None:
+                return key in self.members
+            from hatch_jaxexport.errors import ArtifactError
+
+            try:
+                self.members[key] = loader()
+            except ArtifactError as err:
+                self.broken[key] = str(err)  # reported by ``source`` when it is needed
+                return False
+            return True
+
+    def exported_call(self, kind: str, batched: bool) -> Callable[..., list[Any]]:
+        """A flat callable running the member's ``Exported``."""
+        import jax
+
+        exported = self.members[(kind, batched)]
+
+        def call(*flat: Any) -> list[Any]:
+            args, kwargs = jax.tree_util.tree_unflatten(exported.in_tree, flat)
+            return jax.tree_util.tree_leaves(exported.call(*args, **kwargs))
+        return call
+
+    def source(self, kind: str, batched: bool, why: str, reason: str | None = None
+               ) -> Callable[..., Any]:
+        """The member evaluated from source (a transformation no artifact covers)."""
+        import jax
+
+        member = f"{'batched ' if batched else ''}{kind} artifact"
+        broken = self.broken.get((kind, batched))
+        self.on_missing(reason or (f"{why} needs the {member}, which is unusable: {broken}"
+                                   if broken else f"{why} needs the {member}, which was not baked"))
+        fn = member_function(kind, self.source_flat, self.n_in, self.din, self.dout)
+        return jax.vmap(fn) if batched else fn
+
+
+def warn_or_raise(name: str, strict: bool) -> Callable[[str], None]:
+    """The ``on_missing`` callback of a family: a one-time warning, or ``ArtifactError``."""
+    from hatch_jaxexport.errors import ArtifactError, FallbackWarning
+
+    seen: set[str] = set()
+
+    def on_missing(why: str) -> None:
+        if strict:
+            raise ArtifactError(f"{name}: {why} (HATCH_JAXEXPORT_STRICT is set)")
+        if why not in seen:
+            seen.add(why)
+            warnings.warn(f"{name}: tracing the source: {why}", FallbackWarning, stacklevel=3)
+    return on_missing
