@@ -19,7 +19,14 @@ from typing import Any
 
 from hatch_jaxexport.errors import SpecError
 from hatch_jaxexport.formats.manifest import MeshShape
-from hatch_jaxexport.formats.spec import ClassNode, LeafSpec, Structure, dim_symbols, evaluate_dim
+from hatch_jaxexport.formats.spec import (
+    ClassNode,
+    LeafSpec,
+    Structure,
+    dim_symbols,
+    evaluate_dim,
+    tree_map_leaves,
+)
 
 #: The mesh variants of a function (each a ``MeshShape``: ``(("data", 2), ("model", 2))``);
 #: ``None`` is the single-device variant.
@@ -176,7 +183,7 @@ def resolve_tree(raw: Any, tree: Any, where: str) -> Any:
         return None
     if raw is None or is_broadcast(raw):
         spec = parse_leaf_spec(raw, where)
-        return _map_structure(lambda _leaf: spec, tree)
+        return tree_map_leaves(lambda _leaf: spec, tree, keep_class_nodes=True)
     if isinstance(tree, Mapping | ClassNode):
         fields = tuple(tree) if isinstance(tree, Mapping) else tree.fields
         if not isinstance(raw, Mapping):
@@ -199,20 +206,6 @@ def resolve_tree(raw: Any, tree: Any, where: str) -> Any:
                         f"its arrays, or None; got {raw!r}")
     items = [resolve_tree(r, v, f"{where}[{i}]")
              for i, (r, v) in enumerate(zip(raw, tree, strict=True))]
-    return items if isinstance(tree, list) else tuple(items)
-
-
-def _map_structure(fn: Any, tree: Any) -> Any:
-    """Like ``spec.tree_map_leaves`` but keeps ``ClassNode`` nodes (a parsed tree's shape)."""
-    if isinstance(tree, LeafSpec):
-        return fn(tree)
-    if tree is None:
-        return None
-    if isinstance(tree, Mapping):
-        return type(tree)((k, _map_structure(fn, v)) for k, v in tree.items())
-    if isinstance(tree, ClassNode):
-        return tree.replace(tuple(_map_structure(fn, v) for v in tree.items))
-    items = [_map_structure(fn, v) for v in tree]
     return items if isinstance(tree, list) else tuple(items)
 
 

@@ -463,17 +463,23 @@ def tree_to_json(tree: Any) -> Any:
             "items": [tree_to_json(v) for v in tree]}
 
 
-def tree_map_leaves(fn: Callable[[LeafSpec], Any], tree: Any) -> Any:
-    """Rebuild a parsed tree with each ``LeafSpec`` replaced by ``fn(leaf)``."""
+def tree_map_leaves(fn: Callable[[LeafSpec], Any], tree: Any, *,
+                    keep_class_nodes: bool = False) -> Any:
+    """Rebuild a parsed tree with each ``LeafSpec`` replaced by ``fn(leaf)``.
+
+    ``ClassNode`` nodes become instances of their classes (the tree a call passes), or stay
+    ``ClassNode`` nodes with ``keep_class_nodes`` (a parsed tree of the same shape)."""
     if isinstance(tree, LeafSpec):
         return fn(tree)
     if tree is None:
         return None
     if isinstance(tree, Mapping):
-        return type(tree)((k, tree_map_leaves(fn, v)) for k, v in tree.items())
+        return type(tree)((k, tree_map_leaves(fn, v, keep_class_nodes=keep_class_nodes))
+                          for k, v in tree.items())
+    items = [tree_map_leaves(fn, v, keep_class_nodes=keep_class_nodes) for v in
+             (tree.items if isinstance(tree, ClassNode) else tree)]
     if isinstance(tree, ClassNode):
-        return tree.build([tree_map_leaves(fn, v) for v in tree.items])
-    items = [tree_map_leaves(fn, v) for v in tree]
+        return tree.replace(tuple(items)) if keep_class_nodes else tree.build(items)
     return items if isinstance(tree, list) else tuple(items)
 
 

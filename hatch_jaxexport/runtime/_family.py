@@ -45,6 +45,20 @@ def inexact_indices(dtypes: Sequence[Any]) -> tuple[int, ...]:
     return tuple(i for i, d in enumerate(dtypes) if jnp.issubdtype(d, jnp.inexact))
 
 
+def on_inexact(f_flat: Callable[..., Sequence[Any]], x: Sequence[Any], din: Sequence[int],
+               dout: Sequence[int] | None = None) -> Callable[..., tuple[Any, ...]]:
+    """``f_flat`` as a function of its differentiable inputs ``din`` alone, the others fixed at
+    their values in ``x``, returning the outputs ``dout`` (all of them when ``None``): what
+    ``jax.jvp``/``jax.vjp`` differentiate, since integer inputs and outputs have no tangents."""
+    def restricted(*xd: Any) -> tuple[Any, ...]:
+        full = list(x)
+        for i, value in zip(din, xd, strict=True):
+            full[i] = value
+        out = f_flat(*full)
+        return tuple(out) if dout is None else tuple(out[j] for j in dout)
+    return restricted
+
+
 def member_function(kind: str, f_flat: Callable[..., tuple[Any, ...]], n_in: int,
                     din: tuple[int, ...], dout: tuple[int, ...]) -> Callable[..., tuple[Any, ...]]:
     """The flat function a family member computes, built from the flat primal ``f_flat``."""
@@ -52,33 +66,20 @@ def member_function(kind: str, f_flat: Callable[..., tuple[Any, ...]], n_in: int
 
     nd = len(din)
 
-    def restricted(x: Sequence[Any]) -> Callable[..., tuple[Any, ...]]:
-        def g(*xd: Any) -> tuple[Any, ...]:
-            full = list(x)
-            for i, value in zip(din, xd, strict=True):
-                full[i] = value
-            out = f_flat(*full)
-            return tuple(out[j] for j in dout)
-        return g
-
     def jvp(*a: Any) -> tuple[Any, ...]:
         x, t = a[:n_in], a[n_in:n_in + nd]
-        return tuple(jax.jvp(restricted(x), tuple(x[i] for i in din), tuple(t))[1])
+        primals = tuple(x[i] for i in din)
+        return tuple(jax.jvp(on_inexact(f_flat, x, din, dout), primals, tuple(t))[1])
 
     def vjp(*a: Any) -> tuple[Any, ...]:
         x, c = a[:n_in], a[n_in:]
-        _, pull = jax.vjp(restricted(x), *(x[i] for i in din))
+        _, pull = jax.vjp(on_inexact(f_flat, x, din, dout), *(x[i] for i in din))
         return tuple(pull(tuple(c)))
 
     def second(first: Callable[..., tuple[Any, ...]], n_mid: int) -> Callable[..., Any]:
         def member(*a: Any) -> tuple[Any, ...]:
             x, mid, u = a[:n_in], a[n_in:n_in + n_mid], a[n_in + n_mid:]
-
-            def inner(*xd: Any) -> tuple[Any, ...]:
-                full = list(x)
-                for i, value in zip(din, xd, strict=True):
-                    full[i] = value
-                return first(*full, *mid)
+            inner = on_inexact(lambda *full: first(*full, *mid), x, din)
             return tuple(jax.jvp(inner, tuple(x[i] for i in din), tuple(u))[1])
         return member
 

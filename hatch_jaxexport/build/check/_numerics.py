@@ -23,6 +23,7 @@ from hatch_jaxexport.formats.spec import (
     dim_symbols,
     evaluate_dim,
 )
+from hatch_jaxexport.runtime._family import on_inexact
 from hatch_jaxexport.runtime._jaxcompat import x64_context
 
 # --------------------------------------------------------------------------------------------
@@ -180,13 +181,7 @@ def _pullback(exported: Any, flat: Sequence[Any], cotangent_seed: int) -> list[A
         return []
     call = _call(exported)
 
-    def restricted(*xd: Any) -> tuple[Any, ...]:
-        full = list(flat)
-        for i, value in zip(din, xd, strict=True):
-            full[i] = value
-        outs = call(*full)
-        return tuple(outs[j] for j in dout)
-
+    restricted = on_inexact(call, flat, din, dout)
     outs, pull = jax.vjp(restricted, *(flat[i] for i in din))
     rng = np.random.default_rng(cotangent_seed)
     cot = tuple(np.asarray(rng.standard_normal(np.shape(o))).astype(o.dtype) for o in outs)
@@ -227,6 +222,15 @@ def compare_arrays(label: str, bundled: Any, fresh: Any) -> str | None:
             f"atol={atol})")
 
 
+def _outputs(call: Any, flat: Sequence[Any], failing: str, problems: list[str]) -> Any:
+    """``call(*flat)``, or ``None`` with ``failing: <error>`` added to ``problems``."""
+    try:
+        return call(*flat)
+    except Exception as err:
+        problems.append(f"{failing}: {type(err).__name__}: {first_line(err)}")
+        return None
+
+
 def compare_numerics(bundled: Any, fresh: Any, constraints: Sequence[str], *, vjp_order: int,
                      shapes: int = DEFAULT_CHECK_SHAPES, seed: str = ""
                      ) -> tuple[list[str], list[str]]:
@@ -250,17 +254,11 @@ def compare_numerics(bundled: Any, fresh: Any, constraints: Sequence[str], *, vj
         for env in envs:
             where = ", ".join(f"{k}={v}" for k, v in env.items()) or "static shapes"
             flat = make_inputs(bundled.in_avals, env, _seed(f"{seed}/{where}"))
-            try:
-                outs_b = call_bundled(*flat)
-            except Exception as err:
-                problems.append(f"with {where}: the wheel's artifact fails: "
-                                f"{type(err).__name__}: {first_line(err)}")
-                continue
-            try:
-                outs_f = call_fresh(*flat)
-            except Exception as err:
-                problems.append(f"with {where}: the fresh export fails: "
-                                f"{type(err).__name__}: {first_line(err)}")
+            outs_b = _outputs(call_bundled, flat, f"with {where}: the wheel's artifact fails",
+                              problems)
+            outs_f = None if outs_b is None else \
+                _outputs(call_fresh, flat, f"with {where}: the fresh export fails", problems)
+            if outs_f is None:
                 continue
             for i, (a, b) in enumerate(zip(outs_b, outs_f, strict=True)):
                 label = f"output {out_paths[i] if i < len(out_paths) else i}".rstrip()
