@@ -2,8 +2,8 @@
 
 Both integrations read the same table (``[tool.hatch.build.targets.wheel.hooks.jaxexport]`` or
 ``[tool.jaxexport]``). Validation collects every problem, each with its full TOML path, and
-raises them together as one ``ConfigError``. Also here: what both integrations print about a
-finished export, and the jax requirement they add to the wheel's metadata.
+raises them together as one ``ConfigError``. Also here: the jax requirement both add to the wheel's
+metadata.
 """
 
 from __future__ import annotations
@@ -12,15 +12,11 @@ import dataclasses
 import difflib
 import os
 from collections.abc import Callable, Collection, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hatch_jaxexport.errors import ConfigError
 from hatch_jaxexport.formats._options import DEFAULT_PLATFORMS, KNOWN_PLATFORMS, ON_ERROR_CHOICES
 
-if TYPE_CHECKING:
-    from hatch_jaxexport.build._orchestrate import BuildResult
-
-#: Set to 1/true/yes/on to build without exporting (the loader then traces, with a warning).
 #: Hatchling's own keys of a build hook table: they reach the hook's config and are let through.
 HATCHLING_HOOK_KEYS = frozenset({
     "dependencies", "require-runtime-dependencies", "require-runtime-features",
@@ -191,53 +187,9 @@ def parse_options(raw: Mapping[str, Any], prefix: str, *,
     return ExportOptions(**values)
 
 
-def _bytes(n: int) -> str:
-    for unit, size in (("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
-
-
-def describe_result(result: BuildResult, seconds: float) -> tuple[list[str], str]:
-    """One progress line per exported function, and a summary line, for a finished export.
-
-    A function's time is the sum over its artifacts (workers run in parallel); ``seconds`` is
-    the wall-clock time of the whole export.
-    """
-    by_function: dict[str, list[Any]] = {}
-    for record in result.manifest.artifacts:
-        by_function.setdefault(record.function, []).append(record)
-    skipped: dict[str, int] = {}
-    for record in result.manifest.skipped:
-        skipped[record.function] = skipped.get(record.function, 0) + 1
-    #: Seconds each artifact took to export, by artifact id (``ArtifactRecord.id``).
-    timings: Mapping[str, float] = getattr(result, "seconds", None) or {}
-    lines = []
-    for name in sorted(set(by_function) | set(skipped)):
-        records = by_function.get(name, [])
-        structures = len({r.structure_index for r in records})
-        platforms = ",".join(sorted({r.platform for r in records})) or "-"
-        size = sum(r.size for r in records)
-        line = (f"  {name}: {structures} structure(s), platforms {platforms}, "
-                f"{len(records)} artifact(s), {_bytes(size)}")
-        if any(r.id in timings for r in records):
-            line += f", {sum(timings.get(r.id, 0.0) for r in records):.2f} s"
-        if name in skipped:
-            line += f", {skipped[name]} skipped"
-        lines.append(line)
-    manifest = result.manifest
-    total = sum(r.size for r in manifest.artifacts)
-    summary = (f"{manifest.package}: {len(by_function)} function(s), {len(manifest.artifacts)} "
-               f"artifact(s), {_bytes(total)}, {seconds:.1f} s (jax {manifest.jax_version})")
-    if manifest.skipped:
-        summary += f", {len(manifest.skipped)} skipped"
-    return lines, summary
-
-
 __all__ = [
     "HATCHLING_HOOK_KEYS",
     "ConfigError",
     "ExportOptions",
-    "describe_result",
     "parse_options",
 ]

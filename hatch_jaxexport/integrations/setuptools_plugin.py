@@ -22,10 +22,10 @@ from logging import DEBUG, ERROR, INFO, WARNING
 from pathlib import Path
 from typing import Any
 
+from hatch_jaxexport.build._bake import describe_result
 from hatch_jaxexport.build._config import (
     ConfigError,
     ExportOptions,
-    describe_result,
     parse_options,
 )
 from hatch_jaxexport.formats._settings import SKIP_ENV, skip_requested
