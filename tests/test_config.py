@@ -7,11 +7,11 @@ import re
 
 import pytest
 
+from hatch_jaxexport.build._bake import describe_result
 from hatch_jaxexport.build._config import (
     HATCHLING_HOOK_KEYS,
     ConfigError,
     ExportOptions,
-    describe_result,
     parse_options,
 )
 

@@ -2,8 +2,8 @@
 
 Both integrations read the same table (``[tool.hatch.build.targets.wheel.hooks.jaxexport]`` or
 ``[tool.jaxexport]``). Validation collects every problem, each with its full TOML path, and
-raises them together as one ``ConfigError``. Also here: what both integrations print about a
-finished export, and the jax requirement they add to the wheel's metadata.
+raises them together as one ``ConfigError``. Also here: the jax requirement both add to the wheel's
+metadata.
 """
 
 from __future__ import annotations
@@ -11,16 +11,12 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
-from collections.abc import Collection, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
 
 from hatch_jaxexport.errors import ConfigError
 from hatch_jaxexport.formats._options import DEFAULT_PLATFORMS, KNOWN_PLATFORMS, ON_ERROR_CHOICES
 
-if TYPE_CHECKING:
-    from hatch_jaxexport.build._orchestrate import BuildResult
-
-#: Set to 1/true/yes/on to build without exporting (the loader then traces, with a warning).
 #: Hatchling's own keys of a build hook table: they reach the hook's config and are let through.
 HATCHLING_HOOK_KEYS = frozenset({
     "dependencies", "require-runtime-dependencies", "require-runtime-features",
@@ -74,19 +70,19 @@ def _check_requirement(text: str) -> str | None:
     return None
 
 
-def parse_options(raw: Mapping[str, Any], prefix: str, *,
-                  passthrough: Collection[str] = ()) -> ExportOptions:
-    """Validate a configuration table; ``ConfigError`` lists every problem at once.
+#: What a validation step returns: the parsed value, and the problems found (none: value valid).
+Checked = tuple[Any, list[str]]
 
-    ``prefix`` is the table's TOML path (used in messages); keys in ``passthrough`` belong to the
-    build tool and are ignored.
-    """
-    errors: list[str] = []
-    values: dict[str, Any] = {}
 
-    def bad(key: str, expected: str, value: Any) -> None:
-        errors.append(f"{prefix}.{key} must be {expected}, got {value!r}")
+def _must_be(path: str, expected: str, value: Any) -> str:
+    """The uniform message for an option whose value has the wrong kind."""
+    return f"{path} must be {expected}, got {value!r}"
 
+
+def _unknown_keys(raw: Mapping[str, Any], prefix: str, passthrough: Collection[str]
+                  ) -> list[str]:
+    """One problem per key that is no option of ours (nor the build tool's), with a hint."""
+    errors = []
     for key in sorted(raw):
         if key in OPTION_NAMES or key in passthrough:
             continue
@@ -94,125 +90,106 @@ def parse_options(raw: Mapping[str, Any], prefix: str, *,
         hint = f" (did you mean `{close[0]}`?)" if close else ""
         errors.append(f"{prefix}.{key} is not an option of hatch-jaxexport{hint}; "
                       f"known options: {', '.join(OPTION_NAMES)}")
+    return errors
 
-    if "packages" in raw:
-        value = raw["packages"]
-        if not isinstance(value, list) or not value:
-            bad("packages", "a non-empty array of top-level package names", value)
-        else:
-            for i, item in enumerate(value):
-                if not isinstance(item, str) or not item.isidentifier():
-                    errors.append(f"{prefix}.packages[{i}] must be the import name of a "
-                                  f"top-level package (like \"my_pkg\"), got {item!r}")
-            if len(set(map(str, value))) != len(value):
-                bad("packages", "an array without duplicates", value)
-            values["packages"] = tuple(map(str, value))
 
-    if "platforms" in raw:
-        value = raw["platforms"]
-        items = [value] if isinstance(value, str) else value
-        if not isinstance(items, list) or not items:
-            bad("platforms", f"a non-empty array of {', '.join(map(repr, KNOWN_PLATFORMS))}",
-                value)
-        else:
-            for i, item in enumerate(items):
-                if item not in KNOWN_PLATFORMS:
-                    errors.append(f"{prefix}.platforms[{i}] must be one of "
-                                  f"{', '.join(map(repr, KNOWN_PLATFORMS))}, got {item!r}")
-            values["platforms"] = tuple(dict.fromkeys(map(str, items)))
+def _check_packages(value: Any, path: str) -> Checked:
+    """``packages``: a non-empty array of distinct top-level import names."""
+    if not isinstance(value, list) or not value:
+        return None, [_must_be(path, "a non-empty array of top-level package names", value)]
+    errors = [f"{path}[{i}] must be the import name of a top-level package (like \"my_pkg\"), "
+              f"got {item!r}" for i, item in enumerate(value)
+              if not isinstance(item, str) or not item.isidentifier()]
+    if len(set(map(str, value))) != len(value):
+        errors.append(_must_be(path, "an array without duplicates", value))
+    return tuple(map(str, value)), errors
 
-    if "jobs" in raw:
-        value = raw["jobs"]
-        if value == "auto":
-            values["jobs"] = max(1, os.cpu_count() or 1)
-        elif not _is_int(value) or value < 1:
-            bad("jobs", "an int >= 1 or \"auto\"", value)
-        else:
-            values["jobs"] = value
 
-    if "on-error" in raw:
-        value = raw["on-error"]
-        if value not in ON_ERROR_CHOICES:
-            bad("on-error", " or ".join(map(repr, ON_ERROR_CHOICES)), value)
-        else:
-            values["on_error"] = value
+def _check_platforms(value: Any, path: str) -> Checked:
+    """``platforms``: one known platform or a non-empty array of them (duplicates dropped)."""
+    items = [value] if isinstance(value, str) else value
+    known = ", ".join(map(repr, KNOWN_PLATFORMS))
+    if not isinstance(items, list) or not items:
+        return None, [_must_be(path, f"a non-empty array of {known}", value)]
+    errors = [f"{path}[{i}] must be one of {known}, got {item!r}"
+              for i, item in enumerate(items) if item not in KNOWN_PLATFORMS]
+    return tuple(dict.fromkeys(map(str, items))), errors
 
-    if "jax-requirement" in raw:
-        value = raw["jax-requirement"]
-        if value is True:
-            values["jax_requirement"] = DEFAULT_JAX_REQUIREMENT
-        elif value is False:
-            values["jax_requirement"] = None
-        elif isinstance(value, str):
-            problem = _check_requirement(value)
-            if problem:
-                errors.append(f"{prefix}.jax-requirement must be true, false or a requirement "
-                              f"like \"jax>={{version}}\", got {value!r}: {problem}")
-            else:
-                values["jax_requirement"] = value
-        else:
-            bad("jax-requirement", "true, false or a requirement like \"jax>={version}\"",
-                value)
 
-    if "editable" in raw:
-        value = raw["editable"]
-        if value not in EDITABLE:
-            bad("editable", " or ".join(map(repr, EDITABLE)), value)
-        else:
-            values["editable"] = value
+def _check_jobs(value: Any, path: str) -> Checked:
+    """``jobs``: an int >= 1, or ``"auto"`` (one worker per CPU)."""
+    if value == "auto":
+        return max(1, os.cpu_count() or 1), []
+    if not _is_int(value) or value < 1:
+        return None, [_must_be(path, "an int >= 1 or \"auto\"", value)]
+    return value, []
 
+
+def _check_on_error(value: Any, path: str) -> Checked:
+    """``on-error``: one of ``ON_ERROR_CHOICES``."""
+    if value not in ON_ERROR_CHOICES:
+        return None, [_must_be(path, " or ".join(map(repr, ON_ERROR_CHOICES)), value)]
+    return value, []
+
+
+def _check_jax_requirement(value: Any, path: str) -> Checked:
+    """``jax-requirement``: true (the default requirement), false (none) or a requirement."""
+    if value is True:
+        return DEFAULT_JAX_REQUIREMENT, []
+    if value is False:
+        return None, []
+    if not isinstance(value, str):
+        return None, [_must_be(path, "true, false or a requirement like \"jax>={version}\"",
+                               value)]
+    problem = _check_requirement(value)
+    if problem:
+        return None, [f"{path} must be true, false or a requirement like \"jax>={{version}}\", "
+                      f"got {value!r}: {problem}"]
+    return value, []
+
+
+def _check_editable(value: Any, path: str) -> Checked:
+    """``editable``: one of ``EDITABLE``."""
+    if value not in EDITABLE:
+        return None, [_must_be(path, " or ".join(map(repr, EDITABLE)), value)]
+    return value, []
+
+
+#: Each option's key, in message order: the ``ExportOptions`` field it sets and its validation.
+_OPTION_STEPS: dict[str, tuple[str, Callable[[Any, str], Checked]]] = {
+    "packages": ("packages", _check_packages),
+    "platforms": ("platforms", _check_platforms),
+    "jobs": ("jobs", _check_jobs),
+    "on-error": ("on_error", _check_on_error),
+    "jax-requirement": ("jax_requirement", _check_jax_requirement),
+    "editable": ("editable", _check_editable),
+}
+
+
+def parse_options(raw: Mapping[str, Any], prefix: str, *,
+                  passthrough: Collection[str] = ()) -> ExportOptions:
+    """Validate a configuration table; ``ConfigError`` lists every problem at once.
+
+    ``prefix`` is the table's TOML path (used in messages); keys in ``passthrough`` belong to the
+    build tool and are ignored.
+    """
+    errors = _unknown_keys(raw, prefix, passthrough)
+    values: dict[str, Any] = {}
+    for key, (field, check) in _OPTION_STEPS.items():
+        if key not in raw:
+            continue
+        value, problems = check(raw[key], f"{prefix}.{key}")
+        errors.extend(problems)
+        if not problems:
+            values[field] = value
     if errors:
         raise ConfigError(errors)
     return ExportOptions(**values)
-
-
-def _bytes(n: int) -> str:
-    for unit, size in (("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
-
-
-def describe_result(result: BuildResult, seconds: float) -> tuple[list[str], str]:
-    """One progress line per exported function, and a summary line, for a finished export.
-
-    A function's time is the sum over its artifacts (workers run in parallel); ``seconds`` is
-    the wall-clock time of the whole export.
-    """
-    by_function: dict[str, list[Any]] = {}
-    for record in result.manifest.artifacts:
-        by_function.setdefault(record.function, []).append(record)
-    skipped: dict[str, int] = {}
-    for record in result.manifest.skipped:
-        skipped[record.function] = skipped.get(record.function, 0) + 1
-    #: Seconds each artifact took to export, by artifact id (``ArtifactRecord.id``).
-    timings: Mapping[str, float] = getattr(result, "seconds", None) or {}
-    lines = []
-    for name in sorted(set(by_function) | set(skipped)):
-        records = by_function.get(name, [])
-        structures = len({r.structure_index for r in records})
-        platforms = ",".join(sorted({r.platform for r in records})) or "-"
-        size = sum(r.size for r in records)
-        line = (f"  {name}: {structures} structure(s), platforms {platforms}, "
-                f"{len(records)} artifact(s), {_bytes(size)}")
-        if any(r.id in timings for r in records):
-            line += f", {sum(timings.get(r.id, 0.0) for r in records):.2f} s"
-        if name in skipped:
-            line += f", {skipped[name]} skipped"
-        lines.append(line)
-    manifest = result.manifest
-    total = sum(r.size for r in manifest.artifacts)
-    summary = (f"{manifest.package}: {len(by_function)} function(s), {len(manifest.artifacts)} "
-               f"artifact(s), {_bytes(total)}, {seconds:.1f} s (jax {manifest.jax_version})")
-    if manifest.skipped:
-        summary += f", {len(manifest.skipped)} skipped"
-    return lines, summary
 
 
 __all__ = [
     "HATCHLING_HOOK_KEYS",
     "ConfigError",
     "ExportOptions",
-    "describe_result",
     "parse_options",
 ]

@@ -15,30 +15,75 @@ Standard wheels: each package is exported into a temporary folder and every file
 the wheel with ``force_include`` at ``<package>/_jaxexport/<file>``. Editable wheels: the
 artifacts are written into the source tree (``<package>/_jaxexport/``, which carries its own
 ``.gitignore``), where the loader finds them.
+
+The flow itself (skip, editable, export, messages) is the bake the setuptools command shares
+(``hatch_jaxexport.build._bake``); this module holds what is Hatch's: which packages the wheel
+ships, ``force_include``, reserved paths, the project's ignore patterns, the requirement added
+to ``build_data`` and the hook's own wording.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
+from hatch_jaxexport.build._bake import GITIGNORE, bake
 from hatch_jaxexport.build._config import (
     HATCHLING_HOOK_KEYS,
     ConfigError,
     ExportOptions,
-    describe_result,
     parse_options,
 )
-from hatch_jaxexport.formats._settings import SKIP_ENV, skip_requested
 from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, MANIFEST_NAME
 
-#: Written into the artifact folder of an editable install, so git never tracks it.
-GITIGNORE = "# written by hatch-jaxexport: editable-install artifacts, never commit them\n*\n"
+
+class HatchReporter:
+    """A bake's messages through Hatch's ``app`` (pip shows them with ``-v``), in its words."""
+
+    skip_note = " (the installed package traces its functions)"
+    trace_note = ", functions trace from source"
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    def debug(self, message: str) -> None:
+        self.app.display_debug(message)
+
+    def info(self, message: str) -> None:
+        self.app.display_info(message)
+
+    def waiting(self, message: str) -> None:
+        self.app.display_waiting(message)
+
+    def success(self, message: str) -> None:
+        self.app.display_success(message)
+
+    def warning(self, message: str) -> None:
+        self.app.display_warning(message)
+
+    def workers(self, jobs: int) -> str:
+        return f"{jobs} worker{'s' if jobs > 1 else ''}"
+
+    def export_failed(self, package: str, failures: Sequence[str], *, lacks_module: bool,
+                      on_error: str) -> None:
+        """Every problem, then what to set in this hook's table."""
+        self.app.display_error(f"jaxexport: export of {package} failed ({len(failures)} "
+                               "problem(s)):")
+        for failure in failures:
+            self.app.display_error(f"  {failure}")
+        if lacks_module:
+            self.app.display_error(
+                "  (the build environment lacks a module the package imports: set "
+                "require-runtime-dependencies = true in this hook's table so hatchling "
+                "installs the project's dependencies for the build)")
+        elif on_error == "fail":
+            self.app.display_error("  (set on-error = \"skip\" to build without the "
+                                   "failing artifacts)")
 
 
 class JaxExportBuildHook(BuildHookInterface):
@@ -113,53 +158,54 @@ class JaxExportBuildHook(BuildHookInterface):
             return
         options = self.options()
         packages = self.packages(options)
-        if skip_requested():
-            self.app.display_warning(f"jaxexport: {SKIP_ENV} is set: building without exports "
-                                     "(the installed package traces its functions)")
-            return
         editable = version == "editable"
-        if editable and options.editable == "trace":
-            self.app.display_info("jaxexport: editable install with editable = \"trace\": no "
-                                  "exports, functions trace from source")
-            return
-        self._check_runtime_dependency()
+        if not editable:
+            self._scratch = tempfile.TemporaryDirectory(prefix="jaxexport-")
         search_path = sorted({str(source.parent) for source in self.wheel_packages().values()}
                              | {str(source.parent) for source in packages.values()})
         jax_versions = set()
-        if not editable:
-            self._reserve_source_artifacts([s / ARTIFACT_DIR for s in packages.values()])
-            self._scratch = tempfile.TemporaryDirectory(prefix="jaxexport-")
-        for name, source in packages.items():
-            out = (source / ARTIFACT_DIR) if editable else Path(self._scratch.name, name,
-                                                                 ARTIFACT_DIR)
-            result = self._export(name, out, options, search_path)
-            if not result.manifest.artifacts and not result.manifest.skipped:
-                self.app.display_warning(f"jaxexport: {name} has no @exportable functions; "
-                                         "nothing added")
+        for package in bake(packages, options, HatchReporter(self.app), editable=editable,
+                            build_dir=Path(self._scratch.name) if self._scratch else None,
+                            search_path=search_path,
+                            before_export=lambda: self._before_export(packages, editable)):
+            if package.empty:
+                self.app.display_warning(f"jaxexport: {package.name} has no @exportable "
+                                         "functions; nothing added")
                 if editable:
-                    _remove_tree(out)
+                    _remove_tree(package.folder)
                 continue
-            jax_versions.add(result.manifest.jax_version)
+            jax_versions.add(package.result.manifest.jax_version)
             if editable:
-                (out / ".gitignore").write_text(GITIGNORE)
-                relative = os.path.relpath(out, self.root)
-                self.app.display_info(
-                    f"jaxexport: editable install: artifacts written to {relative}; they "
-                    "reflect the source as of now: reinstall after changing an @exportable "
-                    "function")
-                if not self._ignored(relative):
-                    self.app.display_warning(
-                        f"jaxexport: {relative} is not ignored by the project's .gitignore: "
-                        f"add `{ARTIFACT_DIR}/` to it, or sdists built with the hook "
-                        "configured for wheels only will carry these files")
+                self._report_editable(package.folder)
                 continue
-            for file in sorted(out.iterdir()):
-                build_data["force_include"][str(file)] = f"{name}/{ARTIFACT_DIR}/{file.name}"
+            for file in package.files():
+                build_data["force_include"][str(file)] = \
+                    f"{package.name}/{ARTIFACT_DIR}/{file.name}"
         for jax_version in sorted(jax_versions):
             requirement = options.requirement_for(jax_version)
             if requirement and requirement not in build_data["dependencies"]:
                 build_data["dependencies"].append(requirement)
                 self.app.display_info(f"jaxexport: added runtime requirement {requirement!r}")
+
+    def _before_export(self, packages: dict[str, Path], editable: bool) -> None:
+        """Once the export is on: warn of a missing runtime dependency, and keep stale
+        source-tree artifacts out of a standard wheel."""
+        self._check_runtime_dependency()
+        if not editable:
+            self._reserve_source_artifacts([s / ARTIFACT_DIR for s in packages.values()])
+
+    def _report_editable(self, folder: Path) -> None:
+        """Editable installs: say where the artifacts went, and whether git ignores them."""
+        relative = os.path.relpath(folder, self.root)
+        self.app.display_info(
+            f"jaxexport: editable install: artifacts written to {relative}; they "
+            "reflect the source as of now: reinstall after changing an @exportable "
+            "function")
+        if not self._ignored(relative):
+            self.app.display_warning(
+                f"jaxexport: {relative} is not ignored by the project's .gitignore: "
+                f"add `{ARTIFACT_DIR}/` to it, or sdists built with the hook "
+                "configured for wheels only will carry these files")
 
     def clean(self, versions: list[str]) -> None:
         """``hatch clean`` / ``hatch build --clean``: remove editable-install artifact folders."""
@@ -173,46 +219,6 @@ class JaxExportBuildHook(BuildHookInterface):
         if self._scratch is not None:
             self._scratch.cleanup()
             self._scratch = None
-
-    def _export(self, name: str, out: Path, options: ExportOptions, search_path: list[str]
-                ) -> Any:
-        from hatch_jaxexport.build._orchestrate import export_package
-        from hatch_jaxexport.errors import ExportError
-
-        self.app.display_waiting(
-            f"jaxexport: exporting {name} for {', '.join(options.platforms)} "
-            f"({options.jobs} worker{'s' if options.jobs > 1 else ''}, on-error "
-            f"{options.on_error})")
-        start = time.perf_counter()
-        try:
-            result = export_package(
-                name, out, platforms=options.platforms, jobs=options.jobs,
-                on_error=options.on_error, search_path=search_path, log=self._log)
-        except ExportError as err:
-            self.app.display_error(f"jaxexport: export of {name} failed ({len(err.failures)} "
-                                   "problem(s)):")
-            for failure in err.failures:
-                self.app.display_error(f"  {failure}")
-            if any("No module named" in failure for failure in err.failures):
-                self.app.display_error(
-                    "  (the build environment lacks a module the package imports: set "
-                    "require-runtime-dependencies = true in this hook's table so hatchling "
-                    "installs the project's dependencies for the build)")
-            elif options.on_error == "fail":
-                self.app.display_error("  (set on-error = \"skip\" to build without the "
-                                       "failing artifacts)")
-            raise
-        lines, summary = describe_result(result, time.perf_counter() - start)
-        for line in lines:
-            self.app.display_info(line)
-        self.app.display_success(f"jaxexport: {summary}")
-        return result
-
-    def _log(self, message: str) -> None:
-        if message.startswith("warning:"):
-            self.app.display_warning(f"jaxexport: {message}")
-        else:
-            self.app.display_debug(f"jaxexport: {message}")
 
     def _source_artifact_folders(self) -> list[Path]:
         """Artifact folders an editable install left in the tree (flat or ``src`` layout)."""

@@ -1,4 +1,8 @@
-"""Registers the ``jaxexport`` build hook with Hatch (entry point group ``hatch``)."""
+"""Registers the ``jaxexport`` build hook with Hatch (entry point group ``hatch``).
+
+The entry point names this module; the hook class lives in ``_hatch_hook``, imported only when
+Hatch asks for it, so loading the entry point imports nothing heavy.
+"""
 
 from __future__ import annotations
 

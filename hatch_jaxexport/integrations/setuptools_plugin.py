@@ -11,29 +11,29 @@ project's ``pyproject.toml`` has a ``[tool.jaxexport]`` table. With the table it
 - wraps ``egg_info`` so the metadata requires ``jax>=<exporting version>`` (option
   ``jax-requirement``).
 
-The options are those of the Hatch hook (see ``hatch_jaxexport.build._config``).
+The options are those of the Hatch hook (see ``hatch_jaxexport.build._config``); the export
+itself is the bake both share (``hatch_jaxexport.build._bake``). This module imports setuptools:
+only setuptools loads it (through the entry point), nothing at run time imports it.
 """
 
 from __future__ import annotations
 
 import os
-import time
+import shutil
+from collections.abc import Sequence
 from logging import DEBUG, ERROR, INFO, WARNING
 from pathlib import Path
 from typing import Any
 
-from hatch_jaxexport.build._config import (
-    ConfigError,
-    ExportOptions,
-    describe_result,
-    parse_options,
-)
-from hatch_jaxexport.formats._settings import SKIP_ENV, skip_requested
+from setuptools import Command
+
+from hatch_jaxexport.build._bake import artifact_files, bake
+from hatch_jaxexport.build._config import ConfigError, ExportOptions, parse_options
+from hatch_jaxexport.formats._settings import skip_requested
 from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, MANIFEST_NAME
 
 TABLE = "tool.jaxexport"
 COMMAND = "build_jaxexport"
-GITIGNORE = "# written by hatch-jaxexport: editable-install artifacts, never commit them\n*\n"
 
 
 def read_table(project_root: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -63,7 +63,7 @@ def finalize_distribution_options(dist: Any) -> None:
         return
     options = parse_options(table, TABLE)
     dist._jaxexport_options = options
-    dist.cmdclass[COMMAND] = build_jaxexport_command()
+    dist.cmdclass[COMMAND] = build_jaxexport
     build = dist.get_command_class("build")
     if not any(name == COMMAND for name, _ in build.sub_commands):
         dist.cmdclass["build"] = type("build", (build,), {
@@ -106,144 +106,137 @@ def _jax_requirement(options: ExportOptions) -> str | None:
     return options.requirement_for(version)
 
 
-def build_jaxexport_command() -> type:
-    """The ``build_jaxexport`` command class (setuptools imported only when needed)."""
-    from setuptools import Command
+class SetuptoolsReporter:
+    """A bake's messages through the command's ``announce``, in setuptools' words."""
 
-    class build_jaxexport(Command):
-        """Export every ``@exportable`` of the distribution's packages (jax.export)."""
+    skip_note = ""
+    trace_note = ""
 
-        description = "bake jax.export artifacts of @exportable functions into the build"
-        user_options: list[tuple[str, str | None, str]] = []  # noqa: RUF012
-        editable_mode: bool = False
+    def __init__(self, command: Command) -> None:
+        self.command = command
 
-        def initialize_options(self) -> None:
-            self.build_lib: str | None = None
-            self.editable_mode = False
+    def debug(self, message: str) -> None:
+        self.command.announce(message, DEBUG)
 
-        def finalize_options(self) -> None:
-            self.set_undefined_options("build_py", ("build_lib", "build_lib"))
+    def info(self, message: str) -> None:
+        self.command.announce(message, INFO)
 
-        # -- what to export ------------------------------------------------------------------
+    waiting = success = info
 
-        def _options(self) -> ExportOptions:
-            options = getattr(self.distribution, "_jaxexport_options", None)
-            return options if options is not None else ExportOptions()
+    def warning(self, message: str) -> None:
+        self.command.announce(message, WARNING)
 
-        def packages(self) -> dict[str, Path]:
-            """Top-level packages to export: import name -> source folder."""
-            options = self._options()
-            build_py = self.get_finalized_command("build_py")
-            names = options.packages
-            if names is None:
-                names = tuple(sorted({p for p in (self.distribution.packages or [])
-                                      if "." not in p}))
-                if not names:
-                    raise ConfigError([f"{TABLE}.packages is needed: the distribution has no "
-                                       "top-level package"])
-            found, errors = {}, []
-            for i, name in enumerate(names):
-                source = Path(build_py.get_package_dir(name) or ".").absolute()
-                if (source / "__init__.py").is_file():
-                    found[name] = source
-                else:
-                    errors.append(f"{TABLE}.packages[{i}]: cannot find package {name!r} "
-                                  f"(looked for {os.path.relpath(source)}/__init__.py)")
-            if errors:
-                raise ConfigError(errors)
-            return found
+    def workers(self, jobs: int) -> str:
+        return f"{jobs} worker(s)"
 
-        def _out_dir(self, name: str, source: Path) -> Path:
+    def export_failed(self, package: str, failures: Sequence[str], *, lacks_module: bool,
+                      on_error: str) -> None:
+        """The failures travel in the raised error; only a missing module gets advice here."""
+        if lacks_module:
+            self.command.announce(
+                "jaxexport: the build environment lacks a module the package imports: list the "
+                "package's run-time dependencies in [build-system] requires as well", ERROR)
+
+
+class build_jaxexport(Command):  # lower case: setuptools names a command after its class
+    """Export every ``@exportable`` of the distribution's packages (jax.export)."""
+
+    description = "bake jax.export artifacts of @exportable functions into the build"
+    user_options: list[tuple[str, str | None, str]] = []  # noqa: RUF012
+    editable_mode: bool = False
+
+    def initialize_options(self) -> None:
+        self.build_lib: str | None = None
+        self.editable_mode = False
+
+    def finalize_options(self) -> None:
+        self.set_undefined_options("build_py", ("build_lib", "build_lib"))
+
+    # -- what to export ----------------------------------------------------------------------
+
+    def _options(self) -> ExportOptions:
+        options = getattr(self.distribution, "_jaxexport_options", None)
+        return options if options is not None else ExportOptions()
+
+    def packages(self) -> dict[str, Path]:
+        """Top-level packages to export: import name -> source folder."""
+        options = self._options()
+        build_py = self.get_finalized_command("build_py")
+        names = options.packages
+        if names is None:
+            names = tuple(sorted({p for p in (self.distribution.packages or [])
+                                  if "." not in p}))
+            if not names:
+                raise ConfigError([f"{TABLE}.packages is needed: the distribution has no "
+                                   "top-level package"])
+        found, errors = {}, []
+        for i, name in enumerate(names):
+            source = Path(build_py.get_package_dir(name) or ".").absolute()
+            if (source / "__init__.py").is_file():
+                found[name] = source
+            else:
+                errors.append(f"{TABLE}.packages[{i}]: cannot find package {name!r} "
+                              f"(looked for {os.path.relpath(source)}/__init__.py)")
+        if errors:
+            raise ConfigError(errors)
+        return found
+
+    def _build_dir(self) -> Path:
+        return Path(self.build_lib or "build/lib")
+
+    def _out_dir(self, name: str, source: Path) -> Path:
+        if self.editable_mode:
+            return source / ARTIFACT_DIR
+        return self._build_dir() / name / ARTIFACT_DIR
+
+    # -- the SubCommand protocol -------------------------------------------------------------
+
+    def run(self) -> None:
+        packages = self.packages()
+        search_path = sorted({str(s.parent) for s in packages.values()})
+        if not self.editable_mode and self.build_lib:
+            search_path.insert(0, os.path.abspath(self.build_lib))
+        for package in bake(packages, self._options(), SetuptoolsReporter(self),
+                            editable=self.editable_mode, build_dir=self._build_dir(),
+                            search_path=search_path):
             if self.editable_mode:
-                return source / ARTIFACT_DIR
-            return Path(self.build_lib or "build/lib", name, ARTIFACT_DIR)
+                self._copy_to_build_lib(package.name, package.folder)
 
-        # -- the SubCommand protocol ---------------------------------------------------------
+    def _copy_to_build_lib(self, name: str, folder: Path) -> None:
+        """Editable installs: also put copies in ``build_lib``, where a strict editable
+        install (link tree) takes them from. Copies, not links: the loader refuses artifact
+        files that resolve outside their package folder."""
+        target = self._build_dir() / name / ARTIFACT_DIR
+        if target.exists():
+            shutil.rmtree(target)
+        target.mkdir(parents=True)
+        for file in artifact_files(folder):
+            shutil.copyfile(file, target / file.name)
 
-        def run(self) -> None:
-            if skip_requested():
-                self.announce(f"jaxexport: {SKIP_ENV} is set: building without exports", WARNING)
-                return
-            options = self._options()
-            if self.editable_mode and options.editable == "trace":
-                self.announce("jaxexport: editable install with editable = \"trace\": no "
-                              "exports", INFO)
-                return
-            from hatch_jaxexport.build._orchestrate import export_package
-            from hatch_jaxexport.errors import ExportError
+    def _files(self) -> list[tuple[str, Path]]:
+        """(build_lib path, file on disk) for every artifact file that exists now."""
+        pairs = []
+        for name, source in self.packages().items():
+            out = self._out_dir(name, source)
+            if not (out / MANIFEST_NAME).is_file():
+                continue
+            for file in artifact_files(out):
+                target = os.path.join(self.build_lib or "build/lib", name, ARTIFACT_DIR,
+                                      file.name)
+                pairs.append((target, file))
+        return pairs
 
-            packages = self.packages()
-            search_path = sorted({str(s.parent) for s in packages.values()})
-            if not self.editable_mode and self.build_lib:
-                search_path.insert(0, os.path.abspath(self.build_lib))
-            for name, source in packages.items():
-                out = self._out_dir(name, source)
-                self.announce(f"jaxexport: exporting {name} for {', '.join(options.platforms)} "
-                              f"({options.jobs} worker(s), on-error {options.on_error})", INFO)
-                start = time.perf_counter()
-                try:
-                    result = export_package(
-                        name, out, platforms=options.platforms, jobs=options.jobs,
-                        on_error=options.on_error, search_path=search_path,
-                        log=lambda message: self.announce(
-                            f"jaxexport: {message}",
-                            WARNING if message.startswith("warning:") else DEBUG))
-                except ExportError as err:
-                    if any("No module named" in failure for failure in err.failures):
-                        self.announce(
-                            "jaxexport: the build environment lacks a module the package "
-                            "imports: list the package's run-time dependencies in "
-                            "[build-system] requires as well", ERROR)
-                    raise
-                lines, summary = describe_result(result, time.perf_counter() - start)
-                for line in lines:
-                    self.announce(line, INFO)
-                self.announce(f"jaxexport: {summary}", INFO)
-                if self.editable_mode:
-                    (out / ".gitignore").write_text(GITIGNORE)
-                    self._copy_to_build_lib(name, out)
+    def get_outputs(self) -> list[str]:
+        return [target for target, _ in self._files()]
 
-        def _copy_to_build_lib(self, name: str, folder: Path) -> None:
-            """Editable installs: also put copies in ``build_lib``, where a strict editable
-            install (link tree) takes them from. Copies, not links: the loader refuses artifact
-            files that resolve outside their package folder."""
-            import shutil
+    def get_output_mapping(self) -> dict[str, str]:
+        # Nothing maps to a source file: editable installs find the in-place artifacts
+        # (lenient mode) or copies of them from ``build_lib`` (strict mode's link tree).
+        return {}
 
-            target = Path(self.build_lib or "build/lib", name, ARTIFACT_DIR)
-            if target.exists():
-                shutil.rmtree(target)
-            target.mkdir(parents=True)
-            for file in folder.iterdir():
-                if file.name != ".gitignore":
-                    shutil.copyfile(file, target / file.name)
-
-        def _files(self) -> list[tuple[str, Path]]:
-            """(build_lib path, file on disk) for every artifact file that exists now."""
-            pairs = []
-            for name, source in self.packages().items():
-                out = self._out_dir(name, source)
-                if not (out / MANIFEST_NAME).is_file():
-                    continue
-                for file in sorted(out.iterdir()):
-                    if file.name == ".gitignore":
-                        continue
-                    target = os.path.join(self.build_lib or "build/lib", name, ARTIFACT_DIR,
-                                          file.name)
-                    pairs.append((target, file))
-            return pairs
-
-        def get_outputs(self) -> list[str]:
-            return [target for target, _ in self._files()]
-
-        def get_output_mapping(self) -> dict[str, str]:
-            # Nothing maps to a source file: editable installs find the in-place artifacts
-            # (lenient mode) or copies of them from ``build_lib`` (strict mode's link tree).
-            return {}
-
-        def get_source_files(self) -> list[str]:
-            return []  # artifacts are built from the package sources, never shipped in sdists
-
-    return build_jaxexport
+    def get_source_files(self) -> list[str]:
+        return []  # artifacts are built from the package sources, never shipped in sdists
 
 
-__all__ = ["build_jaxexport_command", "finalize_distribution_options", "read_table"]
+__all__ = ["SetuptoolsReporter", "build_jaxexport", "finalize_distribution_options",
+           "read_table"]

@@ -1,0 +1,210 @@
+"""The bake: the one export flow of a wheel build, called by the Hatch hook and setuptools.
+
+Everything that does not depend on the build backend lives here: the ``HATCH_JAXEXPORT_SKIP``
+check, editable installs with ``editable = "trace"``, the export of each package (into a build
+folder, or for editable installs into the source tree with its ``.gitignore``), the progress and
+result lines, and the "No module named" diagnosis of a failed export. The adapters hand in what
+differs: where the packages are, where a standard build writes, the module search path, and a
+``Reporter`` that prints in the backend's own output and words. What comes back names the
+folder and files of each package, for the adapter to put into its wheel.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from hatch_jaxexport.build._config import ExportOptions
+from hatch_jaxexport.build._orchestrate import BuildResult, export_package
+from hatch_jaxexport.errors import ExportError
+from hatch_jaxexport.formats._settings import SKIP_ENV, skip_requested
+from hatch_jaxexport.formats.manifest import ARTIFACT_DIR
+
+#: Written into the artifact folder of an editable install, so git never tracks it. Its first
+#: line marks a folder as ours (``hatch clean`` removes only folders that carry it).
+GITIGNORE = "# written by hatch-jaxexport: editable-install artifacts, never commit them\n*\n"
+
+
+class Reporter(Protocol):
+    """Where a bake's messages go: the backend's own output, in the backend's own words.
+
+    ``skip_note`` and ``trace_note`` end the messages that the export is skipped (the
+    ``HATCH_JAXEXPORT_SKIP`` variable, ``editable = "trace"``); ``workers`` says how many export
+    workers run; ``export_failed`` gives the backend's advice about a failed export.
+    """
+
+    skip_note: str
+    trace_note: str
+
+    def debug(self, message: str) -> None: ...
+
+    def info(self, message: str) -> None: ...
+
+    def waiting(self, message: str) -> None: ...
+
+    def success(self, message: str) -> None: ...
+
+    def warning(self, message: str) -> None: ...
+
+    def workers(self, jobs: int) -> str: ...
+
+    def export_failed(self, package: str, failures: Sequence[str], *, lacks_module: bool,
+                      on_error: str) -> None: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class BakedPackage:
+    """One exported package: where its artifacts are, and what the export reported."""
+
+    #: Top-level import name.
+    name: str
+    #: The package's source folder.
+    source: Path
+    #: The artifact folder: in the build folder, or ``<source>/_jaxexport`` for editable installs.
+    folder: Path
+    result: BuildResult
+
+    @property
+    def empty(self) -> bool:
+        """Whether the package has no ``@exportable`` function (no artifact, none skipped)."""
+        manifest = self.result.manifest
+        return not manifest.artifacts and not manifest.skipped
+
+    def files(self) -> list[Path]:
+        """The artifact files to ship, sorted (the editable-install ``.gitignore`` left out)."""
+        return artifact_files(self.folder)
+
+
+def artifact_files(folder: Path) -> list[Path]:
+    """The files of an artifact folder that belong in a wheel, sorted (no ``.gitignore``)."""
+    return [file for file in sorted(folder.iterdir()) if file.name != ".gitignore"]
+
+
+def lacks_module(error: ExportError) -> bool:
+    """Whether an export failed because the build environment lacks a module the package imports."""
+    return any("No module named" in failure for failure in error.failures)
+
+
+def exports_wanted(options: ExportOptions, *, editable: bool, reporter: Reporter) -> bool:
+    """Whether this build exports at all; says why not (skip variable, ``editable = "trace"``)."""
+    if skip_requested():
+        reporter.warning(f"jaxexport: {SKIP_ENV} is set: building without exports"
+                         f"{reporter.skip_note}")
+        return False
+    if editable and options.editable == "trace":
+        reporter.info(f"jaxexport: editable install with editable = \"trace\": no exports"
+                      f"{reporter.trace_note}")
+        return False
+    return True
+
+
+def bake(packages: Mapping[str, Path], options: ExportOptions, reporter: Reporter, *,
+         editable: bool, build_dir: Path | None, search_path: Sequence[str],
+         before_export: Callable[[], None] | None = None) -> Iterator[BakedPackage]:
+    """Export each of ``packages`` (import name -> source folder), one at a time, in order.
+
+    A standard build writes ``<build_dir>/<name>/_jaxexport``; an editable one writes
+    ``<source>/_jaxexport`` with its ``.gitignore`` (``build_dir`` unused). Yields each package
+    once exported, so the adapter puts it into its wheel before the next one starts (and its
+    messages keep their order); yields nothing when ``exports_wanted`` says no.
+    ``before_export`` runs once, after that check, before the first export. An ``ExportError``
+    propagates after the reporter gave its advice.
+    """
+    if not editable and build_dir is None:
+        raise ValueError("a standard (not editable) build needs a build_dir to export into")
+    if not exports_wanted(options, editable=editable, reporter=reporter):
+        return
+    if before_export is not None:
+        before_export()
+    for name, source in packages.items():
+        folder = source / ARTIFACT_DIR if editable else Path(build_dir or "", name, ARTIFACT_DIR)
+        result = export_one(name, folder, options, reporter, search_path)
+        if editable:
+            (folder / ".gitignore").write_text(GITIGNORE)
+        yield BakedPackage(name, source, folder, result)
+
+
+def export_one(name: str, folder: Path, options: ExportOptions, reporter: Reporter,
+               search_path: Sequence[str]) -> BuildResult:
+    """Export one package into ``folder``, with the progress line before and the result after."""
+    reporter.waiting(f"jaxexport: exporting {name} for {', '.join(options.platforms)} "
+                     f"({reporter.workers(options.jobs)}, on-error {options.on_error})")
+    start = time.perf_counter()
+
+    def log(message: str) -> None:
+        if message.startswith("warning:"):
+            reporter.warning(f"jaxexport: {message}")
+        else:
+            reporter.debug(f"jaxexport: {message}")
+
+    try:
+        result = export_package(name, folder, platforms=options.platforms, jobs=options.jobs,
+                                on_error=options.on_error, search_path=search_path, log=log)
+    except ExportError as err:
+        reporter.export_failed(name, err.failures, lacks_module=lacks_module(err),
+                               on_error=options.on_error)
+        raise
+    lines, summary = describe_result(result, time.perf_counter() - start)
+    for line in lines:
+        reporter.info(line)
+    reporter.success(f"jaxexport: {summary}")
+    return result
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def describe_result(result: BuildResult, seconds: float) -> tuple[list[str], str]:
+    """One progress line per exported function, and a summary line, for a finished export.
+
+    A function's time is the sum over its artifacts (workers run in parallel); ``seconds`` is
+    the wall-clock time of the whole export.
+    """
+    by_function: dict[str, list[Any]] = {}
+    for record in result.manifest.artifacts:
+        by_function.setdefault(record.function, []).append(record)
+    skipped: dict[str, int] = {}
+    for record in result.manifest.skipped:
+        skipped[record.function] = skipped.get(record.function, 0) + 1
+    #: Seconds each artifact took to export, by artifact id (``ArtifactRecord.id``).
+    timings: Mapping[str, float] = getattr(result, "seconds", None) or {}
+    lines = []
+    for name in sorted(set(by_function) | set(skipped)):
+        records = by_function.get(name, [])
+        structures = len({r.structure_index for r in records})
+        platforms = ",".join(sorted({r.platform for r in records})) or "-"
+        size = sum(r.size for r in records)
+        line = (f"  {name}: {structures} structure(s), platforms {platforms}, "
+                f"{len(records)} artifact(s), {_bytes(size)}")
+        if any(r.id in timings for r in records):
+            line += f", {sum(timings.get(r.id, 0.0) for r in records):.2f} s"
+        if name in skipped:
+            line += f", {skipped[name]} skipped"
+        lines.append(line)
+    manifest = result.manifest
+    total = sum(r.size for r in manifest.artifacts)
+    summary = (f"{manifest.package}: {len(by_function)} function(s), {len(manifest.artifacts)} "
+               f"artifact(s), {_bytes(total)}, {seconds:.1f} s (jax {manifest.jax_version})")
+    if manifest.skipped:
+        summary += f", {len(manifest.skipped)} skipped"
+    return lines, summary
+
+
+__all__ = [
+    "GITIGNORE",
+    "BakedPackage",
+    "Reporter",
+    "artifact_files",
+    "bake",
+    "describe_result",
+    "export_one",
+    "exports_wanted",
+    "lacks_module",
+]
