@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import run
 
-from hatch_jaxexport.build.verify import verify_report, verify_package
+from hatch_jaxexport.build.verify import verify_package, verify_report
 
 
 def verify(site: Path, package: str = "jxe_demo"):

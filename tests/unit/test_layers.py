@@ -145,7 +145,6 @@ def test_each_layer_says_what_it_may_import(layer: str) -> None:
     assert doc and "import" in doc
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: the restructuring is in progress")
 def test_no_function_is_longer_than_80_lines() -> None:
     long = [f"{module}.{node.name}: {node.end_lineno - node.lineno + 1} lines"
             for module, path in MODULES.items() for node in ast.walk(ast.parse(path.read_text()))
