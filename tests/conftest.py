@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+TESTS = Path(__file__).resolve().parent  # conftest.py and the support modules beside it
+FIXTURES = TESTS / "fixtures"
 
 
 def pytest_configure(config: pytest.Config) -> None:

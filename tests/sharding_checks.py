@@ -3,7 +3,8 @@
 Run in a fresh process with ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` (4 or 8) and
 ``jxe_sharded`` (with its artifacts) on ``PYTHONPATH``; prints one JSON object: per check, what
 ran (artifact or source), whether results equal the source's under the same mesh, the outputs'
-shardings, and the messages of warnings and errors. ``tests/test_sharding.py`` asserts on it.
+shardings, and the messages of warnings and errors.
+``tests/unit/runtime/test_sharding.py`` asserts on it.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import pytest
 from hatch_jaxexport import ArtifactError
 from hatch_jaxexport.runtime._pytrees import resolve
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1] / "hatch_jaxexport"
+PACKAGE_DIR = Path(__file__).resolve().parents[2] / "hatch_jaxexport"
 UNSAFE_MODULES = {"pickle", "_pickle", "cPickle", "cloudpickle", "dill", "marshal", "shelve",
                   "joblib", "copyreg"}
 UNSAFE_CALLS = {"eval", "exec", "compile", "__import__", "execfile"}

@@ -14,10 +14,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, run
+from conftest import FIXTURES, TESTS, run
 from transform_matrix import cases
 
-HERE = Path(__file__).resolve().parent
+HERE = TESTS  # the support modules beside conftest.py
 
 
 @pytest.fixture(scope="session")

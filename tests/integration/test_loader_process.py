@@ -8,6 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 
 CALL_ALL = """
 import json, sys, warnings
@@ -33,7 +34,7 @@ def test_installed_artifacts_never_trace_the_source(demo_site, run_python):
 
 def test_without_artifacts_the_same_calls_trace(tmp_path, run_python):
     """The counter above can fail: from source, every call traces (with a warning)."""
-    shutil.copytree(Path(__file__).parent / "fixtures" / "jxe_demo", tmp_path / "jxe_demo")
+    shutil.copytree(FIXTURES / "jxe_demo", tmp_path / "jxe_demo")
     proc = run_python(CALL_ALL, env=_env(tmp_path))
     assert json.loads(proc.stdout.splitlines()[-1])["count"] >= 9
     assert "FallbackWarning" in proc.stderr and "has no baked artifacts" in proc.stderr
@@ -157,7 +158,7 @@ def test_importing_the_runtime_stays_light(run_python):
 
 
 def test_exporting_leaves_the_callers_process_untouched(tmp_path, run_python):
-    fixture = Path(__file__).parent / "fixtures" / "jxe_demo"
+    fixture = FIXTURES / "jxe_demo"
     shutil.copytree(fixture, tmp_path / "jxe_demo")
     proc = run_python(
         "import sys, jax\n"

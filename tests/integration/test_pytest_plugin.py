@@ -416,7 +416,7 @@ def test_artifacts_built_by_another_jax(tmp_path, project_wheel, release_wheel, 
         assert "unusable here (the wheel's artifact cannot be read or loaded by this jax)" in out
 
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "example_pkg"
+EXAMPLE = Path(__file__).resolve().parents[2] / "example_pkg"
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import export_into_copy, run
+from conftest import TESTS, export_into_copy, run
 
 from hatch_jaxexport import ArtifactError, SpecError, exportable
 from hatch_jaxexport.build._exporter import tasks_for
@@ -22,7 +22,7 @@ from hatch_jaxexport.formats._mesh import PSpec, mesh_record
 from hatch_jaxexport.formats.manifest import mesh_from_record, parse_manifest
 from hatch_jaxexport.runtime._placement import CallMesh, select_variant
 
-HERE = Path(__file__).resolve().parent
+HERE = TESTS  # the support modules beside conftest.py
 ROOT = HERE.parent
 MESH = {"data": 2, "model": 2}
 TWO_BY_TWO = (("data", 2), ("model", 2))

@@ -34,7 +34,7 @@ from hatch_jaxexport.formats._portable_index import (
     parse_index,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 IREE_PACKAGES = ["iree-base-compiler", "iree-base-runtime", "numpy"]
 
 

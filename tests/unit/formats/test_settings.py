@@ -1,0 +1,49 @@
+"""Every ``HATCH_JAXEXPORT_*`` variable is read by formats/_settings, with one set of spellings."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from hatch_jaxexport.formats import _settings as settings
+
+PACKAGE_DIR = Path(__file__).resolve().parents[3] / "hatch_jaxexport"
+
+
+@pytest.mark.parametrize("value", ["1", "true", "YES", " on ", "True"])
+def test_on_spellings(value: str) -> None:
+    env = {settings.STRICT_ENV: value, settings.SKIP_ENV: value, settings.TIERED_ENV: value}
+    assert settings.strict_mode(env) and settings.skip_requested(env)
+    assert settings.tiered_choice(env) is True
+
+
+@pytest.mark.parametrize("value", ["0", "false", "No", " off"])
+def test_off_spellings(value: str) -> None:
+    env = {settings.STRICT_ENV: value, settings.TIERED_ENV: value, settings.CACHE_ENV: value}
+    assert not settings.strict_mode(env)
+    assert settings.tiered_choice(env) is False
+    assert settings.cache_choice(env) is False
+
+
+def test_unset_and_unknown_values_leave_the_default() -> None:
+    assert settings.tiered_choice({}) is None
+    assert settings.tiered_choice({settings.TIERED_ENV: "sometimes"}) is None
+    assert not settings.strict_mode({settings.STRICT_ENV: "sometimes"})
+    assert settings.cache_choice({}) is True
+    assert settings.cache_choice({settings.CACHE_ENV: " /tmp/jxe-cache "}) == "/tmp/jxe-cache"
+
+
+def test_no_other_module_reads_a_hatch_jaxexport_variable_itself() -> None:
+    """The variables' names come from _settings: a string literal naming one elsewhere would be
+    a second parser (docstrings and messages may mention them)."""
+    names = {settings.STRICT_ENV, settings.TIERED_ENV, settings.CACHE_ENV, settings.SKIP_ENV}
+    found = []
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        if path.name == "_settings.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in names:
+                found.append(f"{path.relative_to(PACKAGE_DIR)}:{node.lineno} {node.value}")
+    assert found == []
