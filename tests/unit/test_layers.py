@@ -7,6 +7,7 @@ lazy import is still a dependency) and checks the rules ``docs/architecture.md``
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -182,3 +183,13 @@ def test_the_checks_would_notice(tmp_path: Path) -> None:
     assert "ImportFrom" in kinds
     node = next(n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 2)
     assert resolve_from("hatch_jaxexport.runtime.loader", node) == "hatch_jaxexport"
+
+
+def test_the_architecture_page_maps_every_module() -> None:
+    """docs/architecture.md names every module (as a path or in backticks) and every layer's
+    folder."""
+    page = (PACKAGE_DIR.parent / "docs" / "architecture.md").read_text()
+    unnamed = [module for module, path in MODULES.items() if path.stem != "__init__"
+               and not re.search(rf"[/`]{re.escape(path.stem)}(\.py)?[`,) ]", page)]
+    assert unnamed == []
+    assert all(f"{layer}/" in page for layer in LAYERS if layer != "errors")
