@@ -21,8 +21,8 @@ from typing import Any
 from hatch_jaxexport.build._discover import discover
 from hatch_jaxexport.build._exporter import ExportTask
 from hatch_jaxexport.errors import ExportError
+from hatch_jaxexport.formats import __version__
 from hatch_jaxexport.formats._options import DEFAULT_PLATFORMS, ON_ERROR_CHOICES
-from hatch_jaxexport.formats._version import __version__
 from hatch_jaxexport.formats.manifest import (
     MANIFEST_NAME,
     ArtifactRecord,

@@ -4,4 +4,10 @@ Specs (structures, shapes, dtypes, constraints), concrete sizes, mesh and partit
 manifest and the portable index (schema, validation, hashes) and the settings read from the
 environment. Pure: no jax at import and no I/O beyond reading what it is handed. It may import
 nothing of hatch_jaxexport but ``hatch_jaxexport.errors``.
+
+It also holds ``__version__`` (Hatch reads it here at build time; every manifest records it):
+this package is imported by every import of ``hatch_jaxexport``, so the version costs no module
+of its own.
 """
+
+__version__ = "0.1.0"

@@ -8,8 +8,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from hatch_jaxexport.formats import __version__
 from hatch_jaxexport.formats._options import DEFAULT_PLATFORMS, KNOWN_PLATFORMS
-from hatch_jaxexport.formats._version import __version__
 from hatch_jaxexport.formats.manifest import member_name, summarize
 from hatch_jaxexport.integrations._portable_command import add_command as add_portable_command
 from hatch_jaxexport.integrations._portable_command import run_command as run_portable_command

@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from hatch_jaxexport.errors import SpecError
-from hatch_jaxexport.formats._options import KNOWN_PLATFORMS
 from hatch_jaxexport.formats.spec import JsonScalar, Structure, check_static_value, parse_structure
 from hatch_jaxexport.runtime._resolved_calls import MISS, ResolvedCalls
 
@@ -149,6 +148,9 @@ REGISTRY: dict[str, list[ExportableFunction]] = {}
 def _check_platforms(fn_name: str, platforms: Any) -> tuple[str, ...] | None:
     if platforms is None:
         return None
+    from hatch_jaxexport.formats._options import KNOWN_PLATFORMS  # only a function naming
+    # platforms pays for this import: importing a package of exportables stays light
+
     items = (platforms,) if isinstance(platforms, str) else tuple(platforms)
     bad = [p for p in items if p not in KNOWN_PLATFORMS]
     if not items or bad:
