@@ -17,11 +17,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from hatch_jaxexport.build._captured import captured_lines
 from hatch_jaxexport.build._config import ExportOptions
 from hatch_jaxexport.build._orchestrate import BuildResult, export_package
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats._settings import SKIP_ENV, skip_requested
-from hatch_jaxexport.formats.manifest import ARTIFACT_DIR
+from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, byte_text
 
 #: Written into the artifact folder of an editable install, so git never tracks it. Its first
 #: line marks a folder as ours (``hatch clean`` removes only folders that carry it).
@@ -154,18 +155,12 @@ def export_one(name: str, folder: Path, options: ExportOptions, reporter: Report
     return result
 
 
-def _bytes(n: int) -> str:
-    for unit, size in (("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
-
-
 def describe_result(result: BuildResult, seconds: float) -> tuple[list[str], str]:
     """One progress line per exported function, and a summary line, for a finished export.
 
-    A function's time is the sum over its artifacts (workers run in parallel); ``seconds`` is
-    the wall-clock time of the whole export.
+    Under a function's line come the arrays it captures (frozen at build time), indented
+    further. A function's time is the sum over its artifacts (workers run in parallel);
+    ``seconds`` is the wall-clock time of the whole export.
     """
     by_function: dict[str, list[Any]] = {}
     for record in result.manifest.artifacts:
@@ -175,6 +170,7 @@ def describe_result(result: BuildResult, seconds: float) -> tuple[list[str], str
         skipped[record.function] = skipped.get(record.function, 0) + 1
     #: Seconds each artifact took to export, by artifact id (``ArtifactRecord.id``).
     timings: Mapping[str, float] = getattr(result, "seconds", None) or {}
+    captured = captured_lines(result.manifest.artifacts)
     lines = []
     for name in sorted(set(by_function) | set(skipped)):
         records = by_function.get(name, [])
@@ -182,16 +178,17 @@ def describe_result(result: BuildResult, seconds: float) -> tuple[list[str], str
         platforms = ",".join(sorted({r.platform for r in records})) or "-"
         size = sum(r.size for r in records)
         line = (f"  {name}: {structures} structure(s), platforms {platforms}, "
-                f"{len(records)} artifact(s), {_bytes(size)}")
+                f"{len(records)} artifact(s), {byte_text(size)}")
         if any(r.id in timings for r in records):
             line += f", {sum(timings.get(r.id, 0.0) for r in records):.2f} s"
         if name in skipped:
             line += f", {skipped[name]} skipped"
         lines.append(line)
+        lines += captured.get(name, [])
     manifest = result.manifest
     total = sum(r.size for r in manifest.artifacts)
     summary = (f"{manifest.package}: {len(by_function)} function(s), {len(manifest.artifacts)} "
-               f"artifact(s), {_bytes(total)}, {seconds:.1f} s (jax {manifest.jax_version})")
+               f"artifact(s), {byte_text(total)}, {seconds:.1f} s (jax {manifest.jax_version})")
     if manifest.skipped:
         summary += f", {len(manifest.skipped)} skipped"
     return lines, summary

@@ -12,6 +12,7 @@ import json
 import re
 from typing import Any
 
+from hatch_jaxexport.build._captured import captured_constants
 from hatch_jaxexport.formats._mesh import mesh_record
 from hatch_jaxexport.formats.manifest import (
     BLOB_SUFFIX,
@@ -108,17 +109,29 @@ def abstract_args(structure: Structure, scope: Any = None) -> dict[str, Any]:
 
 
 #: Primal exports of this process, reused by their family members (each member is exported
-#: from the primal's avals): (function, primal task id) -> (Exported, scope, placement).
-_PRIMALS: dict[tuple[ExportableFunction, str], tuple[Any, Any, Any]] = {}
+#: from the primal's avals): (function, primal task id) -> (Exported, scope, placement,
+#: captured constants).
+_PRIMALS: dict[tuple[ExportableFunction, str], tuple[Any, Any, Any, list[dict[str, Any]]]] = {}
 
 
-def export_exported(fn: ExportableFunction, task: ExportTask) -> Any:
-    """Trace and lower one task to a ``jax.export.Exported``, locations stripped."""
+def _primal_of(fn: ExportableFunction, task: ExportTask) -> tuple[Any, Any, Any,
+                                                                 list[dict[str, Any]]]:
     key = (fn, task.primal.id)
     found = _PRIMALS.get(key)
     if found is None:
         found = _PRIMALS[key] = _export_primal(fn, task)
-    primal, scope, placement = found
+    return found
+
+
+def captured_of(fn: ExportableFunction, task: ExportTask) -> list[dict[str, Any]]:
+    """The arrays a task's function closes over (``build._captured``), from its primal's trace:
+    every member of a family reports its primal's."""
+    return _primal_of(fn, task)[3]
+
+
+def export_exported(fn: ExportableFunction, task: ExportTask) -> Any:
+    """Trace and lower one task to a ``jax.export.Exported``, locations stripped."""
+    primal, scope, placement, _ = _primal_of(fn, task)
     if (task.kind, task.batched) == ("primal", False):
         return primal
     structure = fn.export_spec.structures[task.structure_index]
@@ -126,8 +139,13 @@ def export_exported(fn: ExportableFunction, task: ExportTask) -> Any:
         return _export_member(fn, task, primal, scope, placement)
 
 
-def _export_primal(fn: ExportableFunction, task: ExportTask) -> tuple[Any, Any, Any]:
-    """The primal export of a task's family, its symbolic scope and its flat shardings."""
+def _export_primal(fn: ExportableFunction,
+                   task: ExportTask) -> tuple[Any, Any, Any, list[dict[str, Any]]]:
+    """The primal export of a task's family, its symbolic scope, its flat shardings and the
+    constants it captures.
+
+    The constants come from ``target.trace`` with the export's own arguments: jit's trace cache
+    hands ``jax.export`` that same trace, so finding them costs no second trace."""
     import jax
     from jax import export
 
@@ -155,6 +173,8 @@ def _export_primal(fn: ExportableFunction, task: ExportTask) -> tuple[Any, Any, 
             out_shardings = sharding.out_shardings(spec.out_specs, outputs, abstract)
             target = jax.jit(fn.__wrapped__, static_argnames=tuple(spec.static),
                              out_shardings=out_shardings)
+        captured = [] if not hasattr(target, "trace") else captured_constants(
+            target.trace(*args, **kwargs).jaxpr, fn.__wrapped__, fn.name)
         primal = export.export(target, platforms=[task.platform])(*args, **kwargs)
         placement = None
         if mesh is not None:  # the flat inputs' and outputs' shardings, in the primal's order
@@ -163,7 +183,7 @@ def _export_primal(fn: ExportableFunction, task: ExportTask) -> tuple[Any, Any, 
             flat_out = None if out_shardings is None else \
                 jax.tree_util.tree_leaves(out_shardings)
             placement = (abstract, flat_in, flat_out)
-        return primal, scope, placement
+        return primal, scope, placement, captured
 
 
 def _export_member(fn: ExportableFunction, task: ExportTask, primal: Any, scope: Any,
@@ -335,6 +355,6 @@ def export_task(fn: ExportableFunction, task: ExportTask) -> tuple[bytes, Artifa
         in_tree=str(exported.in_tree), out_tree=str(exported.out_tree),
         in_avals=[str(a) for a in exported.in_avals],
         out_avals=[str(a) for a in exported.out_avals], pytree_types=type_refs,
-        mesh=dict(task.mesh),
+        mesh=dict(task.mesh), captured_constants=captured_of(fn, task),
     )
     return blob, record

@@ -18,11 +18,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from hatch_jaxexport.build._captured import captured_warnings
 from hatch_jaxexport.build._discover import discover
 from hatch_jaxexport.build._exporter import ExportTask
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats import __version__
-from hatch_jaxexport.formats._options import DEFAULT_PLATFORMS, ON_ERROR_CHOICES
+from hatch_jaxexport.formats._options import (
+    CAPTURED_WARN_BYTES,
+    DEFAULT_PLATFORMS,
+    ON_ERROR_CHOICES,
+)
 from hatch_jaxexport.formats.manifest import (
     MANIFEST_NAME,
     ArtifactRecord,
@@ -153,12 +158,14 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
                    on_error: str = "fail",
                    search_path: Sequence[str | os.PathLike[str]] = (),
                    python: str | None = None,
-                   log: Callable[[str], None] | None = None) -> BuildResult:
+                   log: Callable[[str], None] | None = None,
+                   captured_warn_bytes: int = CAPTURED_WARN_BYTES) -> BuildResult:
     """Export every ``@exportable`` of ``package`` into ``out_dir`` (manifest + blobs).
 
     ``platforms`` is the default for functions that name none. With ``on_error="fail"`` any
     failure raises ``ExportError`` listing all of them and ``out_dir`` is left untouched; with
-    ``"skip"`` failed artifacts are left out and recorded in the manifest.
+    ``"skip"`` failed artifacts are left out and recorded in the manifest. A function that
+    captures an array of ``captured_warn_bytes`` or more gets a warning line.
     """
     if on_error not in ON_ERROR_CHOICES:
         raise ValueError(f"on_error must be one of {ON_ERROR_CHOICES}, got {on_error!r}")
@@ -182,6 +189,8 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
             raise ExportError(messages)
         for message in messages:
             emit(f"warning: skipped {message}")
+        for message in captured_warnings(records, captured_warn_bytes):
+            emit(f"warning: {message}")
         from hatch_jaxexport.build._portable_export import write_index
 
         portable_errors = write_index(staging, package, results, records, on_error=on_error,

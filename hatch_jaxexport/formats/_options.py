@@ -14,3 +14,7 @@ DEFAULT_PLATFORMS = ("cpu",)
 ON_ERROR_CHOICES = ("fail", "skip")
 #: How many concrete shapes the release check runs each artifact on.
 DEFAULT_CHECK_SHAPES = 3
+#: A build warns when a function captures an array at least this large (16 MiB): a captured
+#: value is frozen into every artifact of the function, so a big one is almost always a mistake
+#: (a table or weights that should be an argument).
+CAPTURED_WARN_BYTES = 16 * 2**20

@@ -59,6 +59,11 @@ class ArtifactRecord(NamedTuple):
     custom_calls: list[str]
     #: The mesh of a sharded variant (``{"axes": [...], "sizes": [...]}``), ``{}`` for none.
     mesh: dict[str, Any] = {}  # noqa: RUF012 - read only, like every field
+    #: The arrays the function closes over, frozen into the artifact at build time (the primal
+    #: trace's constants; every member of a family lists its primal's): ``name`` (``module.NAME``,
+    #: ``module.NAME['key']``, a closure variable, or ``None`` where none was found), ``shape``,
+    #: ``dtype``, ``bytes``. Manifests written before the field existed lack it: ``[]``.
+    captured_constants: list[dict[str, Any]] = []  # noqa: RUF012 - read only, like every field
 
     @property
     def id(self) -> str:
@@ -138,6 +143,33 @@ def summarize(artifacts: Sequence[ArtifactRecord]) -> str:
     return text
 
 
+def byte_text(n: int) -> str:
+    """A size for people: ``340.2 kB``, ``16.8 MB``, ``48 B`` (decimal units)."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def constant_text(entry: Mapping[str, Any]) -> str:
+    """One captured constant: ``pkg.m.TABLE float32[8,4] 128 B`` (``(unnamed)`` if no name)."""
+    shape = ",".join(str(d) for d in entry["shape"])
+    return f"{entry['name'] or '(unnamed)'} {entry['dtype']}[{shape}] {byte_text(entry['bytes'])}"
+
+
+def captured_by_function(artifacts: Sequence[ArtifactRecord]) -> dict[str, list[dict[str, Any]]]:
+    """Each function's captured constants over all its artifacts, without repeats, largest first;
+    functions that capture nothing are left out."""
+    found: dict[str, dict[str, dict[str, Any]]] = {}
+    for record in artifacts:
+        for entry in record.captured_constants:
+            key = json.dumps(entry, sort_keys=True)
+            found.setdefault(record.function, {}).setdefault(key, entry)
+    return {name: sorted(entries.values(), key=lambda e: (-e["bytes"], e["name"] or "",
+                                                          e["dtype"], e["shape"]))
+            for name, entries in sorted(found.items())}
+
+
 def _sort_key(record: ArtifactRecord | SkippedRecord) -> tuple[Any, ...]:
     return (record.function, record.structure_index, json.dumps(record.static, sort_keys=True),
             record.platform, json.dumps(record.mesh, sort_keys=True), record.kind,
@@ -158,7 +190,31 @@ def check_file_name(name: Any) -> str:
 
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "str": str, "int": int, "bool": bool, "dict[str, Any]": dict, "list[str]": list,
+    "list[dict[str, Any]]": list,
 }
+
+
+def _check_captured(entries: list[Any], where: str) -> None:
+    """Validate a record's ``captured_constants``: each entry exactly name, shape, dtype, bytes."""
+    for i, entry in enumerate(entries):
+        problem = None
+        if not isinstance(entry, Mapping) or set(entry) != {"name", "shape", "dtype", "bytes"}:
+            problem = "must be an object with exactly 'name', 'shape', 'dtype' and 'bytes'"
+        elif not (entry["name"] is None or isinstance(entry["name"], str)):
+            problem = "'name' must be a string or null"
+        elif not isinstance(entry["shape"], list) or not all(
+                isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                for d in entry["shape"]):
+            problem = "'shape' must be a list of ints >= 0"
+        elif not isinstance(entry["dtype"], str):
+            problem = "'dtype' must be a string"
+        elif not isinstance(entry["bytes"], int) or isinstance(entry["bytes"], bool) \
+                or entry["bytes"] < 0:
+            problem = "'bytes' must be an int >= 0"
+        if problem:
+            raise ArtifactError(f"corrupt manifest: {where}.captured_constants[{i}] {problem}, "
+                                f"got {entry!r:.80}")
+
 
 
 def _from_json(cls: type, raw: Any, where: str) -> Any:
@@ -247,6 +303,7 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
                                     f"{err}") from None
     for i, record in enumerate(artifacts):
         check_file_name(record.file)
+        _check_captured(record.captured_constants, f"artifacts[{i}]")
         if not SHA256_HEX.match(record.sha256):
             raise ArtifactError(f"corrupt manifest: artifacts[{i}].sha256 is not a SHA-256 hex")
         if not 0 <= record.size <= _MAX_BLOB:
@@ -265,5 +322,5 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
 
 __all__ = ["ARTIFACT_DIR", "ArtifactRecord", "BLOB_SUFFIX", "KNOWN_KINDS", "MANIFEST_NAME",
            "Manifest", "MeshShape", "SCHEMA_VERSION", "SHA256_HEX", "SkippedRecord", "artifact_id",
-           "check_file_name", "member_name", "mesh_from_record", "mesh_text", "parse_manifest",
-           "sha256_hex", "summarize"]
+           "byte_text", "captured_by_function", "check_file_name", "constant_text", "member_name",
+           "mesh_from_record", "mesh_text", "parse_manifest", "sha256_hex", "summarize"]

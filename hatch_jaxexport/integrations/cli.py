@@ -7,10 +7,11 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 from hatch_jaxexport.formats import __version__
 from hatch_jaxexport.formats._options import DEFAULT_PLATFORMS, KNOWN_PLATFORMS
-from hatch_jaxexport.formats.manifest import member_name, summarize
+from hatch_jaxexport.formats.manifest import ArtifactRecord, member_name, summarize
 from hatch_jaxexport.integrations._portable_command import add_command as add_portable_command
 from hatch_jaxexport.integrations._portable_command import run_command as run_portable_command
 
@@ -92,8 +93,19 @@ def _export(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         on_error=args.on_error, search_path=args.path or [os.getcwd()],
         log=lambda message: print(message, file=sys.stderr))
+    _print_captured(result.manifest.artifacts, file=sys.stderr)
     print(f"wrote {len(result.manifest.artifacts)} artifact(s) to {result.out_dir}")
     return 0
+
+
+def _print_captured(artifacts: Sequence[ArtifactRecord], file: TextIO = sys.stdout) -> None:
+    """Each function's captured constants (values frozen into its artifacts at build time)."""
+    from hatch_jaxexport.build._captured import captured_lines
+
+    for function, lines in captured_lines(artifacts, indent="  ").items():
+        print(f"{function}:", file=file)
+        for line in lines:
+            print(line, file=file)
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -127,6 +139,7 @@ def _inspect(args: argparse.Namespace) -> int:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
               .rstrip())
     print(summarize(manifest.artifacts))
+    _print_captured(manifest.artifacts)
     for skipped in manifest.skipped:
         print(f"skipped: {skipped.function} [{skipped.structure_index}] on {skipped.platform}: "
               f"{skipped.reason}")

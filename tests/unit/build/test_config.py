@@ -121,16 +121,25 @@ def test_describe_result(tmp_path):
 
     from hatch_jaxexport.build import export_package
 
+    messages: list[str] = []
     result = export_package("jxe_demo", tmp_path / "out", search_path=[FIXTURES],
-                            on_error="skip")
+                            on_error="skip", log=messages.append, captured_warn_bytes=128)
     lines, summary = describe_result(result, 2.5)
+    lookup = next(i for i, line in enumerate(lines) if line.startswith("  jxe_demo.funcs:lookup"))
+    assert lines[lookup + 1:lookup + 3] == [
+        "    captures 1 array(s), 128 B, frozen at build time:",
+        "      jxe_demo.funcs.TABLE float32[4,8] 128 B"]
+    (warning,) = [m for m in messages if "captures" in m]  # 128 B is at the lowered threshold
+    assert warning.startswith("warning: jxe_demo.funcs:lookup captures jxe_demo.funcs.TABLE "
+                              "float32[4,8] 128 B (warning threshold 128 B): the value is frozen")
     reduce = next(line for line in lines if line.startswith("  jxe_demo.reduce: "))
     assert re.fullmatch(r"  jxe_demo\.reduce: 2 structure\(s\), platforms cpu, 2 artifact\(s\), "
                         r"[0-9.]+ kB, [0-9.]+ s", reduce), reduce
     assert any(line.startswith("  jxe_demo.funcs:gpu_only: 1 structure(s), platforms cuda")
                for line in lines)
     n = len(result.manifest.artifacts)
-    assert summary.startswith(f"jxe_demo: {len(lines)} function(s), {n} artifact(s), ")
+    functions = [line for line in lines if not line.startswith("    ")]
+    assert summary.startswith(f"jxe_demo: {len(functions)} function(s), {n} artifact(s), ")
     assert summary.endswith(f"2.5 s (jax {result.manifest.jax_version})")
 
 

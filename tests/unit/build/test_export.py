@@ -28,7 +28,7 @@ def test_exports_from_two_directories_with_shifted_lines_are_identical(tmp_path)
     funcs.write_text("# shifted\n\n\n" + funcs.read_text())
     a = export_package("jxe_demo", tmp_path / "a", search_path=[first], jobs=2)
     export_package("jxe_demo", tmp_path / "b", search_path=[second], jobs=1)
-    assert len(a.manifest.artifacts) == 17
+    assert len(a.manifest.artifacts) == 18
     assert _tree_bytes(tmp_path / "a") == _tree_bytes(tmp_path / "b")
     leaks = [str(tmp_path).encode(), b"checkout-one", b"funcs.py", getpass.getuser().encode()
              if getpass.getuser() not in ("root",) else b"/root/"]
@@ -43,7 +43,7 @@ def test_every_structure_static_value_and_platform_is_a_task():
     assert "jxe_demo.funcs:poly/0/mode='exact'/tpu" in tasks
     assert "jxe_demo.funcs:gpu_only/0/cuda" in tasks  # its own platforms win
     assert not any(t.startswith("jxe_demo.funcs:gpu_only") and t.endswith("/cpu") for t in tasks)
-    assert len(tasks) == 2 * 16 + 1
+    assert len(tasks) == 2 * 17 + 1
 
 
 def test_export_failures_are_collected_and_name_function_structure_platform(tmp_path):
@@ -122,17 +122,23 @@ def test_cli_export_and_inspect(tmp_path):
     shutil.copytree(FIXTURES / "jxe_demo", site / "jxe_demo")
     out = run([sys.executable, "-m", "hatch_jaxexport", "export", "jxe_demo", "--out",
                site / "jxe_demo" / "_jaxexport", "--path", site, "--jobs", "2"])
-    assert "wrote 17 artifact(s)" in out.stdout
+    assert "wrote 18 artifact(s)" in out.stdout
+    assert "jxe_demo.funcs:lookup:\n  captures 1 array(s), 128 B, frozen at build time:\n" \
+        "    jxe_demo.funcs.TABLE float32[4,8] 128 B\n" in out.stderr
     shown = run([sys.executable, "-m", "hatch_jaxexport", "inspect", "jxe_demo"],
                 env={"PYTHONPATH": str(site)})
     lines = shown.stdout.splitlines()
-    assert lines[0].startswith("jxe_demo: 17 artifact(s), built by hatch-jaxexport")
+    assert lines[0].startswith("jxe_demo: 18 artifact(s), built by hatch-jaxexport")
     assert lines[1].split() == ["function", "structure", "static", "platform", "member", "vjp",
                                 "bytes"]
     assert any("jxe_demo.funcs:poly" in line and '{"mode": "exact"}' in line for line in lines)
+    captured = lines.index("jxe_demo.funcs:lookup:")  # the only function that captures an array
+    assert lines[captured:captured + 3] == ["jxe_demo.funcs:lookup:",
+                                            "  captures 1 array(s), 128 B, frozen at build time:",
+                                            "    jxe_demo.funcs.TABLE float32[4,8] 128 B"]
     as_json = run([sys.executable, "-m", "hatch_jaxexport", "inspect", "jxe_demo", "--json"],
                   env={"PYTHONPATH": str(site)})
-    assert len(json.loads(as_json.stdout)["artifacts"]) == 17
+    assert len(json.loads(as_json.stdout)["artifacts"]) == 18
 
 
 def test_cli_errors_are_one_clear_line_without_traceback(tmp_path):

@@ -36,6 +36,21 @@ def test_manifest_round_trips_and_records_every_field(demo_site, manifest_json):
     assert poly == ["exact", "fast"]
 
 
+def test_captured_constants_are_recorded_and_an_older_manifest_without_them_parses(
+        manifest_json):
+    manifest = parse_manifest(_bytes(manifest_json))
+    (lookup,) = [r for r in manifest.artifacts if r.function == "jxe_demo.funcs:lookup"]
+    assert lookup.captured_constants == [{"name": "jxe_demo.funcs.TABLE", "shape": [4, 8],
+                                          "dtype": "float32", "bytes": 128}]
+    scale = next(r for r in manifest.artifacts if r.function == "jxe_demo.funcs:scale")
+    assert scale.captured_constants == []
+    for record in manifest_json["artifacts"]:  # as written before the field existed
+        del record["captured_constants"]
+    older = parse_manifest(_bytes(manifest_json))
+    assert all(r.captured_constants == [] for r in older.artifacts)
+    assert older.schema_version == SCHEMA_VERSION == 1
+
+
 @pytest.mark.parametrize(("mutate", "message"), [
     (lambda m: m.update(schema_version=SCHEMA_VERSION + 1),
      r"schema version 2, newer than this hatch-jaxexport reads \(1\); upgrade"),
@@ -51,6 +66,19 @@ def test_manifest_round_trips_and_records_every_field(demo_site, manifest_json):
     (lambda m: m["artifacts"][0].update(in_avals=[1]), r"in_avals must be list\[str\]"),
     (lambda m: m["artifacts"].append(m["artifacts"][0]), r"listed twice"),
     (lambda m: m.update(package=None), r"'package' must be a string"),
+    (lambda m: m["artifacts"][0].update(captured_constants={}),
+     r"captured_constants must be list\[dict\[str, Any\]\]"),
+    (lambda m: m["artifacts"][0].update(captured_constants=[{"name": "T"}]),
+     r"artifacts\[0\]\.captured_constants\[0\] must be an object with exactly 'name', "),
+    (lambda m: m["artifacts"][0].update(captured_constants=[
+        {"name": "T", "shape": [-1], "dtype": "float32", "bytes": 4}]),
+     r"captured_constants\[0\] 'shape' must be a list of ints >= 0"),
+    (lambda m: m["artifacts"][0].update(captured_constants=[
+        {"name": 3, "shape": [1], "dtype": "float32", "bytes": 4}]),
+     r"'name' must be a string or null"),
+    (lambda m: m["artifacts"][0].update(captured_constants=[
+        {"name": None, "shape": [1], "dtype": "float32", "bytes": True}]),
+     r"'bytes' must be an int >= 0"),
 ])
 def test_corrupt_manifest_is_a_clear_artifact_error(manifest_json, mutate, message):
     mutate(manifest_json)

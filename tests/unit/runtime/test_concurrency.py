@@ -30,7 +30,7 @@ THREADS = 16
 
 
 def _inputs(demo: Any) -> list[tuple[str, Callable[[Any], Any]]]:
-    """One call per distinct artifact of ``jxe_demo`` that runs on CPU (15 of them)."""
+    """One call per distinct artifact of ``jxe_demo`` that runs on CPU (16 of them)."""
     rng = np.random.default_rng(7)
 
     def arr(*shape: int) -> np.ndarray:
@@ -58,11 +58,12 @@ def _inputs(demo: Any) -> list[tuple[str, Callable[[Any], Any]]]:
         ("power/2", lambda f: f("power")(a3, k=2)),
         ("pytree_in", lambda f: f("pytree_in")(demo.Stats(s1, s2), None, od)),
         ("swap", lambda f: f("swap")(demo.Pair(p1, p2))),
+        ("lookup", lambda f: f("lookup")(x74)),
     ]
 
 
 FUNCTIONS = ("scale", "reduce", "poly", "combine", "dense", "stats", "split", "constrained",
-             "listy", "power", "pytree_in", "swap")
+             "listy", "power", "pytree_in", "swap", "lookup")
 
 
 def _source(demo: Any) -> Callable[[str], Any]:

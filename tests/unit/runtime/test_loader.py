@@ -55,10 +55,11 @@ def _calls(demo):
         ("pytree_in", (demo.Stats(arr(3), arr(3)), None,
                        collections.OrderedDict([("z", arr(3)), ("a", arr(3))])), {}),
         ("swap", (demo.Pair(arr(2), arr(2)),), {}),
+        ("lookup", (arr(5, 4),), {}),
     ]
 
 
-@pytest.mark.parametrize("index", range(14))
+@pytest.mark.parametrize("index", range(15))
 def test_round_trip_equals_source_and_uses_the_artifact(demo, no_fallback, index):
     name, args, kwargs = _calls(demo)[index]
     fn = getattr(demo, name)
