@@ -332,16 +332,15 @@ def export_task(fn: ExportableFunction, task: ExportTask) -> tuple[bytes, Artifa
         raise
     full_text = exported.mlir_module()  # deserialized once for the three uses below
     _refuse_host_callbacks(full_text)
-    type_refs = pytrees.register_all([exported.in_tree, exported.out_tree])
+    type_refs = pytrees.register_all([exported.in_tree, exported.out_tree], fn.name)
     try:
         with x64_context(structure.uses_x64):
             vjp_order = spec.vjp_order if task.kind == "primal" and not task.batched else 0
             blob = bytes(exported.serialize(vjp_order=vjp_order))
     except ValueError as err:
         if "PyTreeDef" in str(err):
-            raise ValueError(f"{err} hatch-jaxexport registers namedtuples and jax dataclasses "
-                             "itself; register other pytree types with "
-                             "jax.export.register_pytree_node_serialization in their module") \
+            raise ValueError(f"{fn.name}: {err} hatch-jaxexport registers the pytree types it "
+                             f"meets itself; for one it cannot serialize, {pytrees.WAY_OUT}") \
                 from None
         raise
     record = ArtifactRecord(

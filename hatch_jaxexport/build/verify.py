@@ -47,13 +47,30 @@ class VerifyReport:
                 f"{self.manifest.schema_version}, built with jax {self.manifest.jax_version})")
 
 
+def _foreign_type_problem(ref: str, package: str) -> str:
+    """Why the loader would refuse a manifest's pytree type, judged from names and installed
+    metadata only: a type must come from the package or from a distribution it declares."""
+    from hatch_jaxexport.runtime import _pytrees as pytrees
+
+    module = ref.partition(":")[0]
+    if module == package or module.startswith(package + "."):
+        return ""
+    providers = pytrees.distributions_of(module)
+    declared = pytrees.declared_dependencies(package)
+    if any(pytrees.normalize_name(p) in declared for p in providers):
+        return ""
+    return (f"pytree type {ref!r} is outside package {package!r} and not from a distribution it "
+            f"declares in Requires-Dist (module {module!r} comes from "
+            f"{', '.join(providers) or 'no installed distribution'})")
+
+
 def verify_package(package: str) -> list[str]:
     """Every problem with ``package``'s ``_jaxexport/`` folder; an empty list if it is intact.
 
     Checks that the manifest parses and validates, that every file name it lists is a safe bare
     name, that every blob is present (a regular file, not a link out of the folder) with the
-    recorded size and SHA-256, that pytree types are named inside the package, and that the
-    folder holds no file the manifest does not list.
+    recorded size and SHA-256, that pytree types are named inside the package or a distribution
+    it declares, and that the folder holds no file the manifest does not list.
     """
     return verify_report(package).problems
 
@@ -83,11 +100,8 @@ def verify_report(package: str) -> VerifyReport:
     for record in manifest.artifacts:
         listed.add(record.file)
         problems += _check_blob(root, record.file, record.size, record.sha256, record.id)
-        for ref in record.pytree_types:
-            module = ref.partition(":")[0]
-            if not (module == package or module.startswith(package + ".")):
-                problems.append(f"{record.id}: pytree type {ref!r} is outside package "
-                                f"{package!r}")
+        problems += [f"{record.id}: {problem}" for ref in record.pytree_types
+                     if (problem := _foreign_type_problem(ref, package))]
     # portable.json and the files it lists
     from hatch_jaxexport.build._portable_bundle import verify_files
 

@@ -132,12 +132,7 @@ def deserialize_checked(data: bytes, refs: list[str], package: str,
     from hatch_jaxexport.runtime import _pytrees as pytrees
 
     for ref in refs:
-        cls = pytrees.resolve(ref, package)
-        try:
-            pytrees.register(cls)
-        except Exception as err:  # e.g. a dataclass that is not a registered pytree
-            raise ArtifactError(f"cannot register pytree type {ref!r} named by the manifest: "
-                                f"{type(err).__name__}: {err}") from None
+        pytrees.load_type(ref, package)
     try:
         exported = export.deserialize(bytearray(data))
     except Exception as err:  # jax raises struct.error, ValueError, IndexError...

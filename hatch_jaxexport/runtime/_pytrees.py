@@ -1,10 +1,21 @@
-"""Serialization registration of namedtuple and dataclass pytree nodes, for both build and load."""
+"""Serialization registration of custom pytree node types, for both build and load.
+
+A blob's in/out trees name each custom node type by a serialized name; jax refuses to
+deserialize a blob until every such type is registered. The build registers the types it meets
+(namedtuples; dataclasses and other classes in jax's pytree registry, with JSON aux data) and
+records each one in the manifest as ``module:qualname``. At load each name is resolved back to
+its class (``resolve``): from the package itself, from a module the process has already imported
+(importing the package imports its dependencies), or from a distribution the package's
+``Requires-Dist`` declares. A manifest never makes the loader import any other module.
+"""
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import importlib
+import importlib.metadata
 import json
+import re
 import sys
 from typing import Any
 
@@ -12,7 +23,13 @@ from hatch_jaxexport.errors import ArtifactError
 from hatch_jaxexport.formats.spec import type_name
 
 _REGISTERED: set[type] = set()
-
+#: Types whose serialization this module registered (JSON aux data): the build checks their aux.
+_JSON_AUX: set[type] = set()
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z")
+_REQUIREMENT_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+_BUILTIN_MODULES = ("builtins", "collections")
+WAY_OUT = ("register its serialization with jax.export.register_pytree_node_serialization in "
+           "the module that defines it (see the spec format page, 'Pytrees')")
 
 type_ref = type_name  # ``module:qualname``: how a manifest names a pytree type
 
@@ -21,8 +38,22 @@ def _to_tuples(value: Any) -> Any:
     return tuple(_to_tuples(v) for v in value) if isinstance(value, list) else value
 
 
+def _serialize_aux(aux: Any) -> bytes:
+    return json.dumps(aux).encode()
+
+
+def _deserialize_aux(data: bytes) -> Any:
+    return _to_tuples(json.loads(data))
+
+
 def register(cls: type) -> None:
-    """Register ``cls`` for jax.export serialization (namedtuples and jax dataclasses)."""
+    """Register ``cls`` for jax.export serialization under its ``type_ref``.
+
+    Namedtuples need no pytree registration; any other class must be in jax's pytree registry
+    (a jax dataclass, a flax ``struct.dataclass``, a ``register_pytree_node`` class), and gets
+    JSON aux data. A type already registered for serialization (by its own library) is kept
+    as it is. ``ValueError`` for a class jax does not know as a pytree node.
+    """
     if cls in _REGISTERED:
         return
     from jax import export
@@ -31,59 +62,158 @@ def register(cls: type) -> None:
     try:
         if issubclass(cls, tuple) and hasattr(cls, "_fields"):
             export.register_namedtuple_serialization(cls, serialized_name=name)
-        elif dataclasses.is_dataclass(cls):
-            export.register_pytree_node_serialization(
-                cls, serialized_name=name,
-                serialize_auxdata=lambda aux: json.dumps(aux).encode(),
-                deserialize_auxdata=lambda data: _to_tuples(json.loads(data)),
-            )
         else:
-            return
+            export.register_pytree_node_serialization(
+                cls, serialized_name=name, serialize_auxdata=_serialize_aux,
+                deserialize_auxdata=_deserialize_aux)
+            _JSON_AUX.add(cls)
     except ValueError as err:
-        if "already registered" not in str(err):
+        if "Duplicate serialization registration for type" not in str(err):
             raise
     _REGISTERED.add(cls)
 
 
-def node_types(treedef: Any) -> list[type]:
-    """Every custom (non builtin-container) node type in a jax ``PyTreeDef``."""
-    found: list[type] = []
+def _custom_nodes(treedef: Any) -> list[tuple[type, Any]]:
+    """``(type, aux data)`` of every custom (non builtin-container) node of a ``PyTreeDef``."""
+    found: list[tuple[type, Any]] = []
     data = treedef.node_data()
     if data is not None:
         cls = data[0]
-        if cls not in (tuple, list, dict, type(None)) and cls.__module__ != "collections":
-            found.append(cls)
+        if cls not in (tuple, list, dict, type(None)) and cls.__module__ not in _BUILTIN_MODULES:
+            found.append((cls, data[1]))
     for child in treedef.children():
-        found += node_types(child)
+        found += _custom_nodes(child)
     return found
 
 
-def register_all(treedefs: list[Any]) -> list[str]:
-    """Register every custom node type of the given treedefs; return their ``type_ref``s."""
+def node_types(treedef: Any) -> list[type]:
+    """Every custom (non builtin-container) node type in a jax ``PyTreeDef``."""
+    return [cls for cls, _ in _custom_nodes(treedef)]
+
+
+def _unserializable(cls: type, aux: Any) -> str:
+    """Why the build cannot record ``cls`` for the loader (``""`` when it can)."""
+    module = sys.modules.get(cls.__module__)
+    if module is None or _walk(module, cls.__qualname__) is not cls:
+        return (f"it cannot be found again as {type_ref(cls)!r} (a class defined inside a "
+                f"function, or replaced after definition); define it at module level")
+    if cls not in _JSON_AUX:
+        return ""
+    try:
+        same = _deserialize_aux(_serialize_aux(aux)) == aux
+    except (TypeError, ValueError) as err:
+        return (f"its pytree aux data (a {type(aux).__name__}) is not JSON ({err}); "
+                f"{WAY_OUT}")
+    if not same:
+        return f"its pytree aux data {aux!r} does not survive JSON unchanged; {WAY_OUT}"
+    return ""
+
+
+def register_all(treedefs: list[Any], function: str = "") -> list[str]:
+    """Register every custom node type of the given treedefs (build time); return their
+    ``type_ref``s. ``ValueError`` naming the type, the function and the way out for a type
+    the loader could not get back."""
     refs = []
     for treedef in treedefs:
-        for cls in node_types(treedef):
-            register(cls)
-            refs.append(type_ref(cls))
+        for cls, aux in _custom_nodes(treedef):
+            ref = type_ref(cls)
+            try:
+                register(cls)
+                why = _unserializable(cls, aux)
+            except ValueError as err:
+                why = f"{err}; {WAY_OUT}"
+            if why:
+                raise ValueError(f"{function or 'the function'}: cannot serialize pytree type "
+                                 f"{ref!r}: {why}")
+            refs.append(ref)
     return sorted(set(refs))
 
 
-def resolve(ref: str, package: str) -> type:
-    """Find (importing only inside ``package``) the class a manifest's ``type_ref`` names."""
-    module_name, _, qualname = ref.partition(":")
-    if not (module_name == package or module_name.startswith(package + ".")) or not qualname:
-        raise ArtifactError(f"manifest names pytree type {ref!r} outside package {package!r}")
+def normalize_name(name: str) -> str:
+    """A distribution name in its PEP 503 normalized form."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@functools.lru_cache(maxsize=1)
+def _distributions_by_module() -> dict[str, list[str]]:
+    return importlib.metadata.packages_distributions()
+
+
+def declared_dependencies(package: str) -> set[str]:
+    """Normalized names of the distributions ``package``'s own distribution requires
+    (``Requires-Dist``, extras left out); empty when the package is not installed as one."""
+    declared: set[str] = set()
+    for dist_name in _distributions_by_module().get(package.partition(".")[0], []):
+        try:
+            requires = importlib.metadata.distribution(dist_name).requires or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        for requirement in requires:
+            found = _REQUIREMENT_NAME.match(requirement)
+            if found and "extra" not in requirement.partition(";")[2]:
+                declared.add(normalize_name(found.group(1)))
+    return declared
+
+
+def distributions_of(module_name: str) -> list[str]:
+    """The installed distributions providing ``module_name``'s top-level package."""
+    return _distributions_by_module().get(module_name.partition(".")[0], [])
+
+
+def _walk(module: Any, qualname: str) -> Any:
+    """The class ``qualname`` names in ``module``, through namespaces only (``__dict__``: no
+    ``__getattr__`` hook runs), each step a class defined in that module; else ``None``."""
+    obj: Any = module
+    for part in qualname.split("."):
+        obj = vars(obj).get(part)
+        if not isinstance(obj, type) or obj.__module__ != module.__name__:
+            return None
+    return obj
+
+
+def _module_for(ref: str, module_name: str, package: str) -> Any:
+    """The module a manifest's type lives in, importing only the package's own modules and
+    those of its declared dependencies."""
+    inside = module_name == package or module_name.startswith(package + ".")
+    if not inside and module_name in sys.modules:
+        return sys.modules[module_name]
+    if not inside:
+        providers = distributions_of(module_name)
+        if not {normalize_name(p) for p in providers} & declared_dependencies(package):
+            origin = (f"from distribution {', '.join(providers)}" if providers
+                      else "from no installed distribution")
+            raise ArtifactError(
+                f"manifest names pytree type {ref!r} outside package {package!r}: module "
+                f"{module_name!r} is not imported, and it is {origin}, not one {package!r} "
+                f"declares in Requires-Dist; refusing to import it")
     try:
-        module = sys.modules.get(module_name) or importlib.import_module(module_name)
+        return sys.modules.get(module_name) or importlib.import_module(module_name)
     except ImportError as err:
         raise ArtifactError(f"cannot find pytree type {ref!r} named by the manifest: {err}") \
             from None
-    obj: Any = module
-    for part in qualname.split("."):
-        # walk classes only, each defined in that very module: never into other modules
-        obj = getattr(obj, part, None) if isinstance(obj, type) or obj is module else None
-        if not isinstance(obj, type) or obj.__module__ != module_name:
-            raise ArtifactError(f"manifest's pytree type {ref!r} is not a class defined in "
-                                f"{module_name!r}; refusing to look outside package "
-                                f"{package!r}")
-    return obj
+
+
+def resolve(ref: str, package: str) -> type:
+    """The class a manifest's ``type_ref`` names: in ``package``, in a module already imported,
+    or in a module of a distribution ``package`` declares (imported then); ``ArtifactError``
+    saying why otherwise."""
+    module_name, _, qualname = ref.partition(":")
+    if not _DOTTED.match(module_name) or not _DOTTED.match(qualname):
+        raise ArtifactError(f"manifest names malformed pytree type {ref!r} (expected "
+                            f"'module:QualName'); refusing it for package {package!r}")
+    found = _walk(_module_for(ref, module_name, package), qualname)
+    if found is None:
+        raise ArtifactError(f"manifest's pytree type {ref!r} is not a class defined in "
+                            f"{module_name!r}; refusing to look into other modules")
+    return found
+
+
+def load_type(ref: str, package: str) -> type:
+    """Resolve and register a manifest's pytree type at load; ``ArtifactError`` on refusal."""
+    cls = resolve(ref, package)
+    try:
+        register(cls)
+    except Exception as err:  # e.g. a dataclass that is not a registered pytree
+        raise ArtifactError(f"cannot register pytree type {ref!r} named by the manifest: "
+                            f"{type(err).__name__}: {err}") from None
+    return cls

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hatch_jaxexport import ArtifactError
-from hatch_jaxexport.runtime._pytrees import resolve
+from hatch_jaxexport.runtime._pytrees import load_type, resolve
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "hatch_jaxexport"
 UNSAFE_MODULES = {"pickle", "_pickle", "cPickle", "cloudpickle", "dill", "marshal", "shelve",
@@ -96,16 +96,33 @@ def test_loading_artifacts_unpickles_nothing(demo_site, run_python) -> None:
     assert proc.stdout.strip() == "loaded without unpickling"
 
 
-@pytest.mark.parametrize("ref", [
-    "os:PathLike", "builtins:object", "subprocess:Popen", "jxe_sentinel:Thing",
-    "jxe_demox.funcs:Stats", "jxe_dem:Stats", "jxe_demo", "jxe_demo:", ":Stats", "",
-    ".jxe_demo:Stats", "..jxe_demo:Stats",
-])
-def test_resolve_refuses_types_outside_the_package(ref: str) -> None:
+@pytest.mark.parametrize("ref", ["jxe_sentinel:Thing", "jxe_demox.funcs:Stats", "jxe_dem:Stats",
+                                 "jxe_nowhere.deep.module:Thing"])
+def test_resolve_refuses_modules_neither_imported_nor_declared(ref: str) -> None:
     before = set(sys.modules)
-    with pytest.raises(ArtifactError, match="outside package 'jxe_demo'"):
+    with pytest.raises(ArtifactError, match=r"outside package 'jxe_demo': module .* is not "
+                       r"imported, .* not one 'jxe_demo' declares in Requires-Dist; refusing"):
+        resolve(ref, "jxe_demo")
+    new = {name.partition(".")[0] for name in set(sys.modules) - before}
+    assert new <= set(sys.stdlib_module_names), new  # importlib.metadata reads METADATA
+
+
+@pytest.mark.parametrize("ref", ["jxe_demo", "jxe_demo:", ":Stats", "", ".jxe_demo:Stats",
+                                 "..jxe_demo:Stats", "jxe_demo.funcs:Stats()", "a b:C",
+                                 "jxe_demo..funcs:Stats", "jxe_demo.funcs:.Stats"])
+def test_resolve_refuses_malformed_names(ref: str) -> None:
+    before = set(sys.modules)
+    with pytest.raises(ArtifactError, match="malformed pytree type"):
         resolve(ref, "jxe_demo")
     assert set(sys.modules) == before
+
+
+@pytest.mark.parametrize("ref", ["os:PathLike", "builtins:object",
+                                 "json.decoder:JSONDecoder"])
+def test_an_imported_class_that_is_no_pytree_node_is_refused(ref: str) -> None:
+    """Modules already imported are searched, but only a pytree node type can be loaded."""
+    with pytest.raises(ArtifactError, match=f"cannot register pytree type {ref!r}"):
+        load_type(ref, "jxe_demo")
 
 
 def test_resolve_finds_types_inside_the_package(demo) -> None:
@@ -116,14 +133,31 @@ def test_resolve_finds_types_inside_the_package(demo) -> None:
         resolve("jxe_demo.funcs:TRACES", "jxe_demo")
 
 
+def test_resolve_walks_namespaces_only(demo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No module ``__getattr__`` hook runs (lazy loaders import on attribute access), and the
+    walk never steps from a class into a module."""
+    import types
+
+    asked: list[str] = []
+    lazy = types.ModuleType("jxe_lazy")
+    lazy.__getattr__ = lambda name: asked.append(name) or type(name, (), {})
+    monkeypatch.setitem(sys.modules, "jxe_lazy", lazy)
+    with pytest.raises(ArtifactError, match="is not a class defined in 'jxe_lazy'"):
+        resolve("jxe_lazy:Thing", "jxe_demo")
+    assert asked == []
+    with pytest.raises(ArtifactError, match=r"is not a class defined in 'jxe_demo\.funcs'"):
+        resolve("jxe_demo.funcs:jax.numpy.ndarray", "jxe_demo")
+
+
 @pytest.fixture
 def site_with_sentinel(demo_site: Path, tmp_path: Path) -> Path:
     """A copy of ``demo_site`` beside a module that records being imported."""
     site = tmp_path / "site"
     shutil.copytree(demo_site, site, ignore=shutil.ignore_patterns("__pycache__"))
     (site / "jxe_sentinel.py").write_text(
-        "from pathlib import Path\nPath(__file__).with_name('IMPORTED').touch()\n"
-        "class Thing(tuple):\n    _fields = ()\n")
+        "import collections\nfrom pathlib import Path\n"
+        "Path(__file__).with_name('IMPORTED').touch()\n"
+        "Thing = collections.namedtuple('Thing', 'a')\n")
     return site
 
 
@@ -171,11 +205,43 @@ def test_a_manifest_naming_a_module_outside_the_package_never_imports_it(
         in proc.stdout
 
 
+def _install_metadata(site: Path, name: str, top_level: str, requires: list[str]) -> None:
+    """Make ``top_level`` in ``site`` look like an installed distribution ``name``."""
+    info = site / f"{name.replace('-', '_')}-1.0.dist-info"
+    info.mkdir()
+    lines = ["Metadata-Version: 2.1", f"Name: {name}", "Version: 1.0",
+             *(f"Requires-Dist: {r}" for r in requires)]
+    (info / "METADATA").write_text("\n".join(lines) + "\n")
+    (info / "top_level.txt").write_text(top_level + "\n")
+
+
+@pytest.mark.parametrize("requirement", ["jxe-sentinel>=1", "JXE_Sentinel", "jxe-sentinel; "
+                                         'extra == "more"', "jxe-other"])
+def test_a_module_is_imported_only_from_a_distribution_the_package_declares(
+        site_with_sentinel: Path, run_python, requirement: str) -> None:
+    """Not yet imported, the type's module is imported only when the wheel's ``Requires-Dist``
+    names the distribution that provides it (an extra's requirement does not count)."""
+    _install_metadata(site_with_sentinel, "jxe-sentinel", "jxe_sentinel", [])
+    _install_metadata(site_with_sentinel, "jxe-demo", "jxe_demo", ["jax", requirement])
+    _name_pytree_type(site_with_sentinel, "jxe_sentinel:Thing")
+    proc = run_python(CALL_SCALE, env={"PYTHONPATH": str(site_with_sentinel),
+                                       "JAX_PLATFORMS": "cpu", "HATCH_JAXEXPORT_STRICT": "1"})
+    declared = "extra" not in requirement and "other" not in requirement
+    assert (site_with_sentinel / "IMPORTED").exists() == declared
+    if declared:
+        assert "RESULT [[0.0, 0.0], [0.0, 0.0]]" in proc.stdout, proc.stdout
+    else:
+        assert "ARTIFACTERROR jxe_demo.funcs:scale: no usable baked artifact" in proc.stdout
+        assert "module 'jxe_sentinel' is not imported, and it is from distribution " \
+            "jxe-sentinel, not one 'jxe_demo' declares in Requires-Dist" in proc.stdout
+
+
 def test_a_qualname_cannot_walk_into_other_modules(site_with_sentinel: Path, run_python) -> None:
     _name_pytree_type(site_with_sentinel, "jxe_demo.funcs:jax.scipy.special.X")
     proc = run_python(CALL_SCALE, env={"PYTHONPATH": str(site_with_sentinel),
                                        "JAX_PLATFORMS": "cpu", "HATCH_JAXEXPORT_STRICT": "1"})
-    assert "ARTIFACTERROR" in proc.stdout and "outside package" in proc.stdout, proc.stdout
+    assert "ARTIFACTERROR" in proc.stdout and "is not a class defined in 'jxe_demo.funcs'; " \
+        "refusing to look into other modules" in proc.stdout, proc.stdout
     assert not any("scipy" in line for line in proc.stdout.splitlines()
                    if line.startswith("NEW")), proc.stdout
 
