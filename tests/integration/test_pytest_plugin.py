@@ -671,3 +671,22 @@ def test_plugin_module_is_light_and_the_package_does_not_import_pytest():
     code = ("import sys, hatch_jaxexport.build.check\n"
             "assert 'pytest' not in sys.modules and '_pytest' not in sys.modules\n")
     run([sys.executable, "-c", code])
+
+
+def test_put_source_first_orders_dedups_and_refuses_a_non_folder(tmp_path, monkeypatch):
+    tmp_path = tmp_path.resolve()  # compared with resolved paths
+    from hatch_jaxexport.build.check import put_source_first
+    from hatch_jaxexport.errors import CheckError
+
+    monkeypatch.setattr(sys, "path", ["/somewhere/else", os.fspath(tmp_path / "b")])
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    given = put_source_first([tmp_path / "a", os.fspath(tmp_path / "b"), tmp_path / "a" / ".."
+                              / "a"])
+    assert given == (tmp_path / "a", tmp_path / "b")
+    assert sys.path == [os.fspath(tmp_path / "a"), os.fspath(tmp_path / "b"), "/somewhere/else"]
+    (tmp_path / "file.py").write_text("")
+    with pytest.raises(CheckError, match=r"put_source_first: the source folder '.*file\.py' "
+                                         r"\(.*\) is not a folder; expected the folder that "
+                                         r"holds the package folder"):
+        put_source_first([tmp_path / "file.py"])
