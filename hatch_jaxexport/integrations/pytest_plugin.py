@@ -1,7 +1,9 @@
 """pytest plugin: check that an installed wheel's baked artifacts match fresh exports of the source.
 
 Registered through the ``pytest11`` entry point as ``jaxexport``; inert unless asked with
-``pytest --jaxexport-check PACKAGE`` (repeatable) or the ini option ``jaxexport_packages``.
+``pytest --jaxexport-check PACKAGE`` (repeatable) or the ini option ``jaxexport_packages``;
+``--jaxexport-source PATH`` (or the ini option ``jaxexport_source``) puts the source tree first on
+the import path, so the check compares the wheel with that source from any folder.
 ``-p no:jaxexport`` disables it. A thin adapter over :mod:`hatch_jaxexport.build.check`: for each
 package it adds a collector ``jaxexport:PACKAGE`` whose one test function, ``jaxexport``, is
 parametrized (in ``pytest_generate_tests``) with one case per artifact id, so ids, counts, ``-k``
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import types
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -35,6 +38,7 @@ class _State:
     packages: list[str]
     shapes: int
     only: bool = False
+    sources: tuple[Path, ...] = ()
     plans: dict[str, Plan] = dataclasses.field(default_factory=dict)
     errors: dict[str, str] = dataclasses.field(default_factory=dict)
     outcomes: dict[str, dict[str, dict[str, Any]]] = dataclasses.field(default_factory=dict)
@@ -43,7 +47,7 @@ class _State:
         if package not in self.plans:
             from hatch_jaxexport.build.check import plan_check
 
-            self.plans[package] = plan_check(package)
+            self.plans[package] = plan_check(package, source_paths=self.sources)
         return self.plans[package]
 
 
@@ -66,8 +70,43 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--jaxexport-shapes", type=int, default=None, metavar="N", dest="jaxexport_shapes",
         help=f"concrete shapes each artifact runs on (default: {DEFAULT_CHECK_SHAPES}; 0 compares "
              "metadata and fingerprints only)")
+    group.addoption(
+        "--jaxexport-source", action="append", default=[], metavar="PATH",
+        dest="jaxexport_source",
+        help="the folder holding the source to compare with (`src` in a src layout, the project "
+             "root in a flat layout), put first on the import path; repeatable. Overrides the "
+             "ini option jaxexport_source. Without it, the source is whatever `import PACKAGE` "
+             "finds, and the check refuses to run if that is the installed copy.")
     parser.addini("jaxexport_packages", type="args", default=[],
                   help="packages to check as with --jaxexport-check (whitespace-separated)")
+    parser.addini("jaxexport_source", type="paths", default=[],
+                  help="source folders as with --jaxexport-source (relative to the ini file)")
+
+
+def _source_paths(config: pytest.Config, options: Any) -> tuple[Path, ...]:
+    """``--jaxexport-source`` (relative to the invocation folder) or the ini option (to the ini
+    file), put first on the import path; ``()`` when the check is not asked for or names none."""
+    if not (options.jaxexport_check or config.getini("jaxexport_packages")):
+        return ()
+    given = [config.invocation_params.dir / p for p in options.jaxexport_source] \
+        or list(config.getini("jaxexport_source"))
+    if not given:
+        return ()
+    from hatch_jaxexport.build.check import put_source_first
+    from hatch_jaxexport.errors import CheckError
+
+    try:
+        return put_source_first(given)
+    except CheckError as err:
+        raise pytest.UsageError(f"--jaxexport-source (or ini jaxexport_source): {err}") from None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """Put the source folders first on the import path before conftests are imported, so a
+    conftest that imports the package imports the source, as the check does (pytest's own
+    ``pythonpath`` ini option is applied at the same point)."""
+    _source_paths(early_config, early_config.known_args_namespace)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -76,13 +115,17 @@ def pytest_configure(config: pytest.Config) -> None:
         if config.getoption("jaxexport_only"):
             raise pytest.UsageError("--jaxexport-only needs --jaxexport-check PACKAGE (or the "
                                     "ini option jaxexport_packages)")
+        if config.getoption("jaxexport_source"):
+            raise pytest.UsageError("--jaxexport-source needs --jaxexport-check PACKAGE (or the "
+                                    "ini option jaxexport_packages)")
         return  # inert
     shapes = config.getoption("jaxexport_shapes")
     if shapes is not None and shapes < 0:
         raise pytest.UsageError(f"--jaxexport-shapes must be >= 0, got {shapes}")
     state = _State(list(dict.fromkeys(packages)),
                    DEFAULT_CHECK_SHAPES if shapes is None else shapes,
-                   only=config.getoption("jaxexport_only"))
+                   only=config.getoption("jaxexport_only"),
+                   sources=_source_paths(config, config.option))
     config.stash[_STATE] = state
     config.pluginmanager.register(_Reporter(state), "jaxexport-reporter")
 
@@ -209,7 +252,10 @@ class _Reporter:
         self.state = state
 
     def pytest_report_header(self) -> str:
-        return f"jaxexport: checking the installed artifacts of {', '.join(self.state.packages)}"
+        header = f"jaxexport: checking the installed artifacts of {', '.join(self.state.packages)}"
+        if self.state.sources:
+            header += f" against the source in {', '.join(map(str, self.state.sources))}"
+        return header
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call":

@@ -22,7 +22,8 @@ def test_the_page_has_the_steps():
     blocks = bash_blocks(PAGE.read_text())
     assert len(blocks) >= 6
     assert any("python -m build" in b for b in blocks)
-    assert any("--jaxexport-check mypkg" in b for b in blocks)
+    assert any("--jaxexport-check mypkg" in b and "--jaxexport-source mypkg/src" in b
+               for b in blocks)
 
 
 @pytest.mark.slow
@@ -45,3 +46,6 @@ def test_getting_started_commands_succeed_as_written(tmp_path, project_wheel):
     assert "(2, 4)" in out
     assert "tracing softmax" not in out
     assert re.search(r"\d+ passed", out)
+    # step 6 compares the wheel with the source tree, not with the installed copy
+    assert re.search(r"source: \S+/mypkg/src/mypkg \(a source tree without artifacts, not the "
+                     r"installed copy\)", out), out[-3000:]

@@ -3,9 +3,11 @@
 A real wheel of ``tests/fixtures/plugin_release`` (artifacts exported first, then built with plain
 hatchling) is installed with ``pip install --target`` (real dist-info) and checked by pytest in a
 subprocess (``pytester.runpytest_subprocess``: jax state is per process). Run from a folder that
-also holds an edited copy of the source, the check compares the wheel with that source, as a
-release job run from the repository does. The end-to-end tests marked slow install the wheels
-into fresh virtual environments (with pytest-xdist, and with another Python and jax).
+also holds an edited copy of the source, or given its folder with ``--jaxexport-source``, the
+check compares the wheel with that source, as a release job run from the repository does; with
+only the installed copy importable it refuses to compare the wheel with itself. The end-to-end
+tests marked slow install the wheels into fresh virtual environments (with pytest-xdist, and with
+another Python and jax).
 """
 
 from __future__ import annotations
@@ -86,9 +88,11 @@ def lit(text: str) -> str:
     return text.replace("[", "[[]")
 
 
-def write_source(pytester: pytest.Pytester, **replacements: str) -> Path:
-    """Copy the package's source into the run folder, with ``old=new`` text replacements."""
-    source = pytester.path / PKG
+def write_source(pytester: pytest.Pytester, folder: str = ".",
+                 **replacements: tuple[str, str]) -> Path:
+    """Copy the package's source into ``folder`` of the run folder (``"."``: importable from it,
+    as in a flat layout; ``"src"``: not, as in a src layout), with ``(old, new)`` replacements."""
+    source = pytester.path / folder / PKG
     shutil.copytree(PROJECT / PKG, source, ignore=shutil.ignore_patterns("__pycache__"))
     models = source / "models.py"
     text = models.read_text()
@@ -103,25 +107,28 @@ def write_source(pytester: pytest.Pytester, **replacements: str) -> Path:
 # End to end, through pytester
 
 
-def test_fresh_wheel_passes_one_item_per_artifact(check):
-    result = check("--jaxexport-check", PKG, "-v")
+def test_fresh_wheel_passes_one_item_per_artifact(check, pytester):
+    source = write_source(pytester, "src")
+    result = check("--jaxexport-check", PKG, "--jaxexport-source", "src", "-v")
     result.assert_outcomes(passed=7)
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["jaxexport: checking the installed artifacts of jxe_release",
+    result.stdout.fnmatch_lines([f"jaxexport: checking the installed artifacts of jxe_release "
+                                 f"against the source in {source.parent}",
                                  "*collected 7 items"])
     result.stdout.fnmatch_lines([lit(f"jaxexport:jxe_release::jaxexport[{i}] PASSED") + "*"
                                  for i in IDS])
     result.stdout.fnmatch_lines([
         "*= jaxexport release check =*",
         "jxe_release: wheel jxe-release 1.0.0 installed at *: 7 artifact(s) built by "
-        "hatch-jaxexport * with jax *; source: */jxe_release (the installed copy); "
-        "checking with jax *",
+        f"hatch-jaxexport * with jax *; source: {source} (a source tree without artifacts, not "
+        "the installed copy); checking with jax *",
         "  7 checked: 7 match (6 also run and compared numerically on this platform)",
         "  1 x numerics not run: built for cuda, this process runs on cpu",
     ])
 
 
-def test_ids_counts_and_k(check):
+def test_ids_counts_and_k(check, pytester):
+    write_source(pytester)
     collected = check("--jaxexport-check", PKG, "--collect-only", "-q")
     assert collected.ret == 0
     lines = [line for line in collected.outlines if line.startswith("jaxexport:")]
@@ -214,6 +221,84 @@ def test_stale_wheel_fails_with_diffs_naming_functions(check, pytester):
     ])
 
 
+def test_installed_copy_as_the_source_is_refused_and_jaxexport_source_points_at_it(
+        check, pytester, release_site):
+    """Where only the installed copy is importable, a fresh export of it reproduces the wheel
+    whatever the source says: the check refuses to compare the wheel with itself, and says how to
+    point it at the source. Given the edited source's folder (option or ini), it finds the stale
+    artifact; a conftest importing the package gets that source too."""
+    source = write_source(pytester, "src", body=STALE_EDITS["body"])  # src layout: not importable
+    refused = check("--jaxexport-check", PKG, "--jaxexport-shapes", "0")
+    assert refused.ret == pytest.ExitCode.INTERRUPTED
+    refused.stdout.fnmatch_lines([
+        "*ERROR collecting jaxexport:jxe_release*",
+        f"jaxexport: cannot check jxe_release: `import jxe_release` resolves to "
+        f"{release_site / PKG}, the installed distribution's own files (jxe-release 1.0.0), not "
+        "your source tree: exporting them afresh reproduces the wheel whatever your source says, "
+        "so the check would compare the wheel with itself and pass on a stale wheel. To check "
+        "the release, point the check at your source tree with `--jaxexport-source PATH` (or the "
+        "ini option `jaxexport_source`), PATH being the folder that holds the package folder: "
+        "`src` in a src layout, the project root in a flat layout; or put that folder on the "
+        "import path yourself, with pytest's ini option `pythonpath = src`, with "
+        "`PYTHONPATH=src`, or, in a flat layout, by running `python -m pytest` from the project "
+        "root*",
+        "*= jaxexport release check =*",
+        "jxe_release: cannot check: `import jxe_release` resolves to *",
+    ])
+    assert "passed" not in refused.stdout.str()
+
+    by_path = check("--jaxexport-check", PKG, "--jaxexport-source", "src", "-k", "mlp", "-rf")
+    by_path.assert_outcomes(failed=1, deselected=6)
+    by_path.stdout.fnmatch_lines([
+        f"jxe_release.models:mlp/0/cpu: stale: the wheel's artifact differs from a fresh export "
+        f"of jxe_release.models:mlp ({source / 'models.py'}:*)",
+    ])
+    by_path.stdout.fnmatch_lines([
+        f"jxe_release: wheel jxe-release 1.0.0 *; source: {source} (a source tree without "
+        "artifacts, not the installed copy); checking with jax *",
+        "  stale (the wheel's artifact differs from a fresh export): 1",
+        "    jxe_release.models:mlp/0/cpu",
+    ])
+
+    pytester.makeini("[pytest]\njaxexport_source = src\n")
+    pytester.makeconftest("import jxe_release\n"
+                          f"assert jxe_release.__file__.startswith({str(source)!r})\n")
+    by_ini = check("--jaxexport-check", PKG, "-k", "mlp", "--jaxexport-shapes", "0")
+    by_ini.assert_outcomes(failed=1, deselected=6)
+    by_ini.stdout.fnmatch_lines([f"jaxexport: checking the installed artifacts of jxe_release "
+                                 f"against the source in {source.parent}"])
+
+
+def test_jaxexport_source_refuses_what_cannot_be_the_source(check, pytester):
+    write_source(pytester, "src")
+    missing = check("--jaxexport-check", PKG, "--jaxexport-source", "nowhere")
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    missing.stderr.fnmatch_lines([
+        "ERROR: --jaxexport-source (or ini jaxexport_source): put_source_first: the source "
+        f"folder '{pytester.path / 'nowhere'}' (*) does not exist; expected the folder that "
+        "holds the package folder (`src` in a src layout, the project root in a flat layout)"])
+
+    alone = check("--jaxexport-source", "src")
+    assert alone.ret == pytest.ExitCode.USAGE_ERROR
+    alone.stderr.fnmatch_lines(["ERROR: --jaxexport-source needs --jaxexport-check PACKAGE*"])
+
+    root = check("--jaxexport-check", PKG, "--jaxexport-source", ".")  # a src layout's root
+    assert root.ret == pytest.ExitCode.INTERRUPTED
+    root.stdout.fnmatch_lines([
+        f"jaxexport: cannot check jxe_release: the source folder(s) given ({pytester.path}) "
+        "hold no package 'jxe_release': looked for jxe_release/ and jxe_release.py in each. "
+        "Give the folder that holds the package folder: `src` in a src layout, the project "
+        "root in a flat layout"])
+
+    # imported (here as a plugin, from the installed copy) before the source could come first
+    early = check("-p", PKG, "--jaxexport-check", PKG, "--jaxexport-source", "src")
+    assert early.ret == pytest.ExitCode.INTERRUPTED
+    early.stdout.fnmatch_lines([
+        "jaxexport: cannot check jxe_release: 'jxe_release' was already imported from "
+        f"*{PKG} before the check put the source folder(s) ({pytester.path / 'src'}) first on "
+        "the import path, so the check would export that copy. Something imported it earlier *"])
+
+
 def test_no_installed_distribution_fails_saying_so(check, pytester, release_site, tmp_path):
     source = write_source(pytester)
     result = check("--jaxexport-check", PKG, site=None)
@@ -243,7 +328,9 @@ def test_no_installed_distribution_fails_saying_so(check, pytester, release_site
     ])
 
 
-def test_build_skips_damaged_blobs_and_another_jax_version(check, release_site, tmp_path):
+def test_build_skips_damaged_blobs_and_another_jax_version(check, pytester, release_site,
+                                                           tmp_path):
+    source = write_source(pytester)
     site = copy_site(release_site, tmp_path)
     manifest_path = site / PKG / "_jaxexport" / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
@@ -265,7 +352,8 @@ def test_build_skips_damaged_blobs_and_another_jax_version(check, release_site, 
         "  artifact */jxe_release/_jaxexport/* does not match the manifest's SHA-256 (damaged "
         "or modified after the build)",
         "  built with jax 0.0.1, checked with jax *",
-        "  wheel: jxe-release 1.0.0; source: * (the installed copy)",
+        f"  wheel: jxe-release 1.0.0; source: {source} (a source tree without artifacts, not "
+        "the installed copy)",
         "To fix: rebuild the wheel from this source and install it again *",
     ])
     result.stdout.fnmatch_lines([
@@ -283,6 +371,7 @@ def test_build_skips_damaged_blobs_and_another_jax_version(check, release_site, 
 
 
 def test_inert_unless_asked_ini_option_and_p_no(check, pytester):
+    write_source(pytester)
     pytester.makepyfile(test_other="""
         import sys
 
@@ -320,14 +409,46 @@ def test_wheel_installed_in_a_fresh_venv_with_xdist(tmp_path, project_wheel, rel
     python = make_venv(tmp_path / "venv", project_wheel, release_wheel, "pytest",
                        "pytest-xdist")
     workdir = tmp_path / "work"
-    workdir.mkdir()
+    shutil.copytree(PROJECT / PKG, workdir / "src" / PKG,
+                    ignore=shutil.ignore_patterns("__pycache__"))
     proc = run([python, "-m", "pytest", "-p", "no:cacheprovider", "--jaxexport-check", PKG,
-                "-n", "2"], cwd=workdir)
+                "--jaxexport-source", "src", "-n", "2"], cwd=workdir)
     assert "2 workers [7 items]" in proc.stdout
     assert "7 passed" in proc.stdout
     assert "  7 checked: 7 match (6 also run and compared numerically on this platform)" \
         in proc.stdout
     assert "(the installed copy)" not in proc.stdout  # xdist's controller imports no source
+
+
+@pytest.mark.slow
+def test_stale_wheel_in_a_fresh_venv_refused_as_its_own_source_then_checked_by_path(
+        tmp_path, project_wheel, release_wheel):
+    """The getting-started situation: a src-layout checkout with an edited body, the wheel
+    installed in a venv, the check run from the project root. Without the source's folder the
+    check refuses (it would compare the wheel with itself and pass); with `--jaxexport-source
+    src` it reports the stale artifact."""
+    python = make_venv(tmp_path / "venv", project_wheel, release_wheel, "pytest")
+    project = tmp_path / "project"
+    shutil.copytree(PROJECT / PKG, project / "src" / PKG,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    models = project / "src" / PKG / "models.py"
+    models.write_text(models.read_text().replace(*STALE_EDITS["body"]))
+    command = [python, "-m", "pytest", "-p", "no:cacheprovider", "--jaxexport-check", PKG,
+               "--jaxexport-only", "--jaxexport-shapes", "1"]
+
+    refused = run(command, cwd=project, check=False)
+    assert refused.returncode == pytest.ExitCode.INTERRUPTED, refused.stdout[-3000:]
+    assert "the installed distribution's own files (jxe-release 1.0.0), not your source tree" \
+        in refused.stdout and "compare the wheel with itself" in refused.stdout
+    assert "`--jaxexport-source PATH`" in refused.stdout and "passed" not in refused.stdout
+
+    checked = run([*command, "--jaxexport-source", "src"], cwd=project, check=False)
+    assert checked.returncode == pytest.ExitCode.TESTS_FAILED, checked.stdout[-3000:]
+    assert re.search(r"\n=+ 1 failed, 6 passed in ", checked.stdout), checked.stdout[-3000:]
+    assert f"source: {project / 'src' / PKG} (a source tree without artifacts, not the " \
+           "installed copy)" in checked.stdout
+    assert "  stale (the wheel's artifact differs from a fresh export): 1\n" \
+           "    jxe_release.models:mlp/0/cpu\n" in checked.stdout, checked.stdout[-3000:]
 
 
 def _other_python() -> str | None:
@@ -403,9 +524,9 @@ def test_artifacts_built_by_another_jax(tmp_path, project_wheel, release_wheel, 
     assert "  7 checked: 6 match" in out
 
     # the older jax checks artifacts of the newer one: readable, or said to be unreadable
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    out = check_with(older, older_site, empty)
+    unedited = tmp_path / "unedited"
+    shutil.copytree(PROJECT / PKG, unedited / PKG, ignore=shutil.ignore_patterns("__pycache__"))
+    out = check_with(older, older_site, unedited)
     assert "Traceback" not in out and "INTERNALERROR" not in out, out[-4000:]
     if " failed" in out:
         # refused when the blob loads (the module is parsed then), or when it first runs
@@ -550,3 +671,22 @@ def test_plugin_module_is_light_and_the_package_does_not_import_pytest():
     code = ("import sys, hatch_jaxexport.build.check\n"
             "assert 'pytest' not in sys.modules and '_pytest' not in sys.modules\n")
     run([sys.executable, "-c", code])
+
+
+def test_put_source_first_orders_dedups_and_refuses_a_non_folder(tmp_path, monkeypatch):
+    tmp_path = tmp_path.resolve()  # compared with resolved paths
+    from hatch_jaxexport.build.check import put_source_first
+    from hatch_jaxexport.errors import CheckError
+
+    monkeypatch.setattr(sys, "path", ["/somewhere/else", os.fspath(tmp_path / "b")])
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    given = put_source_first([tmp_path / "a", os.fspath(tmp_path / "b"), tmp_path / "a" / ".."
+                              / "a"])
+    assert given == (tmp_path / "a", tmp_path / "b")
+    assert sys.path == [os.fspath(tmp_path / "a"), os.fspath(tmp_path / "b"), "/somewhere/else"]
+    (tmp_path / "file.py").write_text("")
+    with pytest.raises(CheckError, match=r"put_source_first: the source folder '.*file\.py' "
+                                         r"\(.*\) is not a folder; expected the folder that "
+                                         r"holds the package folder"):
+        put_source_first([tmp_path / "file.py"])

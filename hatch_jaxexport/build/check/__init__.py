@@ -8,7 +8,7 @@ comparison of one case) and ``_numerics`` (running both exports and comparing th
 The names below are the facade the plugin and the tests use.
 """
 
-from hatch_jaxexport.build.check._bundle import find_bundle
+from hatch_jaxexport.build.check._bundle import SOURCE_HINT, find_bundle, put_source_first
 from hatch_jaxexport.build.check._compare import check_case, module_diff, without_diagnostics
 from hatch_jaxexport.build.check._numerics import compare_arrays, solve_shapes, tolerance
 from hatch_jaxexport.build.check._outcome import JAX_HINT, REBUILD_HINT, Outcome
@@ -17,6 +17,7 @@ from hatch_jaxexport.build.check._plan import Plan, plan_check
 __all__ = [
     "JAX_HINT",
     "REBUILD_HINT",
+    "SOURCE_HINT",
     "Outcome",
     "Plan",
     "check_case",
@@ -24,6 +25,7 @@ __all__ = [
     "find_bundle",
     "module_diff",
     "plan_check",
+    "put_source_first",
     "solve_shapes",
     "tolerance",
     "without_diagnostics",

@@ -3,8 +3,11 @@
 - :func:`find_bundle` reads the artifacts of the *installed distribution* that provides an import
   package (through ``importlib.metadata``), whatever ``import PACKAGE`` resolves to, and explains
   a missing or editable install;
+- :func:`put_source_first` puts the folders given as the source (``--jaxexport-source``) first on
+  the import path, and :func:`check_source_paths` that the package is imported from one of them;
 - :func:`source_info` says where the source being checked was imported from, and
-  :func:`source_location` where one of its functions is defined (for messages).
+  :func:`source_location` where one of its functions is defined (for messages);
+  :func:`refuse_installed_copy` stops a check whose "source" is the installed wheel itself.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import inspect
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -165,19 +169,100 @@ class SourceInfo:
         return f"source: {self.path} (a source tree{note}, not the installed copy)"
 
 
-def source_info(package: str, bundle: Bundle) -> SourceInfo:
-    module = sys.modules.get(package) or importlib.import_module(package)
+#: How to point the check at the source, for the messages that need it.
+SOURCE_HINT = (
+    "point the check at your source tree with `--jaxexport-source PATH` (or the ini option "
+    "`jaxexport_source`), PATH being the folder that holds the package folder: `src` in a src "
+    "layout, the project root in a flat layout; or put that folder on the import path yourself, "
+    "with pytest's ini option `pythonpath = src`, with `PYTHONPATH=src`, or, in a flat layout, "
+    "by running `python -m pytest` from the project root (the rootdir; plain `pytest` does not "
+    "put the current folder on the import path)")
+
+
+def put_source_first(paths: Sequence[str | os.PathLike[str]]) -> tuple[Path, ...]:
+    """Put the source folders ``paths`` first on ``sys.path``, in order; return them resolved.
+
+    So that ``import PACKAGE`` in this process finds the source tree to release rather than
+    the installed copy, whatever folder the check runs from. Done before anything imports the
+    package (the plugin calls it at configure time, before conftests are imported).
+    """
+    resolved = []
+    for given in paths:
+        path = Path(given).resolve()
+        if not path.is_dir():
+            what = "does not exist" if not path.exists() else "is not a folder"
+            raise CheckError(f"put_source_first: the source folder {os.fspath(given)!r} ({path}) "
+                             f"{what}; expected the folder that holds the package folder (`src` "
+                             "in a src layout, the project root in a flat layout)")
+        if path not in resolved:
+            resolved.append(path)
+    for path in reversed(resolved):
+        while os.fspath(path) in sys.path:
+            sys.path.remove(os.fspath(path))
+        sys.path.insert(0, os.fspath(path))
+    importlib.invalidate_caches()
+    return tuple(resolved)
+
+
+def _module_location(module: Any) -> Path | None:
     paths = list(getattr(module, "__path__", []) or [])
     if not paths and getattr(module, "__file__", None):
         paths = [module.__file__]
-    if not paths:
+    return Path(paths[0]) if paths else None
+
+
+def check_source_paths(package: str, sources: Sequence[Path]) -> None:
+    """``CheckError`` unless ``package`` is (or will be) imported from one of ``sources``.
+
+    Catches a source folder that does not hold the package (a src layout given as its project
+    root), and a package some conftest or plugin imported before the folders were put first.
+    """
+    holders = [s for s in sources if (s / package).is_dir() or (s / f"{package}.py").is_file()]
+    listed = ", ".join(map(os.fspath, sources))
+    if not holders:
+        raise CheckError(
+            f"the source folder(s) given ({listed}) hold no package {package!r}: looked for "
+            f"{package}/ and {package}.py in each. Give the folder that holds the package "
+            "folder: `src` in a src layout, the project root in a flat layout")
+    imported = sys.modules.get(package)
+    where = _module_location(imported) if imported is not None else None
+    if where is None:
+        return
+    real = Path(os.path.realpath(where))
+    if not any(real.parent == Path(os.path.realpath(h)) for h in holders):
+        raise CheckError(
+            f"{package!r} was already imported from {where} before the check put the source "
+            f"folder(s) ({listed}) first on the import path, so the check would export that "
+            "copy. Something imported it earlier (a conftest.py, a plugin or a `-p` option): "
+            "let the check import it first, or put the source on the import path before pytest "
+            "starts (`PYTHONPATH`, or the ini option `pythonpath`)")
+
+
+def source_info(package: str, bundle: Bundle) -> SourceInfo:
+    module = sys.modules.get(package) or importlib.import_module(package)
+    path = _module_location(module)
+    if path is None:
         return SourceInfo(package, None, False, False)
-    path = Path(paths[0])
     installed = bundle.folder.parent
     same = os.path.realpath(path) == os.path.realpath(installed)
     has = (path / ARTIFACT_DIR / MANIFEST_NAME).is_file() if path.is_dir() else False
     return SourceInfo(package, path, same, has)
 
+
+def refuse_installed_copy(source: SourceInfo, bundle: Bundle) -> None:
+    """``CheckError`` when the "source" is the installed distribution's own files.
+
+    A fresh export of the installed copy reproduces the wheel's artifacts whatever the source
+    to release says, so such a check would pass on a stale wheel: it compares the wheel with
+    itself. That happens when the check runs from a folder where the source is not importable.
+    """
+    if not source.installed_copy:
+        return
+    raise CheckError(
+        f"`import {source.package}` resolves to {source.path}, the installed distribution's "
+        f"own files ({bundle.distribution} {bundle.version}), not your source tree: exporting "
+        "them afresh reproduces the wheel whatever your source says, so the check would compare "
+        f"the wheel with itself and pass on a stale wheel. To check the release, {SOURCE_HINT}")
 
 
 def source_location(fn: ExportableFunction) -> str:
@@ -190,4 +275,5 @@ def source_location(fn: ExportableFunction) -> str:
     return f" ({path}:{line})" if path else ""
 
 
-__all__ = ["Bundle", "SourceInfo", "find_bundle", "source_info", "source_location"]
+__all__ = ["SOURCE_HINT", "Bundle", "SourceInfo", "check_source_paths", "find_bundle",
+           "put_source_first", "refuse_installed_copy", "source_info", "source_location"]

@@ -9,6 +9,7 @@ produces. :func:`orphan_reason` and :func:`missing_reason` say why a case has on
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,7 +18,10 @@ from hatch_jaxexport.build._exporter import ExportTask, tasks_for
 from hatch_jaxexport.build.check._bundle import (
     Bundle,
     SourceInfo,
+    check_source_paths,
     find_bundle,
+    put_source_first,
+    refuse_installed_copy,
     source_info,
     source_location,
 )
@@ -79,20 +83,27 @@ def infer_default_platforms(manifest: Manifest, functions: Mapping[str, Exportab
     return tuple(sorted(set(seen))) or DEFAULT_PLATFORMS
 
 
-def plan_check(package: str, *, platforms: Sequence[str] | None = None) -> Plan:
+def plan_check(package: str, *, platforms: Sequence[str] | None = None,
+               source_paths: Sequence[str | os.PathLike[str]] = ()) -> Plan:
     """Pair the installed wheel's artifacts of ``package`` with a fresh look at its source.
 
     ``platforms`` are the build's default platforms (for functions that name none); by default
-    they are inferred from the wheel. Raises ``CheckError`` with a readable message when the
-    check cannot start.
+    they are inferred from the wheel. ``source_paths`` are folders put first on the import path
+    for the source (``--jaxexport-source``); the package must be imported from one of them.
+    Raises ``CheckError`` with a readable message when the check cannot start, including when
+    the source resolves to the installed distribution's own files (a check of the wheel
+    against itself).
     """
     bundle = find_bundle(package)
+    if source_paths:
+        check_source_paths(package, put_source_first(source_paths))
     try:
         found = discover(package)
     except ExportError as err:
         raise CheckError(f"cannot import the source of {package!r}: {err}") from None
     functions = {fn.name: fn for fn in found}
     source = source_info(package, bundle)
+    refuse_installed_copy(source, bundle)
     defaults = tuple(platforms) if platforms else infer_default_platforms(bundle.manifest,
                                                                           functions)
     tasks = {task.id: task for fn in found for task in tasks_for(fn, defaults)}

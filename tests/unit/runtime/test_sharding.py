@@ -321,9 +321,10 @@ def sharded_wheel_site(sharded_site: Path, tmp_path_factory: pytest.TempPathFact
 
 @pytest.mark.parametrize("devices", [1, 4])
 def test_release_check_compares_sharded_artifacts_on_a_mesh_of_their_shape(
-        sharded_wheel_site, tmp_path, devices):
+        sharded_wheel_site, sharded_site, tmp_path, devices):
     proc = run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--jaxexport-check",
-                "jxe_sharded", "--jaxexport-only", "-q"], cwd=tmp_path, env={
+                "jxe_sharded", "--jaxexport-source", sharded_site, "--jaxexport-only", "-q"],
+               cwd=tmp_path, env={
                     "PYTHONPATH": str(sharded_wheel_site), "JAX_PLATFORMS": "cpu",
                     "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"})
     summary = proc.stdout.split("jaxexport release check")[1]
