@@ -262,14 +262,14 @@ def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[
     prime_fast_path()
     fast = fast_key(args, kwargs)
     plan = plan_call(fn, args, kwargs)
-    # the jax config is part of the key: a process that changes it resolves again
-    config = lowering_config()
     key: tuple[Any, ...] = (plan.structure_index, plan.static_key,
-                            export_platform(committed_platform(plan.values)),
-                            tuple(config.values()))
+                            export_platform(committed_platform(plan.values)))
+    # the jax config ends the key: a process that changes it resolves again
+    config = lowering_config()
     if fn.export_spec.mesh is not None:  # sharded variants: the call's mesh picks one
         return _call_sharded(fn, plan, key, args, fast, config)
-    target = fn.calls.target(key, lambda: _resolve(fn, plan, key[2], config=config))
+    target = fn.calls.target((*key, _ConfigKey(config.values())),
+                             lambda: _resolve(fn, plan, key[2], config=config))
     call_args, call_kwargs = _split(fn, target, plan, plan.values)
     result = target.call(*call_args, **call_kwargs)
     # only calls without keywords: a static value given by keyword (or left to its default)
@@ -313,7 +313,8 @@ def _call_sharded(fn: ExportableFunction, plan: CallPlan, key: tuple[Any, ...],
     found = call_mesh(plan.values)
     variant, mismatch = select_variant(spec.mesh, found)
     mesh = mesh_text(variant)
-    key = (*key, mesh if not mismatch else ("no match", mesh_text(found.shape)))
+    key = (*key, mesh if not mismatch else ("no match", mesh_text(found.shape)),
+           _ConfigKey(config.values()))
     target = fn.calls.target(key, lambda: _resolve(fn, plan, key[2], mesh, mismatch, config))
     values = plan.values
     if variant is not None and target.from_artifact and found.mesh is not None:
@@ -333,9 +334,19 @@ def _call_sharded(fn: ExportableFunction, plan: CallPlan, key: tuple[Any, ...],
     return target.call(*call_args, **call_kwargs)
 
 
+class _ConfigKey(tuple):  # type: ignore[type-arg]
+    """The jax config values (``LOWERING_CONFIG``) that end a resolution key."""
+
+    __slots__ = ()
+
+
 def loaded_from_artifact(fn: ExportableFunction) -> dict[Any, bool]:
-    """For introspection and tests: which resolved call keys use an artifact (True) or trace."""
-    return {k: v.from_artifact for k, v in fn.calls.targets.items() if isinstance(v, _Target)}
+    """For introspection and tests: which resolved call keys, ``(structure index, static
+    values, platform[, mesh])``, use an artifact (True) or trace, under the jax config in
+    effect now."""
+    now = _ConfigKey(lowering_config().values())
+    return {key[:-1]: target.from_artifact for key, target in fn.calls.targets.items()
+            if isinstance(target, _Target) and key[-1] == now}
 
 
 def tiered_calls(fn: ExportableFunction) -> list[Any]:
