@@ -9,11 +9,19 @@ import importlib
 import pkgutil
 
 from hatch_jaxexport.errors import ExportError
+from hatch_jaxexport.runtime._jaxcompat import lowering_config, set_lowering_config
 from hatch_jaxexport.runtime.decorator import ExportableFunction, registered_in
 
 
-def discover(package: str) -> list[ExportableFunction]:
+def discover(package: str, *, isolate_config: bool = False) -> list[ExportableFunction]:
     """Import ``package`` and all its submodules; return its exportables (sorted by name).
+
+    ``isolate_config`` (export workers): each submodule is imported under jax's lowering config
+    as its parent package left it, so that a module whose import turns ``jax_enable_x64`` on
+    (or a dependency of it that does) changes the config its own functions record at
+    decoration, not that of the siblings imported after it. A process importing a module
+    imports its parent packages, never its siblings. At the end the config is what the
+    last module that changed it set, as after a plain import of everything.
 
     Raises ``ExportError`` naming the module whose import failed, or names used twice.
     """
@@ -23,13 +31,26 @@ def discover(package: str) -> list[ExportableFunction]:
         raise ExportError([f"cannot import package {package!r}: {type(err).__name__}: {err}"]) \
             from err
     errors = []
+    # the config each imported package left, for its submodules (isolate_config only)
+    after_package = {package: lowering_config()} if isolate_config else {}
+    changed_last = None
     for info in pkgutil.walk_packages(getattr(module, "__path__", []), prefix=package + "."):
         if info.name.split(".")[-1].startswith("_jaxexport"):
             continue
+        parent = after_package.get(info.name.rpartition(".")[0])
+        if parent is not None:
+            set_lowering_config(parent)
         try:
             importlib.import_module(info.name)
         except Exception as err:
             errors.append(f"cannot import module {info.name!r}: {type(err).__name__}: {err}")
+        if isolate_config:
+            now = lowering_config()
+            changed_last = now if now != parent else changed_last
+            if info.ispkg:
+                after_package[info.name] = now
+    if changed_last is not None:
+        set_lowering_config(changed_last)
     if errors:
         raise ExportError(errors, f"cannot import {len(errors)} modules of {package!r}")
     found: dict[str, ExportableFunction] = {}

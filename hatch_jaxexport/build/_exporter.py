@@ -31,7 +31,13 @@ from hatch_jaxexport.runtime._family import (
     member_function,
     source_flat,
 )
-from hatch_jaxexport.runtime._jaxcompat import ir_context, mlir_ir, no_locations, x64_context
+from hatch_jaxexport.runtime._jaxcompat import (
+    ir_context,
+    lowering_config,
+    lowering_context,
+    mlir_ir,
+    no_locations,
+)
 from hatch_jaxexport.runtime.decorator import ExportableFunction
 
 
@@ -47,11 +53,13 @@ class ExportTask:
     batched: bool = False
     #: The mesh of a sharded variant (``formats._mesh.mesh_record``), ``{}`` for a single device.
     mesh: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: The config variant of a function baked per value (``x64="both"``), ``{}`` otherwise.
+    variant: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def id(self) -> str:
         return artifact_id(self.function, self.structure_index, self.static, self.platform,
-                           self.kind, self.batched, self.mesh)
+                           self.kind, self.batched, self.mesh, self.variant)
 
     @property
     def primal(self) -> ExportTask:
@@ -65,6 +73,8 @@ class ExportTask:
             key += [self.kind, self.batched]
         if self.mesh:
             key += [self.mesh]
+        if self.variant:
+            key += [self.variant]
         digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
         return f"{slug}-{digest}{BLOB_SUFFIX}"
 
@@ -84,7 +94,10 @@ def tasks_for(fn: ExportableFunction, default_platforms: tuple[str, ...]) -> lis
         return [(kind, batched) for batched in ((False, True) if spec.vmap else (False,))
                 for kind in KINDS_BY_ORDER[order]]
 
-    return [ExportTask(fn.name, index, static, platform, kind, batched, mesh_record(mesh))
+    variants = [{"jax_enable_x64": value} for value in spec.x64_variants] or [{}]
+    return [ExportTask(fn.name, index, static, platform, kind, batched, mesh_record(mesh),
+                       variant)
+            for variant in variants
             for mesh in (spec.mesh or (None,))
             for index in range(len(spec.structures))
             for static in spec.static_combinations()
@@ -106,6 +119,30 @@ def abstract_args(structure: Structure, scope: Any = None) -> dict[str, Any]:
 
     return {name: tree_map_leaves(leaf, tree) for name, tree in structure.args.items()}
 
+
+
+def task_config(fn: ExportableFunction, task: ExportTask) -> dict[str, Any]:
+    """The jax config a task is exported under: the function's, as recorded at decoration (not
+    the worker's global config, which every module of the package could change), its variant's
+    value, and x64 on for a structure with 64-bit dtypes."""
+    spec = fn.export_spec
+    config = {**lowering_config(), **(spec.jax_config or {}), **task.variant}
+    if spec.structures[task.structure_index].uses_x64:
+        config["jax_enable_x64"] = True
+    return config
+
+
+_MATMUL = re.compile(r"stablehlo\.(dot_general|dot|convolution) ")
+
+
+def recorded_config(config: dict[str, Any], full_text: str) -> dict[str, Any]:
+    """What an artifact's record says it was exported under: ``jax_enable_x64`` always, the
+    default matmul precision only for a module that multiplies matrices (it changes nothing
+    else, and a process that sets it should not lose the artifacts it does not affect)."""
+    recorded = {"jax_enable_x64": bool(config["jax_enable_x64"])}
+    if _MATMUL.search(full_text):
+        recorded["jax_default_matmul_precision"] = config["jax_default_matmul_precision"]
+    return recorded
 
 
 #: Primal exports of this process, reused by their family members (each member is exported
@@ -134,8 +171,7 @@ def export_exported(fn: ExportableFunction, task: ExportTask) -> Any:
     primal, scope, placement, _ = _primal_of(fn, task)
     if (task.kind, task.batched) == ("primal", False):
         return primal
-    structure = fn.export_spec.structures[task.structure_index]
-    with no_locations(), x64_context(structure.uses_x64):
+    with no_locations(), lowering_context(task_config(fn, task)):
         return _export_member(fn, task, primal, scope, placement)
 
 
@@ -153,7 +189,7 @@ def _export_primal(fn: ExportableFunction,
     structure = spec.structures[task.structure_index]
     scope = export.SymbolicScope(list(structure.constraints))
     mesh = mesh_from_record(task.mesh)
-    with no_locations(), x64_context(structure.uses_x64):
+    with no_locations(), lowering_context(task_config(fn, task)):
         layout = fn.layouts[task.structure_index]
         if mesh is None:
             values = {**abstract_args(structure, scope), **task.static}
@@ -333,8 +369,9 @@ def export_task(fn: ExportableFunction, task: ExportTask) -> tuple[bytes, Artifa
     full_text = exported.mlir_module()  # deserialized once for the three uses below
     _refuse_host_callbacks(full_text)
     type_refs = pytrees.register_all([exported.in_tree, exported.out_tree], fn.name)
+    config = task_config(fn, task)
     try:
-        with x64_context(structure.uses_x64):
+        with lowering_context(config):
             vjp_order = spec.vjp_order if task.kind == "primal" and not task.batched else 0
             blob = bytes(exported.serialize(vjp_order=vjp_order))
     except ValueError as err:
@@ -355,5 +392,6 @@ def export_task(fn: ExportableFunction, task: ExportTask) -> tuple[bytes, Artifa
         in_avals=[str(a) for a in exported.in_avals],
         out_avals=[str(a) for a in exported.out_avals], pytree_types=type_refs,
         mesh=dict(task.mesh), captured_constants=captured_of(fn, task),
+        jax_config=recorded_config(config, full_text), variant=dict(task.variant),
     )
     return blob, record

@@ -71,6 +71,8 @@ def _failure_message(failure: dict[str, Any]) -> str:
         static += ", mesh " + " x ".join(f"{a}={s}" for a, s in zip(task["mesh"]["axes"],
                                                                     task["mesh"]["sizes"],
                                                                     strict=True))
+    for name, value in sorted(task.get("variant", {}).items()):
+        static += f", {name}={value}"
     member = "" if (task["kind"], task["batched"]) == ("primal", False) else \
         f", {'batched ' if task['batched'] else ''}{task['kind']} artifact"
     return (f"{task['function']}, structure {task['structure_index']} ({failure['structure']})"
@@ -202,7 +204,8 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
                                  static=f["task"]["static"], platform=f["task"]["platform"],
                                  reason=f["error"], kind=f["task"]["kind"],
                                  batched=f["task"]["batched"],
-                                 mesh=f["task"].get("mesh", {})) for f in failures]
+                                 mesh=f["task"].get("mesh", {}),
+                                 variant=f["task"].get("variant", {})) for f in failures]
         manifest = Manifest(package=package, generator=f"hatch-jaxexport {__version__}",
                             jax_version=results[0]["jax_version"],
                             jaxlib_version=results[0]["jaxlib_version"],

@@ -30,7 +30,7 @@ def main(request_path: str) -> int:
         jax.config.update("jax_traceback_in_locations_limit", 0)
         result["jax_version"] = jax.__version__
         result["jaxlib_version"] = jaxlib.__version__
-        functions = {fn.name: fn for fn in discover(request["package"])}
+        functions = {fn.name: fn for fn in discover(request["package"], isolate_config=True)}
         tasks = [(fn, task) for fn in functions.values()
                  for task in tasks_for(fn, tuple(request["default_platforms"]))]
         result["task_count"] = len(tasks)

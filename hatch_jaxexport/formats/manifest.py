@@ -64,12 +64,19 @@ class ArtifactRecord(NamedTuple):
     #: ``module.NAME['key']``, a closure variable, or ``None`` where none was found), ``shape``,
     #: ``dtype``, ``bytes``. Manifests written before the field existed lack it: ``[]``.
     captured_constants: list[dict[str, Any]] = []  # noqa: RUF012 - read only, like every field
+    #: The jax config values it was exported under that change lowering (``jax_enable_x64``,
+    #: and ``jax_default_matmul_precision`` when it multiplies matrices); ``{}`` in manifests
+    #: written before they were recorded (nothing is compared then).
+    jax_config: dict[str, Any] = {}  # noqa: RUF012 - read only, like every field
+    #: Of a function baked once per config value (``x64="both"``): which one this is, e.g.
+    #: ``{"jax_enable_x64": true}``; ``{}`` for a function with one variant.
+    variant: dict[str, Any] = {}  # noqa: RUF012 - read only, like every field
 
     @property
     def id(self) -> str:
         """A readable identifier, unique in a manifest."""
         return artifact_id(self.function, self.structure_index, self.static, self.platform,
-                           self.kind, self.batched, self.mesh)
+                           self.kind, self.batched, self.mesh, self.variant)
 
 
 class SkippedRecord(NamedTuple):
@@ -84,6 +91,7 @@ class SkippedRecord(NamedTuple):
     kind: str
     batched: bool
     mesh: dict[str, Any] = {}  # noqa: RUF012 - read only, like every field
+    variant: dict[str, Any] = {}  # noqa: RUF012 - read only, like every field
 
 
 class Manifest(NamedTuple):
@@ -113,9 +121,11 @@ class Manifest(NamedTuple):
 
 def artifact_id(function: str, structure_index: int, static: Mapping[str, Any], platform: str,
                 kind: str = "primal", batched: bool = False,
-                mesh: Mapping[str, Any] | None = None) -> str:
-    """``function/structure/static/platform[@mesh][/member]``, e.g.
-    ``pkg.m:f/0/mode='a'/cpu/jvp`` or ``pkg.m:f/0/cpu@data=2,model=2/vjp``."""
+                mesh: Mapping[str, Any] | None = None,
+                variant: Mapping[str, Any] | None = None) -> str:
+    """``function/structure/static/platform[@mesh][[variant]][/member]``, e.g.
+    ``pkg.m:f/0/mode='a'/cpu/jvp``, ``pkg.m:f/0/cpu@data=2,model=2/vjp`` or
+    ``pkg.m:f/0/cpu[jax_enable_x64=True]``."""
     text = ",".join(f"{k}={v!r}" for k, v in sorted(static.items()))
     member = "" if (kind, batched) == ("primal", False) else f"/{member_name(kind, batched)}"
     sharded = ""
@@ -124,7 +134,14 @@ def artifact_id(function: str, structure_index: int, static: Mapping[str, Any], 
                                                                 mesh.get("sizes", ()),
                                                                 strict=False))
     return f"{function}/{structure_index}" + (f"/{text}" if text else "") + f"/{platform}" + \
-        sharded + member
+        sharded + variant_text(variant) + member
+
+
+def variant_text(variant: Mapping[str, Any] | None) -> str:
+    """``[jax_enable_x64=True]`` for a config variant (``x64="both"``), ``""`` for none."""
+    if not variant:
+        return ""
+    return "[" + ",".join(f"{k}={v!r}" for k, v in sorted(variant.items())) + "]"
 
 
 def member_name(kind: str, batched: bool) -> str:
@@ -172,8 +189,8 @@ def captured_by_function(artifacts: Sequence[ArtifactRecord]) -> dict[str, list[
 
 def _sort_key(record: ArtifactRecord | SkippedRecord) -> tuple[Any, ...]:
     return (record.function, record.structure_index, json.dumps(record.static, sort_keys=True),
-            record.platform, json.dumps(record.mesh, sort_keys=True), record.kind,
-            record.batched)
+            record.platform, json.dumps(record.mesh, sort_keys=True),
+            json.dumps(record.variant, sort_keys=True), record.kind, record.batched)
 
 
 def sha256_hex(data: bytes) -> str:
@@ -266,6 +283,28 @@ def mesh_from_record(record: Mapping[str, Any] | None) -> MeshShape | None:
     return tuple(zip(axes, sizes, strict=True))
 
 
+#: Config values a manifest may record, and the JSON types of their values.
+CONFIG_TYPES: dict[str, tuple[type, ...]] = {
+    "jax_enable_x64": (bool,), "jax_default_matmul_precision": (str, type(None))}
+#: Config values a function may be baked once per value of (``x64="both"``).
+VARIANT_CONFIG = ("jax_enable_x64",)
+
+
+def _check_config(values: Mapping[str, Any], where: str, variant: bool = False) -> None:
+    """A record's ``jax_config`` (or ``variant``): known names, values of the right type.
+
+    A name this version does not know is refused: comparing only some of what an artifact
+    was exported under could run it where it does not fit."""
+    for name, value in values.items():
+        known = VARIANT_CONFIG if variant else CONFIG_TYPES
+        if name not in known:
+            raise ArtifactError(f"corrupt manifest: {where} names {name!r:.60}, not one of "
+                                f"{', '.join(known)} (a newer hatch-jaxexport wrote it?)")
+        if not isinstance(value, CONFIG_TYPES[name]):
+            raise ArtifactError(f"corrupt manifest: {where}: {name} = {value!r:.60} has the "
+                                "wrong type")
+
+
 def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
     """Parse and validate manifest bytes; every problem is an ``ArtifactError``."""
     try:
@@ -301,6 +340,9 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
             except ValueError as err:
                 raise ArtifactError(f"corrupt manifest: bad mesh of {record.function:.80}: "
                                     f"{err}") from None
+        _check_config(record.variant, f"variant of {record.function:.80}", variant=True)
+    for record in artifacts:
+        _check_config(record.jax_config, f"jax_config of {record.function:.80}")
     for i, record in enumerate(artifacts):
         check_file_name(record.file)
         _check_captured(record.captured_constants, f"artifacts[{i}]")
@@ -310,7 +352,8 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
             raise ArtifactError(f"corrupt manifest: artifacts[{i}].size {record.size} is out "
                                 "of range")
         call_key = json.dumps([record.function, record.structure, record.static,
-                               record.platform, record.kind, record.batched, record.mesh],
+                               record.platform, record.kind, record.batched, record.mesh,
+                               record.variant],
                               sort_keys=True)
         if record.id in seen or record.file in seen or call_key in seen:
             raise ArtifactError(f"corrupt manifest: artifact {record.id} listed twice")
@@ -320,7 +363,8 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
                     artifacts=artifacts, skipped=skipped, schema_version=version)
 
 
-__all__ = ["ARTIFACT_DIR", "ArtifactRecord", "BLOB_SUFFIX", "KNOWN_KINDS", "MANIFEST_NAME",
-           "Manifest", "MeshShape", "SCHEMA_VERSION", "SHA256_HEX", "SkippedRecord", "artifact_id",
-           "byte_text", "captured_by_function", "check_file_name", "constant_text", "member_name",
-           "mesh_from_record", "mesh_text", "parse_manifest", "sha256_hex", "summarize"]
+__all__ = ["ARTIFACT_DIR", "ArtifactRecord", "BLOB_SUFFIX", "CONFIG_TYPES", "KNOWN_KINDS",
+           "MANIFEST_NAME", "Manifest", "MeshShape", "SCHEMA_VERSION", "SHA256_HEX",
+           "SkippedRecord", "VARIANT_CONFIG", "artifact_id", "byte_text", "captured_by_function",
+           "check_file_name", "constant_text", "member_name", "mesh_from_record", "mesh_text",
+           "parse_manifest", "sha256_hex", "summarize", "variant_text"]

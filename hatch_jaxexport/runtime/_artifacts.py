@@ -25,11 +25,12 @@ from hatch_jaxexport.formats.manifest import (
     mesh_text,
     parse_manifest,
     sha256_hex,
+    variant_text,
 )
 from hatch_jaxexport.formats.spec import static_key
 
-#: (function, structure key, static key, platform, mesh text, kind, batched)
-ArtifactKey = tuple[str, str, str, str, str, str, bool]
+#: (function, structure key, static key, platform, mesh text, variant text, kind, batched)
+ArtifactKey = tuple[str, str, str, str, str, str, str, bool]
 
 
 class PackageArtifacts(NamedTuple):
@@ -64,16 +65,18 @@ _PACKAGES_LOCK = threading.Lock()
 
 
 def artifact_key(function: str, structure: str, static_key: str, platform: str, mesh: str = "",
-                 kind: str = "primal", batched: bool = False) -> ArtifactKey:
+                 variant: str = "", kind: str = "primal", batched: bool = False) -> ArtifactKey:
     """The lookup key of an artifact, its fields in the order of the parameters; ``mesh`` is
-    ``mesh_key`` of its mesh variant (``""`` for the single-device one)."""
-    return (function, structure, static_key, platform, mesh, kind, batched)
+    ``mesh_key`` of its mesh variant (``""`` for the single-device one), ``variant`` the
+    ``variant_text`` of its config variant (``""`` unless baked per value, ``x64="both"``)."""
+    return (function, structure, static_key, platform, mesh, variant, kind, batched)
 
 
 def record_key(record: Any) -> ArtifactKey:
     """The key of a manifest record (an artifact, or a skipped export: the same fields)."""
     return artifact_key(record.function, record.structure, static_key(record.static),
-                        record.platform, mesh_key(record.mesh), record.kind, record.batched)
+                        record.platform, mesh_key(record.mesh), variant_text(record.variant),
+                        record.kind, record.batched)
 
 
 def mesh_key(mesh: Any) -> str:

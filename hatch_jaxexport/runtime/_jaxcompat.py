@@ -17,8 +17,11 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import inspect
+import os
+import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 _SKIP_LAPACK_INIT: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "hatch_jaxexport_skip_lapack_init", default=False)
@@ -61,6 +64,56 @@ def x64_context(enabled: bool) -> contextlib.AbstractContextManager[object]:
     import jax
 
     return jax.enable_x64(True)
+
+
+#: The jax config values that change what an export lowers to, recorded per function at
+#: decoration and per artifact in the manifest (docs/loader.md: how each one was checked).
+LOWERING_CONFIG = ("jax_enable_x64", "jax_default_matmul_precision")
+#: The environment variable jax reads each one's default from.
+_CONFIG_ENV = {"jax_enable_x64": "JAX_ENABLE_X64",
+               "jax_default_matmul_precision": "JAX_DEFAULT_MATMUL_PRECISION"}
+_TRUE = ("y", "yes", "t", "true", "on", "1")
+
+
+def _env_default(name: str) -> Any:
+    """A config value's default as jax reads it from the environment at its import."""
+    raw = os.environ.get(_CONFIG_ENV[name])
+    if name == "jax_enable_x64":
+        return raw is not None and raw.strip().lower() in _TRUE
+    return raw or None
+
+
+def lowering_config() -> dict[str, Any]:
+    """The values of ``LOWERING_CONFIG`` in effect here (thread-local contexts included).
+
+    Never imports jax: before jax is imported the values are jax's defaults, which it takes
+    from the environment (``JAX_ENABLE_X64`` parsed as jax parses it)."""
+    jax = sys.modules.get("jax")
+    config = getattr(jax, "config", None)
+    if config is None:
+        return {name: _env_default(name) for name in LOWERING_CONFIG}
+    return {name: getattr(config, name) for name in LOWERING_CONFIG}
+
+
+def set_lowering_config(values: Mapping[str, Any]) -> None:
+    """Set the process's global ``LOWERING_CONFIG`` values (the build's discovery only)."""
+    import jax
+
+    for name, value in values.items():
+        if getattr(jax.config, name) != value:
+            jax.config.update(name, value)
+
+
+def lowering_context(values: Mapping[str, Any]) -> contextlib.AbstractContextManager[object]:
+    """Trace under these ``LOWERING_CONFIG`` values, whatever the process's global ones are."""
+    import jax
+
+    stack = contextlib.ExitStack()
+    if "jax_enable_x64" in values:
+        stack.enter_context(jax.enable_x64(bool(values["jax_enable_x64"])))
+    if "jax_default_matmul_precision" in values:
+        stack.enter_context(jax.default_matmul_precision(values["jax_default_matmul_precision"]))
+    return stack
 
 
 def x64_flag() -> object:

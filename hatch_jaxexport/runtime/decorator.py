@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from hatch_jaxexport.errors import SpecError
 from hatch_jaxexport.formats.spec import JsonScalar, Structure, check_static_value, parse_structure
+from hatch_jaxexport.runtime._jaxcompat import lowering_config
 from hatch_jaxexport.runtime._resolved_calls import MISS, ResolvedCalls
 
 _call_exportable: Callable[..., Any] | None = None  # the loader's entry point, imported lazily
@@ -47,6 +48,12 @@ class ExportSpec(NamedTuple):
     in_specs: tuple[dict[str, Any], ...] | None = None
     #: The outputs' specs (``formats._mesh.PSpec`` leaves, matched to the output at export).
     out_specs: Any = None
+    #: The jax config that changes lowering (``_jaxcompat.LOWERING_CONFIG``) as it was when
+    #: the function was decorated (``jax_enable_x64`` as ``x64=`` set it): the build exports
+    #: under it, whatever other modules of the package did to jax's global config since.
+    jax_config: Mapping[str, Any] | None = None
+    #: ``(False, True)`` for ``x64="both"`` (one artifact per value), else ``()``.
+    x64_variants: tuple[bool, ...] = ()
 
     @property
     def uses_family(self) -> bool:
@@ -209,6 +216,19 @@ def _check_sharding(fn_name: str, structures: tuple[Structure, ...],
             "out_specs": normalize_out_specs(fn_name, out_specs, variants)}
 
 
+def _check_x64(fn_name: str, x64: Any) -> tuple[dict[str, Any], tuple[bool, ...]]:
+    """The recorded lowering config and the x64 variants of ``x64=`` (``SpecError`` if bad)."""
+    if x64 not in (None, True, False, "both") or (x64 is not None and not isinstance(
+            x64, (bool, str))):
+        raise SpecError(f"@exportable spec of {fn_name}: x64 must be None (jax_enable_x64 as it "
+                        "is when the function is decorated), True, False or 'both' (one "
+                        f"artifact per value, picked at call), got {x64!r}")
+    config = lowering_config()
+    if isinstance(x64, bool):
+        config["jax_enable_x64"] = x64
+    return config, ((False, True) if x64 == "both" else ())
+
+
 def _check_orders(fn_name: str, vjp_order: Any, ad_order: Any, constraints: Any) -> None:
     if not isinstance(vjp_order, int) or isinstance(vjp_order, bool) or vjp_order < 0:
         raise SpecError(f"@exportable spec of {fn_name}: vjp_order must be an int >= 0, "
@@ -247,7 +267,7 @@ def _structure_layout(fn_name: str, index: int, structure: Structure,
 def _wrap(fn: Callable[..., Any], name: str | None, specs: tuple[Any, ...], *,
           platforms: Any, vjp_order: Any, export_with_kwargs: Any, skip_jitting: Any,
           static: Any, constraints: Any, ad_order: Any, vmap: Any, tiered: Any, concrete: Any,
-          mesh: Any, in_specs: Any, out_specs: Any) -> ExportableFunction:
+          mesh: Any, in_specs: Any, out_specs: Any, x64: Any) -> ExportableFunction:
     """Validate ``@exportable``'s arguments for ``fn`` and wrap it (``SpecError`` if bad)."""
     fn_name = name or f"{getattr(fn, '__module__', '__main__')}:" \
                       f"{getattr(fn, '__qualname__', repr(fn))}"
@@ -255,6 +275,7 @@ def _wrap(fn: Callable[..., Any], name: str | None, specs: tuple[Any, ...], *,
         raise SpecError(f"@exportable spec of {fn_name}: give at least one structure, "
                         "e.g. {'x': ('a, b', 'float32')}")
     _check_orders(fn_name, vjp_order, ad_order, constraints)
+    jax_config, x64_variants = _check_x64(fn_name, x64)
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError) as err:
@@ -279,7 +300,8 @@ def _wrap(fn: Callable[..., Any], name: str | None, specs: tuple[Any, ...], *,
         platforms=_check_platforms(fn_name, platforms), vjp_order=vjp_order,
         export_with_kwargs=bool(export_with_kwargs), skip_jitting=bool(skip_jitting),
         static=static_values, ad_order=ad_order, vmap=bool(vmap), concrete=concrete_sizes,
-        tiered=None if tiered is None else bool(tiered), **sharded,
+        tiered=None if tiered is None else bool(tiered), jax_config=jax_config,
+        x64_variants=x64_variants, **sharded,
     )
     return ExportableFunction(fn, spec, signature, layouts)
 
@@ -292,6 +314,7 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
                concrete: Mapping[str, Sequence[int]] | None = None,
                mesh: Mapping[str, int] | Sequence[Mapping[str, int] | None] | None = None,
                in_specs: Mapping[str, Any] | None = None, out_specs: Any = None,
+               x64: bool | str | None = None,
                ) -> Callable[[Callable[..., Any]], ExportableFunction]:
     """Mark a function for export at build time; traces nothing.
 
@@ -328,6 +351,12 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
             replicated.
         out_specs: The outputs' partition specs (one for all, or a pytree prefix of the
             output); ``None`` leaves the outputs' placement to jax.
+        x64: The ``jax_enable_x64`` value to export under: ``None`` (the value in effect when
+            the function is decorated, so a dependency that turns x64 on when another module
+            imports it changes nothing here), ``True``, ``False``, or ``"both"``: one artifact
+            per value, the loader picks the one matching the process. A call in a process with
+            another value traces the source (``FallbackWarning``). Structures with 64-bit
+            dtypes are always exported with x64 on.
 
     Returns:
         A decorator producing an [ExportableFunction][hatch_jaxexport.ExportableFunction].
@@ -347,7 +376,7 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
                "export_with_kwargs": export_with_kwargs, "skip_jitting": skip_jitting,
                "static": static, "constraints": constraints, "ad_order": ad_order,
                "vmap": vmap, "tiered": tiered, "concrete": concrete, "mesh": mesh,
-               "in_specs": in_specs, "out_specs": out_specs}
+               "in_specs": in_specs, "out_specs": out_specs, "x64": x64}
 
     def decorate(fn: Callable[..., Any]) -> ExportableFunction:
         wrapper = _wrap(fn, name, specs, **options)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hatch_jaxexport.errors import ArtifactError, FallbackWarning
 from hatch_jaxexport.formats._settings import STRICT_ENV, strict_mode
-from hatch_jaxexport.formats.manifest import ArtifactRecord, mesh_text
+from hatch_jaxexport.formats.manifest import ArtifactRecord, mesh_text, variant_text
 from hatch_jaxexport.runtime._artifacts import (
     PackageArtifacts,
     artifact_key,
@@ -27,6 +27,7 @@ from hatch_jaxexport.runtime._artifacts import (
     read_record,
     record_key,
 )
+from hatch_jaxexport.runtime._jaxcompat import LOWERING_CONFIG, lowering_config
 from hatch_jaxexport.runtime._matching import (
     CallPlan,
     committed_platform,
@@ -57,10 +58,10 @@ def _fallback(fn: ExportableFunction) -> Callable[..., Any]:
 
 
 def _missing_reason(fn: ExportableFunction, package: PackageArtifacts, plan: CallPlan,
-                    platform: str, mesh: str) -> str:
+                    platform: str, mesh: str, variant: str) -> str:
     """Why the manifest holds no artifact for this call, in the words a user can act on."""
     structure = fn.export_spec.structures[plan.structure_index]
-    wanted = artifact_key(fn.name, structure.key, plan.static_key, platform, mesh)
+    wanted = artifact_key(fn.name, structure.key, plan.static_key, platform, mesh, variant)
     for skipped in package.manifest.skipped:
         if record_key(skipped) == wanted:
             return f"its export failed at build time and was skipped: {skipped.reason}"
@@ -72,20 +73,42 @@ def _missing_reason(fn: ExportableFunction, package: PackageArtifacts, plan: Cal
                 f"on {platform}")
     return (f"no artifact for structure {plan.structure_index} ({structure.key}) "
             f"with static values {plan.static_key} on {platform}"
-            + (f" for the mesh {mesh}" if mesh else ""))
+            + (f" for the mesh {mesh}" if mesh else "") + (f" {variant}" if variant else ""))
 
 
-def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, mesh: str = ""
+def _config_mismatch(recorded: dict[str, Any], current: dict[str, Any]) -> str:
+    """Why an artifact exported under ``recorded`` jax config must not serve a process with
+    ``current`` (``""`` when they agree on everything recorded; old manifests record nothing)."""
+    differ = [name for name in LOWERING_CONFIG
+              if name in recorded and name in current and recorded[name] != current[name]]
+    if not differ:
+        return ""
+    said = "; ".join(f"{name}={recorded[name]!r} at export, {current[name]!r} in this process"
+                     for name in differ)
+    advice = ("set it before the call as at build time, or bake one artifact per value with "
+              "@exportable(..., x64=\"both\")" if "jax_enable_x64" in differ else
+              "set it as at build time (the artifact's results would differ from the source's)")
+    return f"the artifact was exported under another jax config: {said}; {advice}"
+
+
+def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, mesh: str = "",
+                        config: dict[str, Any] | None = None
                         ) -> tuple[Callable[..., Any] | None, str]:
     package = load_package_artifacts(fn.package)
     if package is None:
         return None, (f"package {fn.package!r} has no baked artifacts (not built with "
                       "hatch-jaxexport, or imported from a source checkout)")
+    config = lowering_config() if config is None else config
     structure = fn.export_spec.structures[plan.structure_index]
+    variant = variant_text({"jax_enable_x64": config["jax_enable_x64"]}
+                           if fn.export_spec.x64_variants else None)
     record = package.by_key.get(artifact_key(fn.name, structure.key, plan.static_key, platform,
-                                             mesh))
+                                             mesh, variant))
     if record is None:
-        return None, _missing_reason(fn, package, plan, platform, mesh)
+        return None, _missing_reason(fn, package, plan, platform, mesh, variant)
+    mismatch = _config_mismatch(record.jax_config, config)
+    if mismatch:
+        return None, mismatch
     import jax
 
     from hatch_jaxexport.runtime._compile_cache import ensure_compilation_cache
@@ -114,7 +137,8 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
             return jax.jit(loaded.call)
         from hatch_jaxexport.runtime._primitive import jitted_primal
 
-        return jitted_primal(_family(fn, plan, package, record, loaded, platform, mesh))
+        return jitted_primal(_family(fn, plan, package, record, loaded, platform, mesh,
+                                     variant))
 
     if mesh:  # sharded variants: always through the family, never tiered
         return make_jitted(), ""
@@ -124,7 +148,8 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
 
 
 def _family(fn: ExportableFunction, plan: CallPlan, package: PackageArtifacts,
-            record: ArtifactRecord, exported: Any, platform: str, mesh: str) -> Any:
+            record: ArtifactRecord, exported: Any, platform: str, mesh: str, variant: str
+            ) -> Any:
     """The transformation family of a primal artifact (its members load on first use)."""
     from hatch_jaxexport.runtime._family import Family, source_flat, warn_or_raise
     from hatch_jaxexport.runtime._jaxcompat import needs_lapack
@@ -133,7 +158,7 @@ def _family(fn: ExportableFunction, plan: CallPlan, package: PackageArtifacts,
     members = {("primal", False): exported}
     lapack_free = {("primal", False)} if not needs_lapack(record.custom_calls) else set()
     loaders = {}
-    base = (fn.name, structure.key, plan.static_key, platform, mesh)
+    base = (fn.name, structure.key, plan.static_key, platform, mesh, variant)
     for (*rest, kind, batched), member in package.by_key.items():
         if tuple(rest) == base and (kind, batched) != ("primal", False):
             loaders[(kind, batched)] = functools.partial(load_record, package, member)
@@ -184,9 +209,9 @@ def _eager(fn: ExportableFunction, make_jitted: Callable[[], Callable[..., Any]]
 
 
 def _resolve(fn: ExportableFunction, plan: CallPlan, platform: str, mesh: str = "",
-             mismatch: str = "") -> _Target:
+             mismatch: str = "", config: dict[str, Any] | None = None) -> _Target:
     call, reason = (None, mismatch) if mismatch else \
-        _artifact_or_reason(fn, plan, platform, mesh)
+        _artifact_or_reason(fn, plan, platform, mesh, config)
     if call is not None:
         return _Target(call, static_in_call=False, from_artifact=True)
     message = f"{fn.name}: no usable baked artifact, tracing the source instead: {reason}"
@@ -239,9 +264,12 @@ def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[
     plan = plan_call(fn, args, kwargs)
     key: tuple[Any, ...] = (plan.structure_index, plan.static_key,
                             export_platform(committed_platform(plan.values)))
+    # the jax config ends the key: a process that changes it resolves again
+    config = lowering_config()
     if fn.export_spec.mesh is not None:  # sharded variants: the call's mesh picks one
-        return _call_sharded(fn, plan, key, args, fast)
-    target = fn.calls.target(key, lambda: _resolve(fn, plan, key[2]))
+        return _call_sharded(fn, plan, key, args, fast, config)
+    target = fn.calls.target((*key, _ConfigKey(config.values())),
+                             lambda: _resolve(fn, plan, key[2], config=config))
     call_args, call_kwargs = _split(fn, target, plan, plan.values)
     result = target.call(*call_args, **call_kwargs)
     # only calls without keywords: a static value given by keyword (or left to its default)
@@ -274,7 +302,7 @@ def _settle(fn: ExportableFunction, target: _Target, call_args: tuple[Any, ...],
 
 
 def _call_sharded(fn: ExportableFunction, plan: CallPlan, key: tuple[Any, ...],
-                  args: tuple[Any, ...], fast: Any) -> Any:
+                  args: tuple[Any, ...], fast: Any, config: dict[str, Any]) -> Any:
     """A call of a function with mesh variants: the variant of the call's mesh, NumPy inputs
     placed onto that mesh with the artifact's in_specs. Only calls without any mesh take the
     fast path, guarded: the same arrays may run under a mesh set later."""
@@ -285,8 +313,9 @@ def _call_sharded(fn: ExportableFunction, plan: CallPlan, key: tuple[Any, ...],
     found = call_mesh(plan.values)
     variant, mismatch = select_variant(spec.mesh, found)
     mesh = mesh_text(variant)
-    key = (*key, mesh if not mismatch else ("no match", mesh_text(found.shape)))
-    target = fn.calls.target(key, lambda: _resolve(fn, plan, key[2], mesh, mismatch))
+    key = (*key, mesh if not mismatch else ("no match", mesh_text(found.shape)),
+           _ConfigKey(config.values()))
+    target = fn.calls.target(key, lambda: _resolve(fn, plan, key[2], mesh, mismatch, config))
     values = plan.values
     if variant is not None and target.from_artifact and found.mesh is not None:
         values = place(spec.structures[plan.structure_index],
@@ -305,9 +334,19 @@ def _call_sharded(fn: ExportableFunction, plan: CallPlan, key: tuple[Any, ...],
     return target.call(*call_args, **call_kwargs)
 
 
+class _ConfigKey(tuple):  # type: ignore[type-arg]
+    """The jax config values (``LOWERING_CONFIG``) that end a resolution key."""
+
+    __slots__ = ()
+
+
 def loaded_from_artifact(fn: ExportableFunction) -> dict[Any, bool]:
-    """For introspection and tests: which resolved call keys use an artifact (True) or trace."""
-    return {k: v.from_artifact for k, v in fn.calls.targets.items() if isinstance(v, _Target)}
+    """For introspection and tests: which resolved call keys, ``(structure index, static
+    values, platform[, mesh])``, use an artifact (True) or trace, under the jax config in
+    effect now."""
+    now = _ConfigKey(lowering_config().values())
+    return {key[:-1]: target.from_artifact for key, target in fn.calls.targets.items()
+            if isinstance(target, _Target) and key[-1] == now}
 
 
 def tiered_calls(fn: ExportableFunction) -> list[Any]:

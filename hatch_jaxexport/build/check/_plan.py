@@ -72,7 +72,7 @@ class Plan:
 
 def _skipped_id(record: SkippedRecord) -> str:
     return artifact_id(record.function, record.structure_index, record.static, record.platform,
-                       record.kind, record.batched, record.mesh)
+                       record.kind, record.batched, record.mesh, record.variant)
 
 
 def infer_default_platforms(manifest: Manifest, functions: Mapping[str, ExportableFunction]

@@ -79,6 +79,13 @@ def test_captured_constants_are_recorded_and_an_older_manifest_without_them_pars
     (lambda m: m["artifacts"][0].update(captured_constants=[
         {"name": None, "shape": [1], "dtype": "float32", "bytes": True}]),
      r"'bytes' must be an int >= 0"),
+    (lambda m: m["artifacts"][0].update(jax_config={"jax_enable_x64": "yes"}),
+     r"jax_enable_x64 = 'yes' has the wrong type"),
+    (lambda m: m["artifacts"][0].update(jax_config={"jax_future_flag": 1}),
+     r"names 'jax_future_flag', not one of jax_enable_x64, jax_default_matmul_precision"),
+    (lambda m: m["artifacts"][0].update(variant={"jax_default_matmul_precision": "high"}),
+     r"variant of .* names 'jax_default_matmul_precision', not one of jax_enable_x64"),
+    (lambda m: m["artifacts"][0].update(jax_config=[]), r"jax_config must be dict"),
 ])
 def test_corrupt_manifest_is_a_clear_artifact_error(manifest_json, mutate, message):
     mutate(manifest_json)
@@ -101,3 +108,24 @@ def test_safe_file_names(name):
 def test_unsafe_file_names(name):
     with pytest.raises(ArtifactError):
         check_file_name(name)
+
+
+def test_manifests_without_a_recorded_jax_config_still_read(manifest_json):
+    """Manifests written before the jax config was recorded: nothing to compare, no variant."""
+    for record in manifest_json["artifacts"]:
+        assert record["jax_config"]["jax_enable_x64"] in (True, False)
+        del record["jax_config"], record["variant"]
+    manifest = parse_manifest(_bytes(manifest_json))
+    assert all(r.jax_config == {} and r.variant == {} for r in manifest.artifacts)
+
+
+def test_config_variants_have_their_own_ids_and_may_share_a_call(manifest_json):
+    """Two variants of one artifact (``x64="both"``) are distinct records; the id says which."""
+    first = manifest_json["artifacts"][0]
+    other = {**first, "file": "other.jaxexport", "variant": {"jax_enable_x64": True}}
+    first["variant"] = {"jax_enable_x64": False}
+    manifest_json["artifacts"].append(other)
+    ids = {r.id for r in parse_manifest(_bytes(manifest_json)).artifacts}
+    assert any(i.endswith("[jax_enable_x64=True]") or "[jax_enable_x64=True]/" in i
+               for i in ids)
+    assert any("[jax_enable_x64=False]" in i for i in ids)
