@@ -25,7 +25,7 @@ from hatch_jaxexport.formats.spec import LeafSpec, Structure, static_key, tree_m
 from hatch_jaxexport.runtime import _pytrees as pytrees
 from hatch_jaxexport.runtime._family import (
     BATCH_SYMBOL,
-    KINDS_BY_ORDER,
+    baked_kinds,
     inexact_indices,
     member_avals,
     member_function,
@@ -85,14 +85,18 @@ def tasks_for(fn: ExportableFunction, default_platforms: tuple[str, ...]) -> lis
 
     A sharded variant of a function with only ``vjp_order`` gets the first-order companions:
     jax's own VJP of a sharded export does not compose under meshes with ``Explicit`` axes.
+    A function that goes through the family with ``vjp_order`` gets its reverse-mode members
+    (``baked_kinds``): the primitive serves ``jax.grad`` from them, not jax's own VJP.
     """
     spec = fn.export_spec
     platforms = spec.platforms or default_platforms
 
     def members(mesh: Any) -> list[tuple[str, bool]]:
         order = max(spec.ad_order, 1 if mesh is not None and spec.vjp_order else 0)
+        through_family = spec.uses_family or mesh is not None
+        kinds = baked_kinds(order, spec.vjp_order if through_family else 0)
         return [(kind, batched) for batched in ((False, True) if spec.vmap else (False,))
-                for kind in KINDS_BY_ORDER[order]]
+                for kind in kinds]
 
     variants = [{"jax_enable_x64": value} for value in spec.x64_variants] or [{}]
     return [ExportTask(fn.name, index, static, platform, kind, batched, mesh_record(mesh),

@@ -29,8 +29,32 @@ from typing import Any
 
 KINDS_BY_ORDER = {0: ("primal",), 1: ("primal", "jvp", "vjp"),
                   2: ("primal", "jvp", "vjp", "jvp_jvp", "vjp_jvp")}
+#: The reverse-mode members ``vjp_order`` adds to a family that goes through the primitive
+#: (``vjp`` serves ``jax.grad``; ``vjp_jvp`` the gradient of a gradient).
+REVERSE_KINDS_BY_ORDER = {0: (), 1: ("vjp",), 2: ("vjp", "vjp_jvp")}
 #: The symbol of the batch dimension of batched artifacts.
 BATCH_SYMBOL = "jxe_batch"
+
+
+def baked_kinds(ad_order: int, vjp_order: int) -> tuple[str, ...]:
+    """The members baked for a family: ``ad_order``'s, plus the reverse-mode members that
+    ``vjp_order`` asks for (orders above 2 bake the second-order ones; higher derivatives
+    trace the source)."""
+    kinds = list(KINDS_BY_ORDER[ad_order])
+    kinds += [k for k in REVERSE_KINDS_BY_ORDER[min(vjp_order, 2)] if k not in kinds]
+    return tuple(kinds)
+
+
+def option_advice(kind: str, vjp_baked: bool) -> str:
+    """What to set in ``@exportable`` so that the build bakes ``kind`` (a ``jvp`` needed
+    while no ``vjp`` was baked may be reverse mode, which ``vjp_order`` serves too)."""
+    if kind == "jvp" and vjp_baked:
+        return "set ad_order=1 in @exportable(...)"
+    if kind in ("jvp", "vjp"):
+        return "set ad_order=1 (or vjp_order=1 for reverse mode only) in @exportable(...)"
+    if kind == "jvp_jvp":
+        return "set ad_order=2 in @exportable(...)"
+    return "set ad_order=2 (or vjp_order=2 for reverse mode only) in @exportable(...)"
 
 
 # --------------------------------------------------------------------------------------------
@@ -143,6 +167,12 @@ class Family:
     (``has``), for a flat callable of a member's ``Exported`` (``exported_call``) and for the
     member evaluated from source (``source``). Members other than the primal deserialize on
     first use: most calls never differentiate or batch.
+
+    A ``jvp`` that was not baked while its partner ``vjp`` was (``vjp_order`` without
+    ``ad_order``) is *transposable* (``transposable``): the primitive binds it all the same,
+    since reverse mode only ever transposes it into the baked ``vjp``; only evaluating it
+    (forward mode) needs the source. ``wanted`` are the members the options asked for: a
+    missing one of them was skipped at build time, any other one needs an option set.
     """
 
     def __init__(self, name: str, members: dict[tuple[str, bool], Any], in_tree: Any,
@@ -150,7 +180,8 @@ class Family:
                  source_flat: Callable[..., tuple[Any, ...]],
                  on_missing: Callable[[str], None],
                  lapack_free: frozenset[tuple[str, bool]] = frozenset(),
-                 loaders: dict[tuple[str, bool], Callable[[], Any]] | None = None) -> None:
+                 loaders: dict[tuple[str, bool], Callable[[], Any]] | None = None,
+                 wanted: frozenset[str] = frozenset()) -> None:
         self.name = name
         self.members = members  # (kind, batched) -> Exported
         self.loaders = dict(loaders or {})  # members deserialized on first use
@@ -162,6 +193,7 @@ class Family:
         self.source_flat = source_flat
         self.on_missing = on_missing
         self.lapack_free = lapack_free  # members whose modules hold no LAPACK call
+        self.wanted = wanted
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -185,6 +217,12 @@ class Family:
                 return False
             return True
 
+    def transposable(self, kind: str, batched: bool) -> bool:
+        """Whether ``kind`` is a ``jvp`` that was not baked but can be bound for reverse mode,
+        its transpose (the ``vjp``) and the primal that types it being baked."""
+        return kind == "jvp" and not self.has(kind, batched) and \
+            self.has("vjp", batched) and self.has("primal", batched)
+
     def exported_call(self, kind: str, batched: bool) -> Callable[..., list[Any]]:
         """A flat callable running the member's ``Exported``."""
         import jax
@@ -203,8 +241,11 @@ class Family:
 
         member = f"{'batched ' if batched else ''}{kind} artifact"
         broken = self.broken.get((kind, batched))
+        advice = "" if kind in self.wanted or kind == "primal" else \
+            f"; {option_advice(kind, self.has('vjp', batched))}"
         self.on_missing(reason or (f"{why} needs the {member}, which is unusable: {broken}"
-                                   if broken else f"{why} needs the {member}, which was not baked"))
+                                   if broken else
+                                   f"{why} needs the {member}, which was not baked{advice}"))
         fn = member_function(kind, self.source_flat, self.n_in, self.din, self.dout)
         return jax.vmap(fn) if batched else fn
 

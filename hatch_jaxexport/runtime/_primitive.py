@@ -51,9 +51,13 @@ def call_member(family: Family, kind: str, batched: bool, args: Sequence[Any],
 
     Every rule below goes through here, so a missing member anywhere in a chain of
     transformations falls back to the source instead of failing."""
-    if family.has(kind, batched):
+    if family.has(kind, batched) or family.transposable(kind, batched):
         return list(family_call_p.bind(*args, family=family, kind=kind, batched=batched))
     return list(family.source(kind, batched, why)(*args))
+
+
+#: Why a transposable ``jvp`` (not baked, see ``Family.transposable``) was evaluated.
+FORWARD_MODE = "forward-mode differentiation (jax.jvp, jax.jacfwd, jax.linearize...)"
 
 
 def jitted_primal(family: Family) -> Callable[..., Any]:
@@ -78,7 +82,10 @@ def _jitted_member(family: Family, kind: str, batched: bool) -> Callable[..., An
 
 
 def _family_impl(*args: Any, family: Family, kind: str, batched: bool) -> Any:
-    """Eager evaluation (outside any trace): run the member's jitted ``Exported``."""
+    """Eager evaluation (outside any trace): run the member's jitted ``Exported`` (a
+    transposable member that was not baked: the source, with its warning or error)."""
+    if not family.has(kind, batched):
+        return family.source(kind, batched, FORWARD_MODE)(*args)
     return _jitted_member(family, kind, batched)(*args)
 
 
@@ -91,8 +98,13 @@ def _family_abstract_eval(*avals: Any, family: Family, kind: str, batched: bool)
     A sharded artifact traced under a mesh with ``Explicit`` axes carries its output
     shardings in the types, as jax's own ``call_exported`` would; elsewhere types carry none."""
     structs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
-    outs = jax.eval_shape(family.exported_call(kind, batched), *structs)
-    typed = typed_out_shardings(family.members[(kind, batched)], len(outs))
+    if not family.has(kind, batched):  # a transposable jvp: the primal's differentiable outputs
+        outs = jax.eval_shape(family.exported_call("primal", batched), *structs[:family.n_in])
+        typed = typed_out_shardings(family.members[("primal", batched)], len(outs))
+        outs, typed = [outs[j] for j in family.dout], [typed[j] for j in family.dout]
+    else:
+        outs = jax.eval_shape(family.exported_call(kind, batched), *structs)
+        typed = typed_out_shardings(family.members[(kind, batched)], len(outs))
     return [jax.core.ShapedArray(o.shape, o.dtype) if s is None else
             jax.core.ShapedArray(o.shape, o.dtype, sharding=s)
             for o, s in zip(outs, typed, strict=True)]
@@ -106,6 +118,9 @@ def _family_lowering(ctx: Any, *args: Any, family: Family, kind: str, batched: b
 
     LAPACK initialisation (importing ``scipy.linalg``, 150-270 ms) is skipped for members whose
     module holds no LAPACK call, which the manifest records (see ``_jaxcompat``)."""
+    if not family.has(kind, batched):  # a transposable jvp evaluated: forward mode
+        member = family.source(kind, batched, FORWARD_MODE)
+        return mlir.lower_fun(lambda *a: list(member(*a)), multiple_results=True)(ctx, *args)
     with lapack_init_skipped((kind, batched) in family.lapack_free):
         return mlir.lower_fun(family.exported_call(kind, batched), multiple_results=True)(
             ctx, *args)
@@ -292,7 +307,8 @@ def _family_batching(args: Sequence[Any], dims: Sequence[Any], *, family: Family
     size = next(a.shape[d] for a, d in zip(args, dims, strict=True) if d is not None)
     moved = [jnp.moveaxis(a, d, 0) if d is not None else a
              for a, d in zip(args, dims, strict=True)]
-    if not batched and family.has(kind, True) and _broadcast_is_cheap(args, dims, size):
+    if not batched and (family.has(kind, True) or family.transposable(kind, True)) and \
+            _broadcast_is_cheap(args, dims, size):
         full = [a if d is not None else jnp.broadcast_to(a, (size, *jnp.shape(a)))
                 for a, d in zip(moved, dims, strict=True)]
         outs = family_call_p.bind(*full, family=family, kind=kind, batched=True)

@@ -170,7 +170,16 @@ def _family(fn: ExportableFunction, plan: CallPlan, package: PackageArtifacts,
         out_dtypes=[a.dtype for a in exported.out_avals],
         source_flat=source_flat(fn, plan.structure_index, plan.static, exported.in_tree),
         on_missing=warn_or_raise(fn.name, strict_mode()), lapack_free=frozenset(lapack_free),
-        loaders=loaders)
+        loaders=loaders, wanted=frozenset(_wanted_kinds(fn, mesh)))
+
+
+def _wanted_kinds(fn: ExportableFunction, mesh: str) -> tuple[str, ...]:
+    """The members the function's options ask the build for (as ``build.tasks_for`` bakes)."""
+    from hatch_jaxexport.runtime._family import baked_kinds
+
+    spec = fn.export_spec
+    order = max(spec.ad_order, 1 if mesh and spec.vjp_order else 0)
+    return baked_kinds(order, spec.vjp_order)
 
 
 def _source_without_static(fn: ExportableFunction, plan: CallPlan) -> Callable[..., Any]:

@@ -92,10 +92,12 @@ def test_transformations_beyond_what_was_baked_trace_the_source_with_a_warning(a
     out = _fallbacks(ad_site, run_python, strict=False)
     assert out["hessian_ad1"] == [
         "jxe_ad.array1: tracing the source: a second-order derivative (jax.hessian, jax.jacfwd of "
-        "jax.jacrev...) needs the vjp_jvp artifact, which was not baked"]
+        "jax.jacrev...) needs the vjp_jvp artifact, which was not baked; set ad_order=2 (or "
+        "vjp_order=2 for reverse mode only) in @exportable(...)"]
     assert out["jvp_ad0"] == [
         "jxe_ad.array0: tracing the source: forward-mode differentiation (jax.jvp, jax.grad, "
-        "jax.jacfwd...) needs the jvp artifact, which was not baked"]
+        "jax.jacfwd...) needs the jvp artifact, which was not baked; set ad_order=1 (or "
+        "vjp_order=1 for reverse mode only) in @exportable(...)"]
     assert out["vmap_ad0"] == []  # sequential fallback: no source needed
     assert out["grad_native_vjp"] == []  # jax's own vjp_order mechanism
     assert out["grad_int_arg"] == []
