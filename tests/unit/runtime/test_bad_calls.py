@@ -166,15 +166,23 @@ for name, call in [("numpy float64", lambda: funcs.scale(np.ones((2, 2)))),
         print(name, "ACCEPTED")
     except TypeError as err:
         print(name, "REFUSED", err)
-print("float32", funcs.scale(np.ones((2, 2), np.float32)).dtype)
-print("python float", funcs.listy([np.ones(2, np.float32)] * 2, 2.0)[0].dtype)
+from hatch_jaxexport import ArtifactError
+for name, call in [("float32", lambda: funcs.scale(np.ones((2, 2), np.float32))),
+                   ("python float", lambda: funcs.listy([np.ones(2, np.float32)] * 2, 2.0)[0])]:
+    try:
+        print(name, call().dtype)
+    except ArtifactError as err:  # baked with x64 off: another config than this process's
+        print(name, "CONFIG", "jax_enable_x64=False at export, True in this process" in str(err))
 """
 
 
 def test_float64_into_float32_is_refused_with_x64_on(demo_site, run_python) -> None:
     """The rule: a float64 array fits a float32 structure only when jax itself would see it as
     float32 (x64 off: jax canonicalizes it, as ``jax.jit`` would). With x64 on it is refused,
-    never silently cast. Python floats are weakly typed and fit either way."""
+    never silently cast, before anything else. Calls that fit (float32 arrays, weakly typed
+    Python floats) then meet the config rule: jxe_demo was baked with x64 off, so in strict mode
+    they raise the config mismatch naming ``jax_enable_x64`` (a variant baked with
+    ``x64="both"`` would serve them; tests/unit/build/test_export_config.py)."""
     proc = run_python(X64, env={"PYTHONPATH": str(demo_site), "JAX_PLATFORMS": "cpu",
                                 "JAX_ENABLE_X64": "1", "HATCH_JAXEXPORT_STRICT": "1"})
     lines = proc.stdout.splitlines()
@@ -183,7 +191,7 @@ def test_float64_into_float32_is_refused_with_x64_on(demo_site, run_python) -> N
         assert line.startswith(f"{name} REFUSED jxe_demo.funcs:scale: "), line
         assert "argument 'x' expects dtype float32 (float32[a, b]), got float64. Accepted: " \
                "[0] x: float32[a, b]" in line
-    assert lines[3:] == ["float32 float32", "python float float32"]
+    assert lines[3:] == ["float32 CONFIG True", "python float CONFIG True"]
 
 
 def test_first_call_of_a_process_inside_jit(demo_site, run_python) -> None:

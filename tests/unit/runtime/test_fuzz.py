@@ -97,8 +97,11 @@ CALLS: dict[str, list[Callable[[Getter], Any]]] = {
     "jxe_fuzz:stats": [lambda g: g("stats")(X)],
     "jxe_fuzz:dense": [lambda g: g("dense")(W, X.reshape(1, 6)),
                        lambda g: jax.grad(lambda w: jnp.sum(g("dense")(w, X.reshape(1, 6))))(W)],
+    # every member of the family is used by some call (grad needs only the vjp member; the
+    # jvp member serves forward mode), so a damaged one is always met and must be named
     "jxe_fuzz:smooth": [lambda g: g("smooth")(X),
-                        lambda g: jax.grad(lambda x: jnp.sum(g("smooth")(x)))(X)],
+                        lambda g: jax.grad(lambda x: jnp.sum(g("smooth")(x)))(X),
+                        lambda g: jax.jvp(g("smooth"), (X,), (X,))[1]],
     "jxe_fuzz:total": [lambda g: g("total")(X.reshape(2, 3)),
                        lambda g: g("total")(X.reshape(1, 2, 3))],
 }
@@ -590,7 +593,8 @@ calls = {"jxe_fuzz:scale": lambda: jxe_fuzz.scale(x.reshape(2, 3)),
          "jxe_fuzz:poly": lambda: (jxe_fuzz.poly(x), jxe_fuzz.poly(x, mode="exact")),
          "jxe_fuzz:stats": lambda: jxe_fuzz.stats(x),
          "jxe_fuzz:dense": lambda: jxe_fuzz.dense(np.ones((6, 2), np.float32), x[None]),
-         "jxe_fuzz:smooth": lambda: jax.grad(lambda v: jxe_fuzz.smooth(v).sum())(x),
+         "jxe_fuzz:smooth": lambda: (jax.grad(lambda v: jxe_fuzz.smooth(v).sum())(x),
+                                     jax.jvp(jxe_fuzz.smooth, (x,), (x,))[1]),
          "jxe_fuzz:total": lambda: (jxe_fuzz.total(x.reshape(2, 3)),
                                     jxe_fuzz.total(x.reshape(1, 2, 3)))}
 for case in range(first, first + count):
