@@ -58,7 +58,14 @@ def _eqx_cases(fn: Callable[[str], Any], eqx_models: Any) -> dict[str, Callable[
         return {"module": linear, "static": [linear.in_features, linear.out_features,
                                              linear.use_bias], "called": linear(X[0])}
 
+    import equinox as eqx
+
+    linear = eqx.tree_at(lambda m: (m.weight, m.bias),
+                         eqx.nn.Linear(3, 2, key=jax.random.key(1)), (model.weight, model.bias))
+    linear_loss = fn("eqx_models.eqx_linear_loss")
     return {"eqx-module-argument": lambda: apply(model, X),
+            "eqx-static-fields-argument": lambda: linear_loss(linear, X),
+            "eqx-static-fields-argument-grad": lambda: jax.grad(linear_loss)(linear, X),
             "eqx-module-argument-jit": lambda: jax.jit(apply)(model, X),
             "eqx-module-output-fed-back": three_steps,
             "eqx-static-fields-output": linear_out}

@@ -26,7 +26,8 @@ VJP_WITH_VMAP = "issue 16: vjp_order=1 with vmap=True loses grad"
 CASES = [f"{kind}-{what}" for kind in ("linen", "nnx")
          for what in ("forward", "loss", "grad", "grad-jit", "value_and_grad")] + [
     "eqx-module-argument", "eqx-module-argument-jit", "eqx-module-output-fed-back",
-    "eqx-static-fields-output"] + [
+    "eqx-static-fields-output", "eqx-static-fields-argument",
+    "eqx-static-fields-argument-grad"] + [
     f"diffrax-{what}{jit}" for what in ("value", "grad", "vmap-all-batched", "vmap-rate-shared",
                                         "vmap-y0-shared") for jit in ("", "-jit")]
 
