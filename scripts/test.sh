@@ -25,24 +25,27 @@ find_python312() {  # a Python 3.12 that really runs (pyenv shims exist for abse
   return 1
 }
 
-suite() {  # suite PYTHON NAME [pytest args...]
-  local python=$1 name=$2; shift 2
+suite() {  # suite PYTHON NAME EXTRAS [pytest args...]
+  local python=$1 name=$2 extras=$3; shift 3
   local venv="$work/$name"
   echo "=== $name: $("$python" --version 2>&1) ==="
   [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade -e ".[test,docs]" \
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade -e ".[$extras]" \
     "jax[cpu]" ruff uv
   "$venv/bin/python" -c 'import jax, sys; print("jax", jax.__version__, "on Python", sys.version.split()[0])'
   "$venv/bin/python" -m ruff check .
   "$venv/bin/python" -m pytest "$@"
 }
 
-suite python3 py-default "$@"
+# The ecosystem extra (flax, equinox, diffrax, optax) only here: the slow ecosystem test runs on
+# this Python and fails, not skips, without it.
+suite python3 py-default test,docs,ecosystem "$@"
 if py312=$(find_python312); then
   # The slow end-to-end tests (front ends, fresh venvs, version skew in both directions) ran
-  # above; on 3.12 the rest of the suite runs against the newest jax. FULL_312=1: everything.
-  if [ "${FULL_312:-0}" = "1" ]; then suite "$py312" py312 "$@"; else suite "$py312" py312 -m "not slow" "$@"; fi
+  # above; on 3.12 the rest of the suite runs against the newest jax. FULL_312=1: everything
+  # (with the ecosystem extra, which the ecosystem test needs).
+  if [ "${FULL_312:-0}" = "1" ]; then suite "$py312" py312 test,docs,ecosystem "$@"; else suite "$py312" py312 test,docs -m "not slow" "$@"; fi
 else
   echo "=== no Python 3.12 interpreter found: skipping the newest-jax run ==="
 fi

@@ -82,30 +82,45 @@ class LeafSpec(_Frozen):
 
 
 class ClassNode(_Frozen):
-    """A namedtuple or dataclass in a structure: its type, field names and fields' specs."""
+    """A namedtuple or dataclass in a structure: its type, field names and fields' specs, and
+    the values of its static fields (``(name, value)`` pairs: equinox ``field(static=True)``,
+    flax ``struct.field(pytree_node=False)``), which are part of the node, not children."""
 
-    __slots__ = ("fields", "items", "type")
-    _value_fields = ("type", "fields", "items")
+    __slots__ = ("fields", "items", "static", "type")
+    _value_fields = ("type", "fields", "items", "static")
     type: type
     fields: tuple[str, ...]
     items: tuple[Any, ...]
+    static: tuple[tuple[str, Any], ...]
 
-    def __init__(self, type: type, fields: tuple[str, ...], items: tuple[Any, ...]) -> None:
+    def __init__(self, type: type, fields: tuple[str, ...], items: tuple[Any, ...],
+                 static: tuple[tuple[str, Any], ...] = ()) -> None:
         object.__setattr__(self, "type", type)
         object.__setattr__(self, "fields", fields)
         object.__setattr__(self, "items", items)
+        object.__setattr__(self, "static", static)
 
     def replace(self, items: tuple[Any, ...]) -> ClassNode:
-        """The same class and fields with other field specs."""
-        return ClassNode(self.type, self.fields, items)
+        """The same class, fields and static values with other field specs."""
+        return ClassNode(self.type, self.fields, items, self.static)
 
     @property
     def kind(self) -> str:
         return "namedtuple" if issubclass(self.type, tuple) else "dataclass"
 
     def build(self, items: Sequence[Any]) -> Any:
-        """An instance of the type with the given field values (both kinds take keywords)."""
-        return self.type(**dict(zip(self.fields, items, strict=True)))
+        """An instance of the type with the given field values (both kinds take keywords).
+
+        With static fields the instance is made as jax's unflattening of such a class makes it
+        (equinox's, flax's): fields set on a bare instance, so a custom ``__init__`` (such as
+        ``eqx.nn.Linear(in_features, out_features, key=...)``) is not called."""
+        values = dict(zip(self.fields, items, strict=True))
+        if not self.static:
+            return self.type(**values)
+        instance = object.__new__(self.type)
+        for name, value in (*values.items(), *self.static):
+            object.__setattr__(instance, name, value)
+        return instance
 
 
 class Structure(_Frozen):
@@ -364,6 +379,35 @@ def _looks_like_leaf(value: Any) -> bool:
           and not _is_dataclass_instance(value))
 
 
+def _is_static_field(field: dataclasses.Field[Any]) -> bool:
+    """A dataclass field that is part of the pytree node, not a child: equinox's
+    ``field(static=True)`` (also jax's ``register_dataclass`` convention) or flax's
+    ``struct.field(pytree_node=False)``."""
+    return field.metadata.get("static") is True or field.metadata.get("pytree_node") is False
+
+
+def _is_static_value(value: Any) -> bool:
+    return check_static_value(value) or (
+        isinstance(value, tuple) and all(_is_static_value(v) for v in value))
+
+
+def _class_node(raw: Any, where: str, constraints: list[str]) -> ClassNode:
+    """A namedtuple or dataclass spec: its children's specs and its static fields' values."""
+    if _is_namedtuple(raw):
+        fields, static = tuple(type(raw)._fields), ()
+    else:
+        all_fields = dataclasses.fields(raw)
+        fields = tuple(f.name for f in all_fields if f.init and not _is_static_field(f))
+        static = tuple((f.name, getattr(raw, f.name)) for f in all_fields if _is_static_field(f))
+        for name, value in static:
+            if not _is_static_value(value):
+                raise SpecError(f"{where}.{name}: a static field of {type(raw).__name__} must "
+                                f"hold a JSON scalar or a tuple of them (it is recorded in the "
+                                f"manifest), got {value!r}")
+    items = tuple(_parse_tree(getattr(raw, f), f"{where}.{f}", constraints) for f in fields)
+    return ClassNode(type(raw), fields, items, static)
+
+
 def _parse_tree(raw: Any, where: str, constraints: list[str]) -> Any:
     if _looks_like_leaf(raw):
         if isinstance(raw, tuple):
@@ -400,10 +444,7 @@ def _parse_tree(raw: Any, where: str, constraints: list[str]) -> Any:
             out[key] = _parse_tree(value, f"{where}[{key!r}]", constraints)
         return type(raw)(out) if isinstance(raw, collections.OrderedDict) else out
     if _is_namedtuple(raw) or _is_dataclass_instance(raw):
-        fields = tuple(type(raw)._fields) if _is_namedtuple(raw) else tuple(
-            f.name for f in dataclasses.fields(raw) if f.init)
-        items = tuple(_parse_tree(getattr(raw, f), f"{where}.{f}", constraints) for f in fields)
-        return ClassNode(type(raw), fields, items)
+        return _class_node(raw, where, constraints)
     if isinstance(raw, list | tuple):
         items = [_parse_tree(v, f"{where}[{i}]", constraints) for i, v in enumerate(raw)]
         return items if isinstance(raw, list) else tuple(items)
@@ -435,8 +476,9 @@ def _describe_tree(tree: Any) -> str:
     if isinstance(tree, Mapping):
         return "{" + ", ".join(f"{k}: {_describe_tree(v)}" for k, v in tree.items()) + "}"
     if isinstance(tree, ClassNode):
-        inner = ", ".join(f"{f}={_describe_tree(v)}"
-                          for f, v in zip(tree.fields, tree.items, strict=True))
+        inner = ", ".join([f"{f}={_describe_tree(v)}"
+                           for f, v in zip(tree.fields, tree.items, strict=True)]
+                          + [f"{f}={v!r}" for f, v in tree.static])
         return f"{tree.type.__name__}({inner})"
     inner = ", ".join(_describe_tree(v) for v in tree)
     return f"[{inner}]" if isinstance(tree, list) else f"({inner}{',' if len(tree) == 1 else ''})"
@@ -456,9 +498,10 @@ def tree_to_json(tree: Any) -> Any:
     if isinstance(tree, Mapping):
         return {"kind": "dict", "items": {k: tree_to_json(v) for k, v in tree.items()}}
     if isinstance(tree, ClassNode):
-        return {"kind": tree.kind, "type": type_name(tree.type),
+        node = {"kind": tree.kind, "type": type_name(tree.type),
                 "items": {f: tree_to_json(v)
                           for f, v in zip(tree.fields, tree.items, strict=True)}}
+        return {**node, "static": dict(tree.static)} if tree.static else node
     return {"kind": "list" if isinstance(tree, list) else "tuple",
             "items": [tree_to_json(v) for v in tree]}
 

@@ -173,6 +173,11 @@ def _walk(spec: Any, value: Any, path: str, shapes: list[Any]) -> Any:
         if type(value) is not spec.type:
             raise _NoMatch(_TREE, f"argument {path!r} expects a {spec.type.__name__}, got "
                                   f"{_describe_value(value)}", TypeError)
+        for name, baked in spec.static:
+            if getattr(value, name, None) != baked:
+                raise _NoMatch(_TREE, f"argument {path!r} expects a {spec.type.__name__} with "
+                                      f"static field {name}={baked!r}, got "
+                                      f"{name}={getattr(value, name, None)!r}", TypeError)
         return spec.build([_walk(s, getattr(value, f), f"{path}.{f}", shapes)
                            for f, s in zip(spec.fields, spec.items, strict=True)])
     kind = list if isinstance(spec, list) else tuple

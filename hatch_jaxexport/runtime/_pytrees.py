@@ -2,7 +2,8 @@
 
 A blob's in/out trees name each custom node type by a serialized name; jax refuses to
 deserialize a blob until every such type is registered. The build registers the types it meets
-(namedtuples; dataclasses and other classes in jax's pytree registry, with JSON aux data) and
+(namedtuples; dataclasses, equinox Modules and other classes in jax's pytree registry, with
+JSON aux data, module-level sentinels in it by reference) and
 records each one in the manifest as ``module:qualname``. At load each name is resolved back to
 its class (``resolve``): from the package itself, from a module the process has already imported
 (importing the package imports its dependencies), or from a distribution the package's
@@ -38,12 +39,41 @@ def _to_tuples(value: Any) -> Any:
     return tuple(_to_tuples(v) for v in value) if isinstance(value, list) else value
 
 
+_REF_KEY = "__jaxexport_ref__"
+
+
+def _constant_ref(value: Any) -> dict[str, str]:
+    """A JSON reference to a module-level constant that is not JSON itself: a sentinel such as
+    equinox's ``MISSING`` (the first item of every equinox Module's aux data). The constant
+    must be a global of the module that defines its type."""
+    module_name = type(value).__module__
+    module = sys.modules.get(module_name)
+    names = [name for name, item in vars(module).items() if item is value] if module else []
+    if not names:
+        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable "
+                        f"nor a module-level constant of {module_name!r}")
+    return {_REF_KEY: f"{module_name}:{min(names)}"}
+
+
+def _resolve_constant(obj: dict[str, Any]) -> Any:
+    """The constant a ``_constant_ref`` names, from a module already imported (resolving the
+    node type imported it); never imports anything."""
+    if set(obj) != {_REF_KEY}:
+        return obj
+    module_name, _, name = str(obj[_REF_KEY]).partition(":")
+    module = sys.modules.get(module_name)
+    if module is None or name not in vars(module):
+        raise ValueError(f"pytree aux data names constant {obj[_REF_KEY]!r}, which no "
+                         f"imported module defines")
+    return vars(module)[name]
+
+
 def _serialize_aux(aux: Any) -> bytes:
-    return json.dumps(aux).encode()
+    return json.dumps(aux, default=_constant_ref).encode()
 
 
 def _deserialize_aux(data: bytes) -> Any:
-    return _to_tuples(json.loads(data))
+    return _to_tuples(json.loads(data, object_hook=_resolve_constant))
 
 
 def register(cls: type) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -167,8 +168,6 @@ def test_a_tuple_of_leaf_and_shape_dtype_struct_is_two_leaves():
 
 
 def test_dataclass_instances_are_structure_nodes():
-    import dataclasses
-
     @dataclasses.dataclass
     class Params:
         w: object
@@ -177,3 +176,42 @@ def test_dataclass_instances_are_structure_nodes():
     s = parse_structure("f", {"p": Params(("i, o", "float32"), ("o,", "float32"))}, 0)
     assert s.key == "p: Params(w=float32[i, o], b=float32[o])"
     assert s.to_json()["args"]["p"]["kind"] == "dataclass"
+
+
+@dataclasses.dataclass
+class _Layer:
+    """equinox's ``field(static=True)`` and flax's ``pytree_node=False``, spelled by hand."""
+
+    w: object
+    sizes: tuple = dataclasses.field(default=(), metadata={"static": True})
+    name: str = dataclasses.field(default="", metadata={"pytree_node": False})
+
+
+class _Custom(_Layer):
+    def __init__(self, fan_in):  # like eqx.nn.Linear(in_features, out_features, key=...)
+        raise AssertionError("build must not call a custom __init__")
+
+
+def test_static_dataclass_fields_are_part_of_the_node_not_children():
+    s = parse_structure("f", {"p": _Layer(("i, o", "float32"), (3, (4, 5)), "dense")}, 0)
+    assert s.key == "p: _Layer(w=float32[i, o], sizes=(3, (4, 5)), name='dense')"
+    node = s.args["p"]
+    assert (node.fields, node.static) == (("w",), (("sizes", (3, (4, 5))), ("name", "dense")))
+    assert s.to_json()["args"]["p"]["static"] == {"sizes": (3, (4, 5)), "name": "dense"}
+    assert s != parse_structure("f", {"p": _Layer(("i, o", "float32"), (3,), "dense")}, 0)
+    built = node.build(["W"])
+    assert (built.w, built.sizes, built.name) == ("W", (3, (4, 5)), "dense")
+
+
+def test_a_node_with_static_fields_is_built_without_its_custom_init():
+    raw = object.__new__(_Custom)
+    for name, value in (("w", ("n", "float32")), ("sizes", (2,)), ("name", "x")):
+        object.__setattr__(raw, name, value)
+    built = parse_structure("f", {"p": raw}, 0).args["p"].build(["W"])
+    assert type(built) is _Custom and (built.w, built.sizes) == ("W", (2,))
+
+
+def test_a_static_field_that_is_not_json_is_a_spec_error():
+    with pytest.raises(SpecError, match=r"argument 'p'\.name: a static field of _Layer must "
+                                        r"hold a JSON scalar or a tuple of them .* got <built-in"):
+        parse_structure("f", {"p": _Layer(("n", "float32"), (), len)}, 0)

@@ -109,6 +109,32 @@ def test_registered_node_with_json_aux_data_comes_back_with_its_aux(baked) -> No
     np.testing.assert_allclose(layer.w, [0, 2, 4, 6])
 
 
+def test_a_module_level_sentinel_in_aux_data_comes_back_as_the_same_object(baked) -> None:
+    """Like equinox's ``MISSING`` in every Module's aux data: recorded by reference, resolved
+    from the already imported module that defines it."""
+    pkg = baked("jxe_foreign")
+    lib = sys.modules["jxe_foreign_lib"]
+    pkg.TRACES["count"] = 0
+    slot = pkg.slotted(jnp.arange(3, dtype=jnp.float32))
+    assert pkg.TRACES["count"] == 0
+    assert type(slot) is lib.Slot and slot.default is lib.UNSET
+    np.testing.assert_allclose(slot.value, [0, 3, 6])
+
+
+def test_an_input_node_with_a_static_field_matches_only_its_baked_value(baked) -> None:
+    pkg = baked("jxe_foreign")
+    lib = sys.modules["jxe_foreign_lib"]
+    pkg.TRACES["count"] = 0
+    out = pkg.powered(lib.Scaled(jnp.arange(3, dtype=jnp.float32), 2))
+    assert pkg.TRACES["count"] == 0
+    assert type(out) is lib.Scaled and out.power == 3
+    np.testing.assert_allclose(out.x, [0, 1, 4])
+    with pytest.raises(TypeError, match=r"argument 's' expects a Scaled with static field "
+                                        r"power=2, got power=3"):
+        pkg.powered(lib.Scaled(jnp.arange(3, dtype=jnp.float32), 3))
+    assert pkg.TRACES["count"] == 0
+
+
 def test_a_node_type_the_build_cannot_serialize_is_a_build_error_with_the_way_out(
         foreign_site: Path) -> None:
     manifest = _manifest(foreign_site, "jxe_foreign")
@@ -118,8 +144,9 @@ def test_a_node_type_the_build_cannot_serialize_is_a_build_error_with_the_way_ou
     assert "jxe_foreign.opaque:wrapped: cannot serialize pytree type " \
            "'jxe_foreign_lib:Opaque'" in reason, reason
     assert "is not JSON" in reason and "register_pytree_node_serialization" in reason, reason
-    assert {r["function"] for r in manifest["artifacts"]} == {"jxe_foreign:normalize",
-                                                             "jxe_foreign:boxed"}
+    assert {r["function"] for r in manifest["artifacts"]} == {
+        "jxe_foreign:normalize", "jxe_foreign:boxed", "jxe_foreign:slotted",
+        "jxe_foreign:powered"}
     types = {t for r in manifest["artifacts"] for t in r["pytree_types"]}
     assert types == {"jxe_foreign_lib:Moments", "jxe_foreign_lib:Pair", "jxe_foreign_lib:Box",
-                     "jxe_foreign_lib:Layer"}
+                     "jxe_foreign_lib:Layer", "jxe_foreign_lib:Slot", "jxe_foreign_lib:Scaled"}
