@@ -22,7 +22,6 @@ from _buildkit import copy_project, links_env, metadata
 from conftest import FIXTURES, TESTS, make_venv, run
 
 LIBRARIES = ("jax", "flax", "equinox", "diffrax")
-VJP_WITH_VMAP = "issue 16: vjp_order=1 with vmap=True loses grad"
 CASES = [f"{kind}-{what}" for kind in ("linen", "nnx")
          for what in ("forward", "loss", "grad", "grad-jit", "value_and_grad")] + [
     "eqx-module-argument", "eqx-module-argument-jit", "eqx-module-output-fed-back",
@@ -62,9 +61,7 @@ def test_no_body_ran_from_the_wheel(ecosystem_runs: dict[str, dict[str, Any]]) -
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", [
-    pytest.param(case, marks=pytest.mark.xfail(strict=True, reason=VJP_WITH_VMAP))
-    if case.startswith("diffrax-grad") else case for case in CASES])
+@pytest.mark.parametrize("case", CASES)
 def test_loaded_equals_source(ecosystem_runs: dict[str, dict[str, Any]], case: str) -> None:
     want = ecosystem_runs["source"]["cases"][case]
     got = ecosystem_runs["artifact"]["cases"][case]
