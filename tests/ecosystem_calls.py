@@ -3,8 +3,11 @@
 Run by ``tests/integration/test_ecosystem.py`` in a fresh process of the venv where the built
 wheel is installed: ``python ecosystem_calls.py artifact`` calls the loaded functions (with
 ``HATCH_JAXEXPORT_STRICT=1`` any fallback to the source raises), ``... source`` calls the
-functions' Python bodies (``__wrapped__``) in the same way. Each case records its result's
-leaves and node types, or its error; ``traces`` is how often an exported body ran.
+functions' Python bodies (``__wrapped__``) in the same way. ``... x64`` runs only the cases of
+``double_precision`` (whose import turns ``jax_enable_x64`` on), from the artifacts and then from
+the source, so the float32 cases run in processes that never import it. Each case records its
+result's leaves, dtypes and node types, or its error; ``traces`` is how often an exported body
+ran.
 """
 
 from __future__ import annotations
@@ -91,6 +94,16 @@ def _ode_cases(fn: Callable[[str], Any]) -> dict[str, Callable[[], Any]]:
     return cases
 
 
+def _x64_cases(artifact: bool) -> dict[str, Callable[[], Any]]:
+    """Cases of ``double_precision``, whose import turns x64 on: run only in ``x64`` processes."""
+    from jxe_ecosystem import double_precision
+
+    fn = double_precision.squares_after_first
+    fn = fn if artifact else fn.__wrapped__
+    x = jnp.asarray([1e3, 1e-3, 3.0, 1e-4, 2.5], jnp.float64)
+    return {"x64-value": lambda: fn(x), "x64-value-jit": lambda: jax.jit(fn)(x[:3])}
+
+
 def _describe(result: Any) -> dict[str, Any]:
     leaves, treedef = jax.tree_util.tree_flatten(result)
     return {"leaves": [np.asarray(leaf).tolist() for leaf in leaves],
@@ -98,8 +111,32 @@ def _describe(result: Any) -> dict[str, Any]:
             "tree": str(treedef)}
 
 
+def _run(cases: dict[str, Callable[[], Any]]) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for name, call in cases.items():
+        try:
+            results[name] = _describe(call())
+        except Exception:
+            results[name] = {"error": traceback.format_exc()[-2000:]}
+    return results
+
+
+def _x64_config() -> dict[str, bool]:
+    return {"x64": bool(jax.config.jax_enable_x64),
+            "x64_module_imported": "jxe_ecosystem.double_precision" in sys.modules}
+
+
 def main() -> None:
     import jxe_ecosystem
+
+    if sys.argv[1] == "x64":  # the artifacts first (traces must stay 0), then the source
+        baked = _run(_x64_cases(artifact=True))
+        baked_traces = jxe_ecosystem.TRACES["count"]
+        traced = _run(_x64_cases(artifact=False))
+        print(json.dumps({"traces": baked_traces, "cases": baked, "source_cases": traced,
+                          "source_traces": jxe_ecosystem.TRACES["count"] - baked_traces,
+                          **_x64_config()}))
+        return
     from jxe_ecosystem import eqx_models, flax_models, ode
 
     modules = {"flax_models": flax_models, "eqx_models": eqx_models, "ode": ode}
@@ -110,14 +147,10 @@ def main() -> None:
         loaded = getattr(modules[module], name)
         return loaded if artifact else loaded.__wrapped__
 
-    cases = {**_flax_cases(fn, flax_models), **_eqx_cases(fn, eqx_models), **_ode_cases(fn)}
-    results: dict[str, Any] = {}
-    for name, call in cases.items():
-        try:
-            results[name] = _describe(call())
-        except Exception:
-            results[name] = {"error": traceback.format_exc()[-2000:]}
-    print(json.dumps({"traces": jxe_ecosystem.TRACES["count"], "cases": results}))
+    results = _run({**_flax_cases(fn, flax_models), **_eqx_cases(fn, eqx_models),
+                    **_ode_cases(fn)})
+    print(json.dumps({"traces": jxe_ecosystem.TRACES["count"], "cases": results,
+                      **_x64_config()}))
 
 
 if __name__ == "__main__":

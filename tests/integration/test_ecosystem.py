@@ -1,7 +1,9 @@
 """End to end: a package written with flax (linen and nnx), equinox and diffrax, built by the
 Hatch hook through an isolated ``python -m build``, installed in a fresh venv and called in
 strict mode with a trace counter that must stay at 0; every result equals the source's, run in
-another process (``tests/ecosystem_calls.py`` lists the cases).
+another process (``tests/ecosystem_calls.py`` lists the cases). One module turns
+``jax_enable_x64`` on at import, as some scientific libraries do: its float64 function runs from
+its artifact, and the float32 functions, called in processes that do not import it, stay float32.
 
 The libraries come from the ``ecosystem`` extra of this project (``scripts/test.sh`` installs it
 for the default Python); the fresh venv gets the same versions, so a missing library fails the
@@ -50,7 +52,7 @@ def ecosystem_runs(tmp_path_factory: pytest.TempPathFactory, project_wheel: Path
     assert "jxe_ecosystem: OK" in verified.stdout
     return {mode: json.loads(run([python, TESTS / "ecosystem_calls.py", mode], env=call_env,
                                  cwd=tmp).stdout.strip().splitlines()[-1])
-            for mode in ("artifact", "source")}
+            for mode in ("artifact", "source", "x64")}
 
 
 @pytest.mark.slow
@@ -58,6 +60,38 @@ def test_no_body_ran_from_the_wheel(ecosystem_runs: dict[str, dict[str, Any]]) -
     assert ecosystem_runs["artifact"]["traces"] == 0
     assert ecosystem_runs["source"]["traces"] > 0
     assert sorted(ecosystem_runs["artifact"]["cases"]) == sorted(CASES)
+
+
+@pytest.mark.slow
+def test_float32_cases_run_where_the_x64_module_is_not_imported(
+        ecosystem_runs: dict[str, dict[str, Any]]) -> None:
+    """The package's x64 module changed neither its float32 artifacts nor their calls."""
+    for mode in ("artifact", "source"):
+        run_info = ecosystem_runs[mode]
+        assert (run_info["x64"], run_info["x64_module_imported"]) == (False, False)
+    dtypes = {d for case in ecosystem_runs["artifact"]["cases"].values()
+              for d in case.get("dtypes", [])}
+    # (int64 is there: equinox's static fields are Python ints, not arrays)
+    assert "float32" in dtypes and "float64" not in dtypes, dtypes
+
+
+@pytest.mark.slow
+def test_the_x64_module_runs_float64_from_its_artifact(
+        ecosystem_runs: dict[str, dict[str, Any]]) -> None:
+    """Imported, the module turns x64 on; its float64 function runs from the artifact."""
+    run_info = ecosystem_runs["x64"]
+    assert (run_info["x64"], run_info["x64_module_imported"]) == (True, True)
+    assert run_info["traces"] == 0 and run_info["source_traces"] > 0
+    baked, traced = run_info["cases"], run_info["source_cases"]
+    assert sorted(baked) == sorted(traced) == ["x64-value", "x64-value-jit"]
+    for case, want in traced.items():
+        got = baked[case]
+        assert "error" not in want, want.get("error")
+        assert "error" not in got, got["error"]
+        assert got["dtypes"] == want["dtypes"] == ["float64"]
+        np.testing.assert_allclose(got["leaves"], want["leaves"], rtol=1e-14)
+    # 1e-3 squared behind 1e3 squared: kept in float64, it would be 0 in float32
+    assert baked["x64-value"]["leaves"][0][1] == pytest.approx(1e-6, rel=1e-3)
 
 
 @pytest.mark.slow

@@ -47,10 +47,13 @@ def _manifest(site: Path, package: str) -> dict:
 
 
 def test_optax_state_types_are_recorded_in_the_manifest(foreign_site: Path) -> None:
-    (record,) = _manifest(foreign_site, "jxe_optax")["artifacts"]
-    assert record["function"] == "jxe_optax:train_step"
-    assert record["pytree_types"] == ["optax._src.base:EmptyState",
-                                      "optax._src.transform:ScaleByAdamState"]
+    records = {r["function"]: r for r in _manifest(foreign_site, "jxe_optax")["artifacts"]}
+    assert sorted(records) == ["jxe_optax:scheduled_step", "jxe_optax:train_step"]
+    assert records["jxe_optax:train_step"]["pytree_types"] == [
+        "optax._src.base:EmptyState", "optax._src.transform:ScaleByAdamState"]
+    assert records["jxe_optax:scheduled_step"]["pytree_types"] == [
+        "optax._src.base:EmptyState", "optax._src.transform:ScaleByAdamState",
+        "optax._src.transform:ScaleByScheduleState"]
 
 
 def test_adam_training_step_fed_back_matches_the_source(baked) -> None:
@@ -80,6 +83,47 @@ def test_adam_training_step_fed_back_matches_the_source(baked) -> None:
                          jax.tree.leaves((source_params, source_state)), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
     assert jax.tree.structure(baked_state) == jax.tree.structure(source_state)
+
+
+def _run_steps(step, init, params, x, y, steps: int) -> tuple:
+    """``steps`` calls of ``step``, each fed the params and state the previous one returned."""
+    state, losses = init(params), []
+    for _ in range(steps):
+        params, state, loss = step(params, state, x, y)
+        losses.append(float(loss))
+    return params, state, losses
+
+
+@pytest.mark.parametrize("sizes", [(3, 2), (6, 4)], ids=["3x2", "6x4"])
+def test_clipped_adamw_on_a_schedule_with_symbolic_params_fed_back(baked, sizes) -> None:
+    """One artifact for params of any ``(i, o)``: the optimizer state's shapes follow the params'
+    symbols; the schedule's count and clipping run from the artifact as from the source."""
+    pkg = baked("jxe_optax")
+    inputs, outputs = sizes
+    rng = np.random.default_rng(inputs)
+    params = {"w": jnp.asarray(rng.standard_normal((inputs, outputs)), jnp.float32),
+              "b": jnp.zeros(outputs, jnp.float32)}
+    x = jnp.asarray(rng.standard_normal((7, inputs)), jnp.float32)
+    y = jnp.asarray(rng.standard_normal((7, outputs)), jnp.float32)
+    pkg.TRACES["count"] = 0
+    baked_run = _run_steps(pkg.scheduled_step, pkg.scheduled_init, params, x, y, steps=8)
+    assert pkg.TRACES["count"] == 0, "the baked step traced its source"
+    source_run = _run_steps(jax.jit(pkg.scheduled_step.__wrapped__), pkg.scheduled_init,
+                            params, x, y, steps=8)
+    np.testing.assert_allclose(baked_run[2], source_run[2], rtol=1e-6)
+    assert baked_run[2][-1] < baked_run[2][0]
+    baked_state = baked_run[1]
+    assert jax.tree.structure(baked_state) == jax.tree.structure(source_run[1])
+    assert isinstance(baked_state[0], optax.EmptyState)
+    adam, schedule = baked_state[1][0], baked_state[1][-1]
+    assert isinstance(adam, optax.ScaleByAdamState)
+    assert type(schedule).__name__ == "ScaleByScheduleState"
+    assert int(adam.count) == int(schedule.count) == 8
+    assert adam.mu["w"].shape == (inputs, outputs) and adam.nu["b"].shape == (outputs,)
+    for got, want in zip(jax.tree.leaves(baked_run[:2]), jax.tree.leaves(source_run[:2]),
+                         strict=True):
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
 
 
 def test_foreign_namedtuple_and_dataclass_inputs_nested_in_outputs(baked) -> None:
