@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 
 from hatch_jaxexport.errors import SpecError
+from hatch_jaxexport.formats._dtypes import dtype_name, is_dtype_like
+from hatch_jaxexport.formats._shape_syntax import SHAPE_GRAMMAR, find_shape_problem, shape_message
 
 #: Function names allowed in symbolic dimension expressions (those jax.export parses).
 DIM_FUNCTIONS = frozenset({"max", "min", "mod", "floordiv"})
@@ -178,23 +180,23 @@ def numpy_dtype(name: str) -> np.dtype:
 
 
 def parse_dtype(raw: Any) -> str:
-    """Return the canonical dtype name of a string, numpy or jax dtype; raise ``TypeError``."""
-    try:
-        if isinstance(raw, str):
-            dtype = numpy_dtype(raw)
-        elif isinstance(getattr(raw, "dtype", None), np.dtype):  # jnp.float32, arrays
-            dtype = raw.dtype
-        else:
-            dtype = np.dtype(raw)
-    except (TypeError, ValueError) as err:
-        raise TypeError(f"{raw!r} is not a dtype") from err
-    if dtype.kind not in "biufcV" or (dtype.kind == "V" and dtype.name == "void"):
-        raise TypeError(f"{raw!r} is not an array dtype jax can export")
-    return dtype.name
+    """Return the canonical dtype name of a name that says its size (``"float32"``, ``"f4"``),
+    a numpy or jax dtype or scalar type; ``TypeError`` naming the closest valid names (``"float"``,
+    Python's ``float`` and misspellings are refused: see ``formats._dtypes``)."""
+    return dtype_name(raw)
 
 
 # --------------------------------------------------------------------------------------------
 # Dimensions and constraints
+
+
+class _DimensionError(ValueError):
+    """A dimension expression that is not allowed; ``node`` is the part at fault (its position
+    goes into the shape's message)."""
+
+    def __init__(self, node: ast.AST, message: str) -> None:
+        super().__init__(message)
+        self.node = node
 
 
 def _check_dim_ast(node: ast.AST, text: str) -> None:
@@ -202,11 +204,11 @@ def _check_dim_ast(node: ast.AST, text: str) -> None:
         node.value, bool
     ):
         if node.value < 0:
-            raise ValueError(f"negative dimension in {text!r}")
+            raise _DimensionError(node, f"negative dimension in {text!r}")
         return
     if isinstance(node, ast.Name):
         if keyword.iskeyword(node.id) or node.id in DIM_FUNCTIONS:
-            raise ValueError(f"{node.id!r} cannot be a dimension symbol")
+            raise _DimensionError(node, f"{node.id!r} cannot be a dimension symbol")
         return
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub | ast.Mult):
         _check_dim_ast(node.left, text)
@@ -220,54 +222,99 @@ def _check_dim_ast(node: ast.AST, text: str) -> None:
         for arg in node.args:
             _check_dim_ast(arg, text)
         return
-    raise ValueError(f"unsupported dimension expression {text!r} (use integers, symbols, "
-                     "+, -, *, max, min, mod, floordiv)")
+    part = ast.unparse(node)
+    where = "" if part == text else f" in {text!r}"
+    if isinstance(node, ast.Call):
+        raise _DimensionError(node, f"{part!r}{where}: only max, min, mod and floordiv can be "
+                              "called, each with two arguments")
+    raise _DimensionError(node, f"unsupported dimension expression {part!r}{where} (use "
+                          "integers, symbols, +, -, *, max, min, mod, floordiv)")
 
 
 def parse_shape(raw: Any) -> tuple[str, ...]:
-    """Parse ``"a, b"``, ``"(a, 2*b)"``, ``""`` or a sequence of ints/strings into dims."""
+    """Parse ``"a, b"``, ``"(a, 2*b)"``, ``""`` or a sequence of ints/strings into dims;
+    ``ValueError`` naming the character or position at fault and stating the grammar."""
     if isinstance(raw, str):
         return _parse_shape_text(raw)  # cached: a package repeats its shapes
-    return _parse_shape(raw)
+    if isinstance(raw, Sequence):
+        return tuple(_sequence_dim(raw, index, item) for index, item in enumerate(raw))
+    raise ValueError(f"a shape is a string such as 'a, b' or a tuple such as (3, 'n'), got "
+                     f"{raw!r} ({type(raw).__name__}); {SHAPE_GRAMMAR}")
+
+
+def _shape_body(raw: str) -> tuple[str, int]:
+    """The dimensions' text of a shape string (no outer parentheses or trailing comma) and
+    where it starts in ``raw``."""
+    start = len(raw) - len(raw.lstrip())
+    text = raw.strip()
+    if text.startswith("(") and text.endswith(")") and _closing_paren(text) == len(text) - 1:
+        inner = text[1:-1]
+        start += 1 + len(inner) - len(inner.lstrip())
+        text = inner.strip()
+    if text.endswith(","):
+        text = text[:-1].rstrip()
+    return text, start
+
+
+def _closing_paren(text: str) -> int:
+    """The index of the ``)`` that closes the ``(`` at index 0 (-1 if none)."""
+    depth = 0
+    for index, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0:
+            return index
+    return -1
 
 
 @functools.lru_cache(maxsize=4096)
 def _parse_shape_text(raw: str) -> tuple[str, ...]:
-    return _parse_shape(raw)
-
-
-def _parse_shape(raw: Any) -> tuple[str, ...]:
-    if isinstance(raw, str):
-        text = raw.strip()
-        if text.startswith("(") and text.endswith(")"):
-            text = text[1:-1].strip()
-        text = text.rstrip(",").strip() if text.endswith(",") else text
-        if not text:
-            return ()
+    text, start = _shape_body(raw)
+    if not text:
+        return ()
+    problem = find_shape_problem(text)
+    if problem is None:
         try:
             tree = ast.parse(f"({text},)", mode="eval").body
-        except SyntaxError as err:
-            raise ValueError(f"cannot parse shape {raw!r}") from err
-        assert isinstance(tree, ast.Tuple)
-        dims = tree.elts
-    elif isinstance(raw, Sequence):
-        dims = []
-        for item in raw:  # ints, strings or symbolic dims from jax.export.symbolic_shape
-            item_text = str(item)
-            try:
-                dims.append(ast.parse(item_text, mode="eval").body)
-            except SyntaxError as err:
-                raise ValueError(f"cannot parse dimension {item_text!r}") from err
-    else:
-        raise ValueError(f"a shape must be a string like 'a, b', got {type(raw).__name__}")
-    out = []
-    for dim in dims:
-        text = ast.unparse(dim)
-        _check_dim_ast(dim, text)
-        if not dim_symbols(text) and _eval(dim, {}) < 0:
-            raise ValueError(f"negative dimension {text!r}")
-        out.append(text)
-    return tuple(out)
+        except SyntaxError as err:  # what the scan missed: Python's own position and words
+            problem = ((err.offset or 2) - 2, err.msg)
+    if problem is not None:
+        raise ValueError(shape_message(raw, start + problem[0], problem[1]))
+    assert isinstance(tree, ast.Tuple)
+    try:
+        return tuple(_checked_dim(dim) for dim in tree.elts)
+    except _DimensionError as err:  # col_offset counts the "(" the text was wrapped in
+        raise ValueError(shape_message(raw, start + err.node.col_offset - 1, str(err))) from None
+
+
+def _checked_dim(dim: ast.expr) -> str:
+    text = ast.unparse(dim)
+    _check_dim_ast(dim, text)
+    if not dim_symbols(text) and _eval(dim, {}) < 0:
+        raise _DimensionError(dim, f"negative dimension {text!r}")
+    return text
+
+
+def _sequence_dim(shape: Sequence[Any], index: int, item: Any) -> str:
+    """One item of a tuple shape: an int, a dimension string or a jax symbolic dimension."""
+    if item is None or (isinstance(item, bool | float | complex | Sequence | Mapping)
+                        and not isinstance(item, str)):
+        example = tuple("n" if d is None else d for d in shape)
+        hint = (f"None is not a dimension: a size known only at call time needs a symbol: "
+                f"write {example!r} or {', '.join(map(str, example))!r}" if item is None else
+                "a dimension is an int >= 0, or a string such as 'n' or '2*n'")
+        raise ValueError(f"the shape {shape!r} has {item!r} at position {index}: {hint}")
+    if isinstance(item, int | np.integer) and item < 0:
+        raise ValueError(f"the shape {shape!r} has the negative size {item} at position {index}")
+    text = str(int(item) if isinstance(item, np.integer) else item)  # jax symbolic dims: str()
+    try:
+        dims = _parse_shape_text(text)
+    except ValueError as err:
+        raise ValueError(f"the shape {shape!r}, position {index}: {err}") from None
+    if len(dims) != 1:
+        raise ValueError(f"the shape {shape!r} has {item!r} at position {index}: one item is "
+                         "one dimension (write the whole shape as one string, 'a, b', or "
+                         "each dimension as an item, ('a', 'b'))")
+    return dims[0]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -365,7 +412,8 @@ def _is_dataclass_instance(value: Any) -> bool:
 
 def _looks_like_shape(value: Any) -> bool:
     return isinstance(value, str) or (
-        isinstance(value, list | tuple) and all(isinstance(d, int | str) for d in value)
+        isinstance(value, list | tuple) and all(isinstance(d, int | str | np.integer)
+                                                for d in value)
         and not any(isinstance(d, bool) for d in value))
 
 
@@ -374,7 +422,8 @@ def _looks_like_leaf(value: Any) -> bool:
     return (
         isinstance(value, tuple) and not _is_namedtuple(value) and len(value) in (2, 3)
         and _looks_like_shape(value[0]) and value[1] is not None
-        and not isinstance(value[1], dict | list | tuple) and not hasattr(value[1], "shape")
+        and not isinstance(value[1], dict | list | tuple)
+        and (not hasattr(value[1], "shape") or isinstance(value[1], np.dtype | type))
     ) or (hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, type)
           and not _is_dataclass_instance(value))
 
@@ -408,31 +457,108 @@ def _class_node(raw: Any, where: str, constraints: list[str]) -> ClassNode:
     return ClassNode(type(raw), fields, items, static)
 
 
+#: What a position in a spec tree may hold (said when it holds something else).
+_TREE_EXPECTED = ("expected a leaf ((shape, dtype), (shape, dtype, [constraints]) or a "
+                  "jax.ShapeDtypeStruct), None, or a dict/list/tuple/namedtuple/dataclass of them")
+
+
+def _parse_leaf(raw: Any, where: str, constraints: list[str]) -> LeafSpec:
+    if isinstance(raw, tuple):
+        shape_raw, dtype_raw = raw[0], raw[1]
+        if len(raw) == 3:
+            extra = raw[2]
+            if isinstance(extra, str) or not isinstance(extra, Sequence):
+                raise SpecError(f"{where}: constraints must be a list of strings, "
+                                f"got {extra!r}")
+            for item in extra:
+                try:
+                    constraints.append(parse_constraint(item))
+                except ValueError as err:
+                    raise SpecError(f"{where}: {err}") from None
+    else:
+        shape_raw, dtype_raw = tuple(raw.shape), raw.dtype
+    try:
+        shape = parse_shape(shape_raw)
+    except ValueError as err:
+        raise SpecError(f"{where}: {err}") from None
+    try:
+        dtype = parse_dtype(dtype_raw)
+    except TypeError as err:
+        if isinstance(dtype_raw, str) and is_dtype_like(shape_raw) \
+                and not is_dtype_like(dtype_raw):
+            raise SpecError(f"{where}: {raw!r} gives the dtype first: a leaf is (shape, dtype), "
+                            f"write {(dtype_raw, shape_raw)!r}") from None
+        raise SpecError(f"{where}: bad dtype: {err}") from None
+    return LeafSpec(shape, dtype)
+
+
+def _is_bare(value: Any) -> bool:
+    """A value that can only be part of a leaf: a shape, a dtype, a number..., never a tree."""
+    return value is not None and not isinstance(value, Mapping | list | tuple) \
+        and not _is_dataclass_instance(value) and not _looks_like_leaf(value)
+
+
+def _show_dtype(value: Any) -> str:
+    try:
+        return repr(value if isinstance(value, str) else parse_dtype(value))
+    except TypeError:
+        return repr(value)
+
+
+def _misshapen_leaf(raw: list[Any] | tuple[Any, ...]) -> str | None:
+    """What is wrong with a list or tuple meant as a leaf, or ``None`` if it is not one (it
+    holds a bare shape or dtype, which no tree may hold, in a leaf-like arrangement)."""
+    if not 1 <= len(raw) <= 3 or not any(_is_bare(item) for item in raw):
+        return None
+    first = raw[0]
+    if len(raw) == 1:
+        if is_dtype_like(first):
+            return (f"{raw!r} has a dtype but no shape: write ('', {_show_dtype(first)}) for a "
+                    f"scalar or ('n', {_show_dtype(first)}) for a vector")
+        return (f"{raw!r} has a shape but no dtype: write ({first!r}, 'float32')"
+                if _looks_like_shape(first) else None)
+    second = raw[1]
+    if isinstance(raw, list) and _looks_like_leaf(tuple(raw)) and is_dtype_like(second):
+        return (f"{raw!r} is a list, which a spec reads as a list of leaves, yet it holds a "
+                f"shape and a dtype: write the leaf as a tuple, {tuple(raw)!r}")
+    if first is None and is_dtype_like(second):
+        return (f"in the leaf {raw!r}, None is not a shape: write '' for a scalar, or a shape "
+                f"such as 'n, 3'")
+    if isinstance(first, list | tuple) and not any(map(_is_tree_node, first)) and (
+            is_dtype_like(second) or isinstance(second, str)):
+        try:
+            parse_shape(first)
+        except ValueError as err:
+            return f"in the leaf {raw!r}, {err}"
+    if second is None and isinstance(first, str):
+        return (f"the leaf {raw!r} has no dtype (None): write ({first!r}, 'float32') or "
+                "another dtype")
+    return None
+
+
+def _is_tree_node(value: Any) -> bool:
+    return isinstance(value, Mapping | list | tuple) or _is_dataclass_instance(value)
+
+
+def _not_a_tree(raw: Any) -> str:
+    """What is wrong with a value where a tree was expected (not a leaf, container or None)."""
+    if is_dtype_like(raw):
+        dtype = _show_dtype(raw)
+        return (f"{raw!r} is a dtype without a shape: write ('', {dtype}) for a scalar or "
+                f"('n', {dtype}) for a vector ({_TREE_EXPECTED})")
+    if isinstance(raw, str):
+        try:
+            parse_shape(raw)
+        except ValueError:
+            return f"{_TREE_EXPECTED}; got the string {raw!r}, neither a dtype nor a shape"
+        return (f"{raw!r} is a shape without a dtype: write ({raw!r}, 'float32') "
+                f"({_TREE_EXPECTED})")
+    return f"{_TREE_EXPECTED}; got {raw!r} ({type(raw).__name__})"
+
+
 def _parse_tree(raw: Any, where: str, constraints: list[str]) -> Any:
     if _looks_like_leaf(raw):
-        if isinstance(raw, tuple):
-            shape_raw, dtype_raw = raw[0], raw[1]
-            if len(raw) == 3:
-                extra = raw[2]
-                if isinstance(extra, str) or not isinstance(extra, Sequence):
-                    raise SpecError(f"{where}: constraints must be a list of strings, "
-                                    f"got {extra!r}")
-                for item in extra:
-                    try:
-                        constraints.append(parse_constraint(item))
-                    except ValueError as err:
-                        raise SpecError(f"{where}: {err}") from None
-        else:
-            shape_raw, dtype_raw = tuple(raw.shape), raw.dtype
-        try:
-            shape = parse_shape(shape_raw)
-        except ValueError as err:
-            raise SpecError(f"{where}: {err}") from None
-        try:
-            dtype = parse_dtype(dtype_raw)
-        except TypeError as err:
-            raise SpecError(f"{where}: bad dtype: {err}") from None
-        return LeafSpec(shape, dtype)
+        return _parse_leaf(raw, where, constraints)
     if raw is None:
         return None
     if isinstance(raw, Mapping):
@@ -446,10 +572,12 @@ def _parse_tree(raw: Any, where: str, constraints: list[str]) -> Any:
     if _is_namedtuple(raw) or _is_dataclass_instance(raw):
         return _class_node(raw, where, constraints)
     if isinstance(raw, list | tuple):
+        problem = _misshapen_leaf(raw)
+        if problem is not None:
+            raise SpecError(f"{where}: {problem}")
         items = [_parse_tree(v, f"{where}[{i}]", constraints) for i, v in enumerate(raw)]
         return items if isinstance(raw, list) else tuple(items)
-    raise SpecError(f"{where}: expected (shape, dtype), a jax.ShapeDtypeStruct or a "
-                    f"dict/list/tuple of them, got {raw!r}")
+    raise SpecError(f"{where}: {_not_a_tree(raw)}")
 
 
 def iter_leaves(tree: Any, path: str = "") -> Iterator[tuple[str, LeafSpec]]:

@@ -14,6 +14,8 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from hatch_jaxexport.errors import SpecError
 from hatch_jaxexport.formats.spec import JsonScalar, Structure, check_static_value, parse_structure
 from hatch_jaxexport.runtime._jaxcompat import lowering_config
@@ -229,13 +231,49 @@ def _check_x64(fn_name: str, x64: Any) -> tuple[dict[str, Any], tuple[bool, ...]
     return config, ((False, True) if x64 == "both" else ())
 
 
+def _given(value: Any) -> str:
+    """A refused value as a message shows it: its repr and its type."""
+    kind = type(value)
+    type_text = kind.__name__ if kind.__module__ == "builtins" else \
+        f"{kind.__module__}.{kind.__name__}"
+    return f"{value!r} ({type_text})"
+
+
+def _check_flags(fn_name: str, flags: Mapping[str, Any]) -> None:
+    """Every boolean option must be ``True`` or ``False`` (``tiered`` also ``None``): a flag is
+    recorded in the manifest, and ``vmap="yes"`` or ``vmap=0.5`` used to be read as true.
+    ``1``/``0`` and numpy bools are refused too: ``bool(...)`` is one call away."""
+    for option, value in flags.items():
+        if isinstance(value, bool) or (value is None and option == "tiered"):
+            continue
+        allowed = "True, False or None (follow HATCH_JAXEXPORT_TIERED)" \
+            if option == "tiered" else "True or False"
+        hint = f"; write {bool(value)!r}" if (isinstance(value, int) and value in (0, 1)) \
+            or isinstance(value, np.bool_) else ""
+        raise SpecError(f"@exportable spec of {fn_name}: {option} must be {allowed}, got "
+                        f"{_given(value)}{hint}")
+
+
+def _check_order(fn_name: str, option: str, value: Any, allowed: str, largest: int | None,
+                 ) -> None:
+    """An order is a plain ``int`` (not a bool, a float or a numpy integer) in range."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0 and (
+            largest is None or value <= largest):
+        return
+    hint = ""
+    if isinstance(value, bool):
+        hint = f"; a bool is not an order: write {int(value)}"
+    elif isinstance(value, float) and value.is_integer() and value >= 0:
+        hint = f"; write {int(value)}"
+    elif not isinstance(value, int) and hasattr(value, "__index__"):
+        hint = f"; write int(...), {int(value)}"
+    raise SpecError(f"@exportable spec of {fn_name}: {option} must be {allowed}, got "
+                    f"{_given(value)}{hint}")
+
+
 def _check_orders(fn_name: str, vjp_order: Any, ad_order: Any, constraints: Any) -> None:
-    if not isinstance(vjp_order, int) or isinstance(vjp_order, bool) or vjp_order < 0:
-        raise SpecError(f"@exportable spec of {fn_name}: vjp_order must be an int >= 0, "
-                        f"got {vjp_order!r}")
-    if ad_order not in (0, 1, 2) or isinstance(ad_order, bool):
-        raise SpecError(f"@exportable spec of {fn_name}: ad_order must be 0, 1 or 2, "
-                        f"got {ad_order!r}")
+    _check_order(fn_name, "vjp_order", vjp_order, "an int >= 0", None)
+    _check_order(fn_name, "ad_order", ad_order, "0, 1 or 2", 2)
     if isinstance(constraints, str):
         raise SpecError(f"@exportable spec of {fn_name}: constraints must be a list of "
                         f"strings, got {constraints!r}")
@@ -269,12 +307,18 @@ def _wrap(fn: Callable[..., Any], name: str | None, specs: tuple[Any, ...], *,
           static: Any, constraints: Any, ad_order: Any, vmap: Any, tiered: Any, concrete: Any,
           mesh: Any, in_specs: Any, out_specs: Any, x64: Any) -> ExportableFunction:
     """Validate ``@exportable``'s arguments for ``fn`` and wrap it (``SpecError`` if bad)."""
-    fn_name = name or f"{getattr(fn, '__module__', '__main__')}:" \
-                      f"{getattr(fn, '__qualname__', repr(fn))}"
+    default_name = f"{getattr(fn, '__module__', '__main__')}:" \
+                   f"{getattr(fn, '__qualname__', repr(fn))}"
+    if name is not None and (not isinstance(name, str) or not name):
+        raise SpecError(f"@exportable spec of {default_name}: name must be a non-empty string "
+                        f"(the function's name in the manifest), got {_given(name)}")
+    fn_name = name or default_name
     if not specs:
         raise SpecError(f"@exportable spec of {fn_name}: give at least one structure, "
                         "e.g. {'x': ('a, b', 'float32')}")
     _check_orders(fn_name, vjp_order, ad_order, constraints)
+    _check_flags(fn_name, {"export_with_kwargs": export_with_kwargs,
+                           "skip_jitting": skip_jitting, "vmap": vmap, "tiered": tiered})
     jax_config, x64_variants = _check_x64(fn_name, x64)
     try:
         signature = inspect.signature(fn)
@@ -298,9 +342,9 @@ def _wrap(fn: Callable[..., Any], name: str | None, specs: tuple[Any, ...], *,
     spec = ExportSpec(
         name=fn_name, structures=structures,
         platforms=_check_platforms(fn_name, platforms), vjp_order=vjp_order,
-        export_with_kwargs=bool(export_with_kwargs), skip_jitting=bool(skip_jitting),
-        static=static_values, ad_order=ad_order, vmap=bool(vmap), concrete=concrete_sizes,
-        tiered=None if tiered is None else bool(tiered), jax_config=jax_config,
+        export_with_kwargs=export_with_kwargs, skip_jitting=skip_jitting,
+        static=static_values, ad_order=ad_order, vmap=vmap, concrete=concrete_sizes,
+        tiered=tiered, jax_config=jax_config,
         x64_variants=x64_variants, **sharded,
     )
     return ExportableFunction(fn, spec, signature, layouts)

@@ -215,3 +215,72 @@ def test_a_static_field_that_is_not_json_is_a_spec_error():
     with pytest.raises(SpecError, match=r"argument 'p'\.name: a static field of _Layer must "
                                         r"hold a JSON scalar or a tuple of them .* got <built-in"):
         parse_structure("f", {"p": _Layer(("n", "float32"), (), len)}, 0)
+
+
+# --------------------------------------------------------------------------------------------
+# Structure errors: which position of which argument, and what it expected there
+
+
+def _structure_refusal(spec) -> str:
+    with pytest.raises(SpecError) as caught:
+        exportable({"x": spec})(_body)
+    return str(caught.value)
+
+
+_WHERE = f"@exportable spec of {__name__}:_body, structure 0, argument 'x'"
+_EXPECTED = ("expected a leaf ((shape, dtype), (shape, dtype, [constraints]) or a "
+             "jax.ShapeDtypeStruct), None, or a dict/list/tuple/namedtuple/dataclass of them")
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    # a tuple shape with None: the user meant a size known at call time
+    (((None, 3), "float32"),
+     ": in the leaf ((None, 3), 'float32'), the shape (None, 3) has None at position 0: None is "
+     "not a dimension: a size known only at call time needs a symbol: write ('n', 3) or 'n, 3'"),
+    (((3.0, 4), "float32"),
+     ": in the leaf ((3.0, 4), 'float32'), the shape (3.0, 4) has 3.0 at position 0: a "
+     "dimension is an int >= 0, or a string such as 'n' or '2*n'"),
+    ((("a, b",), "float32"),
+     ": the shape ('a, b',) has 'a, b' at position 0: one item is one dimension (write the "
+     "whole shape as one string, 'a, b', or each dimension as an item, ('a', 'b'))"),
+    ((None, "float32"),
+     ": in the leaf (None, 'float32'), None is not a shape: write '' for a scalar, or a shape "
+     "such as 'n, 3'"),
+    # a dtype without a shape, a shape without a dtype
+    ("float32", f": 'float32' is a dtype without a shape: write ('', 'float32') for a scalar or "
+                f"('n', 'float32') for a vector ({_EXPECTED})"),
+    (jnp.float32, ": <class 'jax.numpy.float32'> is a dtype without a shape: write "
+                  "('', 'float32') for a scalar"),
+    (("float32",), ": ('float32',) has a dtype but no shape: write ('', 'float32') for a scalar "
+                   "or ('n', 'float32') for a vector"),
+    ("a, b", f": 'a, b' is a shape without a dtype: write ('a, b', 'float32') ({_EXPECTED})"),
+    (("a, b",), ": ('a, b',) has a shape but no dtype: write ('a, b', 'float32')"),
+    (("a, b", None), ": the leaf ('a, b', None) has no dtype (None): write ('a, b', 'float32') "
+                     "or another dtype"),
+    # wrong nesting or order
+    (["a, b", "float32"],
+     ": ['a, b', 'float32'] is a list, which a spec reads as a list of leaves, yet it holds a "
+     "shape and a dtype: write the leaf as a tuple, ('a, b', 'float32')"),
+    (("float32", "a, b"), ": ('float32', 'a, b') gives the dtype first: a leaf is (shape, "
+                          "dtype), write ('a, b', 'float32')"),
+    ([("n", "float32"), 3], f"[1]: {_EXPECTED}; got 3 (int)"),
+    ({"w": ("n", "float32"), "b": {"c": 2.5}}, f"['b']['c']: {_EXPECTED}; got 2.5 (float)"),
+    (3, f": {_EXPECTED}; got 3 (int)"),
+])
+def test_structure_errors_name_the_position_and_what_it_expected(spec, message):
+    assert _structure_refusal(spec).startswith(_WHERE + message)
+
+
+@pytest.mark.parametrize(("shape", "dims"), [
+    ((3, 4), ("3", "4")), (("n", 3), ("n", "3")), ([2, "2*n"], ("2", "2 * n")),
+    ((np.int64(5), "m"), ("5", "m")), ((), ()),
+])
+def test_tuple_shapes_of_ints_and_dimension_strings_are_accepted(shape, dims):
+    wrapped = exportable({"x": (shape, "float32")})(_body)
+    assert wrapped.export_spec.structures[0].args["x"].shape == dims
+
+
+def test_numpy_dtype_objects_are_leaf_dtypes():
+    """``np.dtype("float32")`` has a ``.shape``; it is still the dtype of a (shape, dtype) leaf."""
+    wrapped = exportable({"x": ("n", np.dtype("float32")), "y": ("n", np.float64)})(_body)
+    assert wrapped.export_spec.structures[0].key == "x: float32[n]; y: float64[n]"

@@ -1,0 +1,74 @@
+"""``@exportable``'s options: every flag is a bool and every order a plain int, or the spec is
+refused with the function, the option, what it takes and what was given."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hatch_jaxexport import SpecError, exportable
+
+SPEC = {"x": ("n", "float32")}
+
+
+def _twice(x):
+    return x * 2
+
+
+def _refusal(**options) -> str:
+    with pytest.raises(SpecError) as caught:
+        exportable(SPEC, **options)(_twice)
+    return str(caught.value)
+
+
+_WHERE = f"@exportable spec of {__name__}:_twice: "
+
+
+@pytest.mark.parametrize("option", ["vmap", "skip_jitting", "export_with_kwargs", "tiered"])
+@pytest.mark.parametrize(("value", "given"), [
+    ("yes", "'yes' (str)"), (0.5, "0.5 (float)"), ("True", "'True' (str)"),
+    (1, "1 (int); write True"), (0, "0 (int); write False"), (2, "2 (int)"),
+    (np.True_, "np.True_ (numpy.bool); write True"), ([True], "[True] (list)"),
+])
+def test_every_flag_refuses_what_is_not_a_bool(option, value, given):
+    allowed = ("True, False or None (follow HATCH_JAXEXPORT_TIERED)" if option == "tiered"
+               else "True or False")
+    assert _refusal(**{option: value}) == f"{_WHERE}{option} must be {allowed}, got {given}"
+
+
+@pytest.mark.parametrize("option", ["vmap", "skip_jitting", "export_with_kwargs"])
+def test_none_is_refused_for_flags_without_a_default_to_follow(option):
+    assert _refusal(**{option: None}) == \
+        f"{_WHERE}{option} must be True or False, got None (NoneType)"
+
+
+@pytest.mark.parametrize(("option", "value", "allowed", "given"), [
+    ("vjp_order", 1.0, "an int >= 0", "1.0 (float); write 1"),
+    ("vjp_order", 0.5, "an int >= 0", "0.5 (float)"),
+    ("vjp_order", "1", "an int >= 0", "'1' (str)"),
+    ("vjp_order", True, "an int >= 0", "True (bool); a bool is not an order: write 1"),
+    ("vjp_order", -1, "an int >= 0", "-1 (int)"),
+    ("vjp_order", np.int64(2), "an int >= 0", "np.int64(2) (numpy.int64); write int(...), 2"),
+    ("ad_order", 1.0, "0, 1 or 2", "1.0 (float); write 1"),
+    ("ad_order", "2", "0, 1 or 2", "'2' (str)"),
+    ("ad_order", False, "0, 1 or 2", "False (bool); a bool is not an order: write 0"),
+    ("ad_order", 3, "0, 1 or 2", "3 (int)"),
+    ("ad_order", -1, "0, 1 or 2", "-1 (int)"),
+    ("ad_order", None, "0, 1 or 2", "None (NoneType)"),
+])
+def test_every_order_refuses_what_is_not_a_plain_int_in_range(option, value, allowed, given):
+    assert _refusal(**{option: value}) == f"{_WHERE}{option} must be {allowed}, got {given}"
+
+
+def test_a_name_that_is_not_a_string_is_refused_under_the_default_name():
+    assert _refusal(name=3) == (f"{_WHERE}name must be a non-empty string (the function's "
+                                "name in the manifest), got 3 (int)")
+
+
+def test_valid_flags_and_orders_are_kept_as_given():
+    spec = exportable(SPEC, vmap=True, skip_jitting=False, export_with_kwargs=True,
+                      tiered=None, vjp_order=2, ad_order=2)(_twice).export_spec
+    assert (spec.vmap, spec.skip_jitting, spec.export_with_kwargs, spec.tiered) == \
+        (True, False, True, None)
+    assert (spec.vjp_order, spec.ad_order) == (2, 2)
+    assert exportable(SPEC, tiered=False)(_twice).export_spec.tiered is False
