@@ -65,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _warmup(args: argparse.Namespace) -> int:
+    """Warm the caches; exit 1, saying how to give every missing size, if nothing was warmed."""
     from hatch_jaxexport.build.warmup import warmup_package
     from hatch_jaxexport.runtime._compile_cache import active_cache_dir
 
@@ -77,12 +78,34 @@ def _warmup(args: argparse.Namespace) -> int:
             sep = ""
         if not sep or not name.strip():
             raise ValueError(f"--dims takes SYMBOL=SIZE[,SIZE...], got {item!r}")
-    count, skipped = warmup_package(args.package, dims,
-                                    log=lambda line: print(line, file=sys.stderr))
-    for line in skipped:
+    result = warmup_package(args.package, dims,
+                            log=lambda line: print(line, file=sys.stderr))
+    for line in result.skipped:
         print(f"skipped: {line}", file=sys.stderr)
-    print(f"warmed {count} call signature(s) into {active_cache_dir()}")
+    example = _warmup_command(args.package, dims, result.missing)
+    if result.warmed == 0:
+        if result.functions == 0:
+            reason = f"{args.package} has no @exportable functions"
+        elif result.missing:
+            reason = (f"no size for the symbols "
+                      f"{', '.join(result.missing)}. Give them all, e.g.\n  {example}")
+        else:
+            reason = "every call was skipped (the reasons are above)"
+        print(f"jaxexport: error: warmed nothing: {reason}", file=sys.stderr)
+        return 1
+    print(f"warmed {result.warmed} call signature(s) into {active_cache_dir()}")
+    if result.missing:
+        print(f"to warm the skipped structures too, give every symbol a size: {example}",
+              file=sys.stderr)
     return 0
+
+
+def _warmup_command(package: str, dims: dict[str, list[int]], missing: Sequence[str]) -> str:
+    """A ``warmup`` command line that gives every symbol: the sizes given, SIZE for the rest."""
+    given = {name: ",".join(map(str, sizes)) for name, sizes in dims.items()}
+    sizes = {**given, **dict.fromkeys(missing, "SIZE")}
+    return " ".join(["jaxexport", "warmup", package,
+                     *(f"--dims {name}={sizes[name]}" for name in sorted(sizes))])
 
 
 def _export(args: argparse.Namespace) -> int:
