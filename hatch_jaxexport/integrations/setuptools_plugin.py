@@ -9,7 +9,7 @@ project's ``pyproject.toml`` has a ``[tool.jaxexport]`` table. With the table it
   installs, into the source tree (lenient mode imports from there) with a copy in
   ``build_lib`` (strict mode's link tree copies it from there), and
 - wraps ``egg_info`` so the metadata requires ``jax>=<exporting version>`` (option
-  ``jax-requirement``).
+  ``jax-requirement``), merged into the project's own requirement on jax.
 
 The options are those of the Hatch hook (see ``hatch_jaxexport.build._config``); the export
 itself is the bake both share (``hatch_jaxexport.build._bake``). This module imports setuptools:
@@ -28,7 +28,12 @@ from typing import Any
 from setuptools import Command
 
 from hatch_jaxexport.build._bake import artifact_files, bake
-from hatch_jaxexport.build._config import ConfigError, ExportOptions, parse_options
+from hatch_jaxexport.build._config import (
+    ConfigError,
+    ExportOptions,
+    merge_requirement,
+    parse_options,
+)
 from hatch_jaxexport.formats._settings import skip_requested
 from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, MANIFEST_NAME
 
@@ -83,11 +88,16 @@ def _wrap_egg_info(base: type) -> type:
         def run(self) -> None:
             dist = self.distribution
             requirement = _jax_requirement(dist._jaxexport_options)
-            current = list(dist.install_requires or [])
-            if requirement is not None and requirement not in current:
-                # A new (non-static) list: setuptools marks Requires-Dist as dynamic.
-                dist.install_requires = [*current, requirement]
-                dist.metadata.install_requires = dist.install_requires
+            current = [str(entry) for entry in dist.install_requires or []]
+            if requirement is not None:
+                # Merged into the project's own jax requirement: Requires-Dist names jax once.
+                merged, leftover = merge_requirement(current, requirement)
+                if leftover is not None and leftover not in merged:
+                    merged.append(leftover)
+                if merged != current:
+                    # A new (non-static) list: setuptools marks Requires-Dist as dynamic.
+                    dist.install_requires = merged
+                    dist.metadata.install_requires = dist.install_requires
             super().run()
 
     return egg_info

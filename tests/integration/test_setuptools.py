@@ -16,6 +16,7 @@ from _buildkit import (
     DEMO,
     TINY_MODULE,
     artifact_files,
+    jax_requirements,
     links_env,
     members,
     metadata,
@@ -104,6 +105,7 @@ def test_python_m_build_bakes_the_wheel_not_the_sdist(tmp_path, env, runtime):
     assert sorted(files) == sorted(a["file"] for a in manifest["artifacts"])
     assert {a["platform"] for a in manifest["artifacts"]} == {"cpu", "cuda"}
     assert f"Requires-Dist: jax>={JAX_VERSION}" in metadata(wheel)
+    assert jax_requirements(wheel) == [f"jax>={JAX_VERSION}"]  # the project's `jax`, merged
     python = make_venv(tmp_path / "venv", *runtime, wheel)
     assert "site-packages" in call(python, tmp_path)["file"]
 
