@@ -53,6 +53,32 @@ class ExportOptions:
         return self.jax_requirement.replace("{version}", jax_version)
 
 
+def brief_uncaught_config_errors() -> None:
+    """From now on, print a ``ConfigError`` that nobody catches as its message alone.
+
+    A build backend runs the hooks in a process of its own (pyproject_hooks for pip and build,
+    uv's runner, ``hatchling build`` for hatch), and an exception that escapes it reaches
+    ``sys.excepthook``, whose default prints some twenty lines of the backend's frames above the
+    message. The integrations call this just before they raise a ``ConfigError``: the error
+    keeps its type for any caller that catches it (a build run in process, a test), and only
+    the last-resort report changes. Other exceptions go to the previous hook, untouched.
+    """
+    import sys
+
+    previous = sys.excepthook
+    if getattr(previous, "jaxexport_brief", False):
+        return
+
+    def report(kind: type[BaseException], value: BaseException, traceback: Any) -> None:
+        if isinstance(value, ConfigError):
+            print(f"error: {value}", file=sys.stderr, flush=True)
+        else:
+            previous(kind, value, traceback)
+
+    report.jaxexport_brief = True  # type: ignore[attr-defined]
+    sys.excepthook = report
+
+
 def merge_requirement(dependencies: Sequence[str], requirement: str
                       ) -> tuple[list[str], str | None]:
     """``dependencies`` with ``requirement`` merged into the project's own requirement(s) on the
@@ -256,6 +282,7 @@ __all__ = [
     "HATCHLING_HOOK_KEYS",
     "ConfigError",
     "ExportOptions",
+    "brief_uncaught_config_errors",
     "merge_requirement",
     "parse_options",
 ]

@@ -40,6 +40,7 @@ from hatch_jaxexport.build._config import (
     HATCHLING_HOOK_KEYS,
     ConfigError,
     ExportOptions,
+    brief_uncaught_config_errors,
     merge_requirement,
     parse_options,
 )
@@ -160,8 +161,12 @@ class JaxExportBuildHook(BuildHookInterface):
             if self.target_name == "sdist":
                 self._reserve_source_artifacts(self._source_artifact_folders())
             return
-        options = self.options()
-        packages = self.packages(options)
+        try:
+            options = self.options()
+            packages = self.packages(options)
+        except ConfigError:
+            brief_uncaught_config_errors()  # the message, without the backend's traceback
+            raise
         editable = version == "editable"
         if not editable:
             self._scratch = tempfile.TemporaryDirectory(prefix="jaxexport-")

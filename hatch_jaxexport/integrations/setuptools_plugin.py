@@ -31,6 +31,7 @@ from hatch_jaxexport.build._bake import artifact_files, bake
 from hatch_jaxexport.build._config import (
     ConfigError,
     ExportOptions,
+    brief_uncaught_config_errors,
     merge_requirement,
     parse_options,
 )
@@ -63,10 +64,14 @@ def read_table(project_root: str | os.PathLike[str]) -> dict[str, Any] | None:
 
 def finalize_distribution_options(dist: Any) -> None:
     """Entry point: wire the export into ``dist`` when the project asks for it."""
-    table = read_table(getattr(dist, "src_root", None) or os.curdir)
-    if table is None:
-        return
-    options = parse_options(table, TABLE)
+    try:
+        table = read_table(getattr(dist, "src_root", None) or os.curdir)
+        if table is None:
+            return
+        options = parse_options(table, TABLE)
+    except ConfigError:
+        brief_uncaught_config_errors()  # the message, without the backend's traceback
+        raise
     dist._jaxexport_options = options
     dist.cmdclass[COMMAND] = build_jaxexport
     build = dist.get_command_class("build")
@@ -170,6 +175,13 @@ class build_jaxexport(Command):  # lower case: setuptools names a command after 
 
     def packages(self) -> dict[str, Path]:
         """Top-level packages to export: import name -> source folder."""
+        try:
+            return self._packages()
+        except ConfigError:
+            brief_uncaught_config_errors()  # the message, without the backend's traceback
+            raise
+
+    def _packages(self) -> dict[str, Path]:
         options = self._options()
         build_py = self.get_finalized_command("build_py")
         names = options.packages

@@ -241,3 +241,44 @@ def test_merge_requirement_refuses_a_bad_requirement():
     with pytest.raises(ValueError, match=r"merge_requirement: expected a requirement such as "
                        r"'jax>=0.10.2', got 'jax>>1'"):
         merge_requirement(["jax"], "jax>>1")
+
+
+# -- a configuration error that escapes the build backend: the message, no traceback -------------
+
+ESCAPE = """
+import sys
+from hatch_jaxexport.build._config import brief_uncaught_config_errors, parse_options
+from hatch_jaxexport.errors import ConfigError
+try:
+    parse_options({"job": 2}, "tool.jaxexport")
+except ConfigError:
+    brief_uncaught_config_errors()
+    brief_uncaught_config_errors()  # twice: still one report
+    if sys.argv[1] == "config":
+        raise
+raise RuntimeError("something else")
+"""
+
+
+def test_an_uncaught_config_error_prints_its_message_alone(run_python):
+    proc = run_python(ESCAPE.replace("sys.argv[1]", "'config'"), check=False)
+    assert proc.returncode == 1
+    assert proc.stderr == (
+        "error: invalid hatch-jaxexport configuration: tool.jaxexport.job is not an option of "
+        "hatch-jaxexport (did you mean `jobs`?); known options: packages, platforms, jobs, "
+        "on-error, jax-requirement, editable\n")
+
+
+def test_other_uncaught_errors_keep_their_traceback(run_python):
+    proc = run_python(ESCAPE.replace("sys.argv[1]", "'other'"), check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("Traceback (most recent call last)")
+    assert proc.stderr.rstrip().endswith("RuntimeError: something else")
+
+
+def test_caught_config_errors_keep_their_type_in_process():
+    from hatch_jaxexport.build._config import brief_uncaught_config_errors
+
+    brief_uncaught_config_errors()
+    with pytest.raises(ConfigError):
+        parse_options({"job": 2}, HATCH)
