@@ -127,6 +127,14 @@ def metadata(wheel: Path) -> str:
                 if name.endswith(".dist-info/METADATA"))
 
 
+def jax_requirements(wheel: Path) -> list[str]:
+    """The wheel's ``Requires-Dist`` values on jax itself (not jaxlib or other jax-* names)."""
+    import re
+
+    return [line.split(": ", 1)[1] for line in metadata(wheel).splitlines()
+            if re.match(r"Requires-Dist: jax(?![\w.-])", line)]
+
+
 def wheel_tag(wheel: Path) -> str:
     text = next(data.decode() for name, data in members(wheel).items()
                 if name.endswith(".dist-info/WHEEL"))

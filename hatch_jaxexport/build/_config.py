@@ -3,7 +3,8 @@
 Both integrations read the same table (``[tool.hatch.build.targets.wheel.hooks.jaxexport]`` or
 ``[tool.jaxexport]``). Validation collects every problem, each with its full TOML path, and
 raises them together as one ``ConfigError``. Also here: the jax requirement both add to the wheel's
-metadata.
+metadata, merged into the project's own requirement on jax (``merge_requirement``) so that the
+metadata names jax once.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from hatch_jaxexport.errors import ConfigError
@@ -50,6 +51,96 @@ class ExportOptions:
         if self.jax_requirement is None:
             return None
         return self.jax_requirement.replace("{version}", jax_version)
+
+
+def brief_uncaught_config_errors() -> None:
+    """From now on, print a ``ConfigError`` that nobody catches as its message alone.
+
+    A build backend runs the hooks in a process of its own (pyproject_hooks for pip and build,
+    uv's runner, ``hatchling build`` for hatch), and an exception that escapes it reaches
+    ``sys.excepthook``, whose default prints some twenty lines of the backend's frames above the
+    message. The integrations call this just before they raise a ``ConfigError``: the error
+    keeps its type for any caller that catches it (a build run in process, a test), and only
+    the last-resort report changes. Other exceptions go to the previous hook, untouched.
+    """
+    import sys
+
+    previous = sys.excepthook
+    if getattr(previous, "jaxexport_brief", False):
+        return
+
+    def report(kind: type[BaseException], value: BaseException, traceback: Any) -> None:
+        if isinstance(value, ConfigError):
+            print(f"error: {value}", file=sys.stderr, flush=True)
+        else:
+            previous(kind, value, traceback)
+
+    report.jaxexport_brief = True  # type: ignore[attr-defined]
+    sys.excepthook = report
+
+
+def merge_requirement(dependencies: Sequence[str], requirement: str
+                      ) -> tuple[list[str], str | None]:
+    """``dependencies`` with ``requirement`` merged into the project's own requirement(s) on the
+    same distribution, and what is left to add (``None`` when merged).
+
+    The wheel's metadata then names jax once, as the stricter of both: the specifiers combined,
+    redundant bounds dropped (``jax[cpu]>=0.5`` and ``jax>=0.10.2`` give ``jax[cpu]>=0.10.2``),
+    the project's extras and marker kept. A project requirement with a marker is tightened under
+    its marker: where the project needs jax, it needs the exporting version. Nothing merges, and
+    ``requirement`` is returned to be added as it is, when the project has no requirement on
+    that distribution, when its requirement is a direct reference (``jax @ URL``), or when
+    ``requirement`` has a marker of its own. Unparsable entries are left alone.
+    """
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    try:
+        added = Requirement(requirement)
+    except InvalidRequirement as err:
+        raise ValueError(f"merge_requirement: expected a requirement such as 'jax>=0.10.2', "
+                         f"got {requirement!r} ({err})") from None
+    name = canonicalize_name(added.name)
+    merged_any = False
+    result = []
+    for entry in dependencies:
+        try:
+            own = Requirement(entry)
+        except InvalidRequirement:
+            result.append(entry)
+            continue
+        if canonicalize_name(own.name) != name or own.url or added.marker is not None:
+            result.append(entry)
+            continue
+        own.extras |= added.extras
+        own.specifier = _strictest(own.specifier & added.specifier)
+        result.append(str(own))
+        merged_any = True
+    return result, None if merged_any else requirement
+
+
+def _strictest(specifiers: Any) -> Any:
+    """``specifiers`` with only the tightest lower and upper bound (``>=0.5,>=0.10.2``:
+    ``>=0.10.2``); other clauses (``==``, ``!=``, ``~=``) are kept as they are."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    def key(spec: Any, lower: bool) -> tuple[Version, bool]:
+        strict = spec.operator in (">", "<")
+        return Version(spec.version), strict if lower else not strict
+
+    kept, lower, upper = [], None, None
+    try:
+        for spec in specifiers:
+            if spec.operator in (">=", ">"):
+                lower = spec if lower is None or key(spec, True) > key(lower, True) else lower
+            elif spec.operator in ("<=", "<"):
+                upper = spec if upper is None or key(spec, False) < key(upper, False) else upper
+            else:
+                kept.append(spec)
+    except InvalidVersion:  # a legacy or wildcard version: no ordering, keep every clause
+        return specifiers
+    return SpecifierSet(",".join(str(s) for s in [*kept, lower, upper] if s is not None))
 
 
 def _is_int(value: Any) -> bool:
@@ -191,5 +282,7 @@ __all__ = [
     "HATCHLING_HOOK_KEYS",
     "ConfigError",
     "ExportOptions",
+    "brief_uncaught_config_errors",
+    "merge_requirement",
     "parse_options",
 ]

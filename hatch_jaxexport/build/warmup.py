@@ -3,7 +3,8 @@
 For container images and deploy steps: run once on the target machine, and the first call of
 every warmed (function, structure, static values, shapes) in later processes loads a compiled
 executable instead of compiling. Symbolic dimensions need values (``--dims n=1024``); a
-structure whose symbols are not all given is skipped and reported.
+structure whose symbols are not all given is skipped and reported, and the result names every
+symbol that lacked a size, so the command line can say how to give them all at once.
 """
 
 from __future__ import annotations
@@ -11,15 +12,35 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from hatch_jaxexport.formats._settings import TIERED_ENV
 
 
+@dataclass(frozen=True)
+class WarmupResult:
+    """What a warmup did: how many call signatures it compiled, what it skipped and why, and
+    every symbolic dimension that a skipped structure needed a size for (sorted).
+
+    Unpacks as ``(warmed, skipped)``, as the tuple returned before it did, so code written
+    against 0.1 (``count, skipped = warmup_package(...)``) keeps working.
+    """
+
+    warmed: int
+    skipped: list[str]
+    missing: tuple[str, ...] = ()
+    functions: int = 0
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.warmed, self.skipped))
+
+
 def warmup_package(package: str, dims: Mapping[str, Sequence[int]],
-                   log: Callable[[str], None] = print) -> tuple[int, list[str]]:
-    """Call every exportable of ``package`` on zeros of the given sizes; return (count, skipped)."""
+                   log: Callable[[str], None] = print) -> WarmupResult:
+    """Call every exportable of ``package`` on zeros of the given sizes; return what was
+    warmed, what was skipped, and the symbols that skipped structures lacked sizes for."""
     previous = os.environ.get(TIERED_ENV)
     os.environ[TIERED_ENV] = "0"  # compile the optimized executable, once
     try:
@@ -32,7 +53,7 @@ def warmup_package(package: str, dims: Mapping[str, Sequence[int]],
 
 
 def _warmup(package: str, dims: Mapping[str, Sequence[int]], log: Callable[[str], None]
-            ) -> tuple[int, list[str]]:
+            ) -> WarmupResult:
     import contextlib
 
     import jax
@@ -49,12 +70,16 @@ def _warmup(package: str, dims: Mapping[str, Sequence[int]], log: Callable[[str]
                            "there is nothing to warm")
     plans: list[tuple[Any, int, dict[str, Any], dict[str, int]]] = []
     skipped = []
-    for fn in discover(package):
+    all_missing: set[str] = set()
+    functions = discover(package)
+    for fn in functions:
         for index, structure in enumerate(fn.export_spec.structures):
             missing = sorted(structure.symbols - set(dims))
             if missing:
+                all_missing.update(missing)
+                give = " ".join(f"--dims {symbol}=SIZE" for symbol in missing)
                 skipped.append(f"{fn.name} structure {index} ({structure.key}): no value for "
-                               f"{', '.join(missing)} (give --dims {missing[0]}=SIZE)")
+                               f"{', '.join(missing)} (give {give})")
                 continue
             names = sorted(structure.symbols)
             for sizes in itertools.product(*(dims[n] for n in names)):
@@ -84,7 +109,7 @@ def _warmup(package: str, dims: Mapping[str, Sequence[int]], log: Callable[[str]
         warmed += 1
         log(f"[{number}/{len(plans)}] {fn.name} [{index}] {env or ''}"
             f"{' ' + str(static) if static else ''}: {time.perf_counter() - started:.2f} s")
-    return warmed, skipped
+    return WarmupResult(warmed, skipped, tuple(sorted(all_missing)), len(functions))
 
 
-__all__ = ["warmup_package"]
+__all__ = ["WarmupResult", "warmup_package"]

@@ -32,11 +32,12 @@ def add_command(sub: Any) -> None:
         "portable. With --function and --out, write a ready-to-compile bundle for non-JAX "
         "runtimes: the .mlir/.mlirbc files, the interface JSON and a README with the IREE "
         "compile and run commands. Reads files only: needs no jax.")
-    cmd.add_argument("package", help="import name of an installed package")
-    cmd.add_argument("--function", help="the function to bundle: its manifest name, or a "
-                     "unique short name (e.g. mlp_apply)")
-    cmd.add_argument("--variant", help="only this variant of the function (default: all)")
-    cmd.add_argument("--out", help="folder to write the bundle into (created)")
+    cmd.add_argument("package", metavar="PACKAGE", help="import name of an installed package")
+    cmd.add_argument("--function", metavar="NAME", help="the function to bundle: its manifest "
+                     "name, or a unique short name (e.g. mlp_apply)")
+    cmd.add_argument("--variant", metavar="VARIANT",
+                     help="only this variant of the function (default: all)")
+    cmd.add_argument("--out", metavar="DIR", help="folder to write the bundle into (created)")
     cmd.add_argument("--json", action="store_true", help="print portable.json")
 
 

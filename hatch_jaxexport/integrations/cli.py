@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -17,6 +18,11 @@ from hatch_jaxexport.integrations._portable_command import run_command as run_po
 
 
 def _parser() -> argparse.ArgumentParser:
+    return _parsers()[0]
+
+
+def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The ``jaxexport`` parser, and each command's parser by name."""
     parser = argparse.ArgumentParser(
         prog="jaxexport",
         description="Bake jax.export artifacts for a package, and inspect what a package carries.",
@@ -29,42 +35,62 @@ def _parser() -> argparse.ArgumentParser:
                             description="Import PACKAGE in worker processes, export each "
                             "@exportable for each structure, static value and platform, and "
                             "write manifest.json and the blobs into --out.")
-    export.add_argument("package", help="import name of the package, e.g. example_pkg")
-    export.add_argument("--out", required=True, help="folder to write (replaced if it holds a "
-                        "previous export)")
+    export.add_argument("package", metavar="PACKAGE",
+                        help="import name of the package, e.g. example_pkg")
+    export.add_argument("--out", required=True, metavar="DIR", help="folder to write (replaced "
+                        "if it holds a previous export)")
     export.add_argument("--platform", action="append", choices=KNOWN_PLATFORMS,
                         dest="platforms", help="default platform(s) for functions that name "
                         "none (repeatable; default: cpu)")
-    export.add_argument("--jobs", type=int, default=1, help="parallel export workers")
+    export.add_argument("--jobs", type=int, default=1, metavar="N", help="parallel export workers")
     export.add_argument("--on-error", choices=("fail", "skip"), default="fail",
                         help="fail the export, or leave failed artifacts out (recorded)")
-    export.add_argument("--path", action="append", default=None,
+    export.add_argument("--path", action="append", default=None, metavar="FOLDER",
                         help="folder to import PACKAGE from (repeatable; default: the current "
                         "folder)")
 
     inspect = sub.add_parser("inspect", help="list the artifacts an installed package carries",
                              description="Read PACKAGE's manifest (through importlib.resources) "
                              "and print one row per artifact.")
-    inspect.add_argument("package", help="import name of an installed package")
+    inspect.add_argument("package", metavar="PACKAGE", help="import name of an installed package")
     inspect.add_argument("--json", action="store_true", help="print the manifest as JSON")
     verify = sub.add_parser("verify", help="check an installed package's artifacts against its "
                             "manifest", description="Check that PACKAGE's manifest is valid, "
                             "that every blob it lists is present with its recorded size and "
                             "SHA-256, and that the folder holds nothing else. Exit 0 with one "
                             "OK line, or 1 with one line per problem.")
-    verify.add_argument("package", help="import name of an installed package")
+    verify.add_argument("package", metavar="PACKAGE", help="import name of an installed package")
     warm = sub.add_parser("warmup", help="compile a package's artifacts into the persistent "
                           "compilation cache of this machine",
                           description="Call every @exportable of PACKAGE on zeros of the given "
                           "sizes, so later processes load compiled executables from the cache.")
-    warm.add_argument("package", help="import name of an installed package")
+    warm.add_argument("package", metavar="PACKAGE", help="import name of an installed package")
     warm.add_argument("--dims", action="append", default=[], metavar="SYMBOL=SIZE[,SIZE...]",
                       help="sizes for a symbolic dimension (repeatable), e.g. --dims n=64,1024")
     add_portable_command(sub)
-    return parser
+    return parser, dict(sub.choices)
+
+
+def help_pages(width: int = 80) -> dict[str, str]:
+    """``jaxexport --help`` and each ``jaxexport COMMAND --help``, keyed by the command line,
+    formatted ``width`` columns wide whatever the terminal (argparse otherwise reads
+    ``COLUMNS``), without colour: the text docs/cli.md carries, so that a test can compare the
+    page with the parser (``scripts/cli_reference.py`` writes it there)."""
+    if width < 40:
+        raise ValueError(f"help_pages: width must be at least 40 columns, got {width!r}")
+    top, commands = _parsers()
+    pages = {}
+    for command, parser in [("jaxexport", top)] + [(f"jaxexport {name}", p)
+                                                    for name, p in commands.items()]:
+        parser.formatter_class = functools.partial(argparse.HelpFormatter, width=width)
+        if hasattr(parser, "color"):  # Python 3.14+ colours help on terminals
+            parser.color = False
+        pages[command] = parser.format_help()
+    return pages
 
 
 def _warmup(args: argparse.Namespace) -> int:
+    """Warm the caches; exit 1, saying how to give every missing size, if nothing was warmed."""
     from hatch_jaxexport.build.warmup import warmup_package
     from hatch_jaxexport.runtime._compile_cache import active_cache_dir
 
@@ -77,12 +103,34 @@ def _warmup(args: argparse.Namespace) -> int:
             sep = ""
         if not sep or not name.strip():
             raise ValueError(f"--dims takes SYMBOL=SIZE[,SIZE...], got {item!r}")
-    count, skipped = warmup_package(args.package, dims,
-                                    log=lambda line: print(line, file=sys.stderr))
-    for line in skipped:
+    result = warmup_package(args.package, dims,
+                            log=lambda line: print(line, file=sys.stderr))
+    for line in result.skipped:
         print(f"skipped: {line}", file=sys.stderr)
-    print(f"warmed {count} call signature(s) into {active_cache_dir()}")
+    example = _warmup_command(args.package, dims, result.missing)
+    if result.warmed == 0:
+        if result.functions == 0:
+            reason = f"{args.package} has no @exportable functions"
+        elif result.missing:
+            reason = (f"no size for the symbols "
+                      f"{', '.join(result.missing)}. Give them all, e.g.\n  {example}")
+        else:
+            reason = "every call was skipped (the reasons are above)"
+        print(f"jaxexport: error: warmed nothing: {reason}", file=sys.stderr)
+        return 1
+    print(f"warmed {result.warmed} call signature(s) into {active_cache_dir()}")
+    if result.missing:
+        print(f"to warm the skipped structures too, give every symbol a size: {example}",
+              file=sys.stderr)
     return 0
+
+
+def _warmup_command(package: str, dims: dict[str, list[int]], missing: Sequence[str]) -> str:
+    """A ``warmup`` command line that gives every symbol: the sizes given, SIZE for the rest."""
+    given = {name: ",".join(map(str, sizes)) for name, sizes in dims.items()}
+    sizes = {**given, **dict.fromkeys(missing, "SIZE")}
+    return " ".join(["jaxexport", "warmup", package,
+                     *(f"--dims {name}={sizes[name]}" for name in sorted(sizes))])
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -177,4 +225,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-__all__ = ["main"]
+__all__ = ["help_pages", "main"]

@@ -10,7 +10,7 @@ Configuration (every key optional)::
     platforms = ["cpu", "cuda"]           # default for functions that name none
     jobs = 2                              # parallel export workers ("auto": one per CPU)
     on-error = "fail"                     # or "skip"
-    jax-requirement = true                # add "jax>=<exporting version>" to the wheel
+    jax-requirement = true                # require "jax>=<exporting version>" in the wheel
     editable = "in-place"                 # or "trace"
 
 Standard wheels: each package is exported into a temporary folder and every file is added to
@@ -40,6 +40,8 @@ from hatch_jaxexport.build._config import (
     HATCHLING_HOOK_KEYS,
     ConfigError,
     ExportOptions,
+    brief_uncaught_config_errors,
+    merge_requirement,
     parse_options,
 )
 from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, MANIFEST_NAME
@@ -159,8 +161,12 @@ class JaxExportBuildHook(BuildHookInterface):
             if self.target_name == "sdist":
                 self._reserve_source_artifacts(self._source_artifact_folders())
             return
-        options = self.options()
-        packages = self.packages(options)
+        try:
+            options = self.options()
+            packages = self.packages(options)
+        except ConfigError:
+            brief_uncaught_config_errors()  # the message, without the backend's traceback
+            raise
         editable = version == "editable"
         if not editable:
             self._scratch = tempfile.TemporaryDirectory(prefix="jaxexport-")
@@ -186,9 +192,32 @@ class JaxExportBuildHook(BuildHookInterface):
                     f"{package.name}/{ARTIFACT_DIR}/{file.name}"
         for jax_version in sorted(jax_versions):
             requirement = options.requirement_for(jax_version)
-            if requirement and requirement not in build_data["dependencies"]:
-                build_data["dependencies"].append(requirement)
-                self.app.display_info(f"jaxexport: added runtime requirement {requirement!r}")
+            if requirement:
+                self._require(requirement, build_data)
+
+    def _require(self, requirement: str, build_data: dict[str, Any]) -> None:
+        """Put the artifacts' jax requirement into the wheel's metadata, merged into the
+        project's own requirement on jax so that METADATA names jax once.
+
+        Hatchling writes ``metadata.core.dependencies`` (a list it computes once and keeps),
+        then ``build_data["dependencies"]``, which can only add a line: the merge therefore
+        replaces the project's entry in that list, for this build's metadata only (the
+        project's files are untouched); what cannot merge is added through ``build_data``.
+        """
+        own = self.metadata.core.dependencies
+        if not isinstance(own, list):  # pragma: no cover - hatchling no longer caches a list
+            merged, leftover = list(own), requirement
+        else:
+            merged, leftover = merge_requirement(own, requirement)
+        changed = [entry for entry in merged if entry not in own]
+        if changed:
+            own[:] = merged
+            self.app.display_info(f"jaxexport: runtime requirement {', '.join(changed)!r} "
+                                  f"(the project's requirement on jax merged with "
+                                  f"{requirement!r}, for the artifacts)")
+        if leftover and leftover not in build_data["dependencies"] and leftover not in own:
+            build_data["dependencies"].append(leftover)
+            self.app.display_info(f"jaxexport: added runtime requirement {leftover!r}")
 
     def _before_export(self, packages: dict[str, Path], editable: bool) -> None:
         """Once the export is on: warn of a missing runtime dependency, and keep stale

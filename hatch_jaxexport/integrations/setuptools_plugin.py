@@ -9,7 +9,7 @@ project's ``pyproject.toml`` has a ``[tool.jaxexport]`` table. With the table it
   installs, into the source tree (lenient mode imports from there) with a copy in
   ``build_lib`` (strict mode's link tree copies it from there), and
 - wraps ``egg_info`` so the metadata requires ``jax>=<exporting version>`` (option
-  ``jax-requirement``).
+  ``jax-requirement``), merged into the project's own requirement on jax.
 
 The options are those of the Hatch hook (see ``hatch_jaxexport.build._config``); the export
 itself is the bake both share (``hatch_jaxexport.build._bake``). This module imports setuptools:
@@ -28,7 +28,13 @@ from typing import Any
 from setuptools import Command
 
 from hatch_jaxexport.build._bake import artifact_files, bake
-from hatch_jaxexport.build._config import ConfigError, ExportOptions, parse_options
+from hatch_jaxexport.build._config import (
+    ConfigError,
+    ExportOptions,
+    brief_uncaught_config_errors,
+    merge_requirement,
+    parse_options,
+)
 from hatch_jaxexport.formats._settings import skip_requested
 from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, MANIFEST_NAME
 
@@ -58,10 +64,14 @@ def read_table(project_root: str | os.PathLike[str]) -> dict[str, Any] | None:
 
 def finalize_distribution_options(dist: Any) -> None:
     """Entry point: wire the export into ``dist`` when the project asks for it."""
-    table = read_table(getattr(dist, "src_root", None) or os.curdir)
-    if table is None:
-        return
-    options = parse_options(table, TABLE)
+    try:
+        table = read_table(getattr(dist, "src_root", None) or os.curdir)
+        if table is None:
+            return
+        options = parse_options(table, TABLE)
+    except ConfigError:
+        brief_uncaught_config_errors()  # the message, without the backend's traceback
+        raise
     dist._jaxexport_options = options
     dist.cmdclass[COMMAND] = build_jaxexport
     build = dist.get_command_class("build")
@@ -83,11 +93,16 @@ def _wrap_egg_info(base: type) -> type:
         def run(self) -> None:
             dist = self.distribution
             requirement = _jax_requirement(dist._jaxexport_options)
-            current = list(dist.install_requires or [])
-            if requirement is not None and requirement not in current:
-                # A new (non-static) list: setuptools marks Requires-Dist as dynamic.
-                dist.install_requires = [*current, requirement]
-                dist.metadata.install_requires = dist.install_requires
+            current = [str(entry) for entry in dist.install_requires or []]
+            if requirement is not None:
+                # Merged into the project's own jax requirement: Requires-Dist names jax once.
+                merged, leftover = merge_requirement(current, requirement)
+                if leftover is not None and leftover not in merged:
+                    merged.append(leftover)
+                if merged != current:
+                    # A new (non-static) list: setuptools marks Requires-Dist as dynamic.
+                    dist.install_requires = merged
+                    dist.metadata.install_requires = dist.install_requires
             super().run()
 
     return egg_info
@@ -160,6 +175,13 @@ class build_jaxexport(Command):  # lower case: setuptools names a command after 
 
     def packages(self) -> dict[str, Path]:
         """Top-level packages to export: import name -> source folder."""
+        try:
+            return self._packages()
+        except ConfigError:
+            brief_uncaught_config_errors()  # the message, without the backend's traceback
+            raise
+
+    def _packages(self) -> dict[str, Path]:
         options = self._options()
         build_py = self.get_finalized_command("build_py")
         names = options.packages

@@ -28,6 +28,7 @@ from _buildkit import (
     copy_project,
     hatch_pyproject,
     inprocess_build,
+    jax_requirements,
     leaks,
     links_env,
     members,
@@ -63,6 +64,7 @@ def test_wheel_carries_each_artifact_file_and_the_jax_requirement(tmp_path, caps
     assert wheel.name == "jxe_tiny-0.1.0-py3-none-any.whl" and wheel_tag(wheel) == "py3-none-any"
     assert "Root-Is-Purelib: true" in members(wheel)["jxe_tiny-0.1.0.dist-info/WHEEL"].decode()
     assert f"Requires-Dist: jax>={JAX_VERSION}" in metadata(wheel)
+    assert jax_requirements(wheel) == [f"jax>={JAX_VERSION}"]  # the project's `jax`, merged
     err = capsys.readouterr().err
     assert "jaxexport: exporting jxe_tiny for cpu (1 worker, on-error fail)" in err
     assert "  jxe_tiny:double: 1 structure(s), platforms cpu, 1 artifact(s)" in err
@@ -83,8 +85,23 @@ def test_options_reach_the_export(tmp_path):
     manifest = json.loads(artifact_files(wheel, "jxe_tiny")["manifest.json"])
     assert sorted({a["platform"] for a in manifest["artifacts"]}) == ["cpu", "cuda"]
     assert len(manifest["artifacts"]) == 6
-    assert f"Requires-Dist: jax<2,>={JAX_VERSION}" in metadata(wheel) or \
-        f"Requires-Dist: jax>={JAX_VERSION},<2" in metadata(wheel)
+    assert jax_requirements(wheel) == [f"jax<2,>={JAX_VERSION}"]
+
+
+@pytest.mark.parametrize("own, expected", [
+    ("jax[cpu]>=0.5", f"jax[cpu]>={JAX_VERSION}"),
+    ("jax>=0.5,<99", f"jax<99,>={JAX_VERSION}"),
+    ('jax>=0.5; python_version >= "3.11"', f'jax>={JAX_VERSION}; python_version >= "3.11"'),
+])
+def test_the_wheel_names_jax_once_the_stricter_of_the_projects_and_the_exporting(
+        own, expected, tmp_path):
+    root = tiny(tmp_path / "proj")
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('"jax"]', f"{json.dumps(own)}]"))
+    (wheel,) = inprocess_build(root, tmp_path / "dist")
+    assert jax_requirements(wheel) == [expected]
+    assert "Requires-Dist: hatch-jaxexport" in metadata(wheel)
+    assert json.dumps(own) in pyproject.read_text()  # the project's files are untouched
 
 
 def test_jax_requirement_can_be_turned_off_and_global_table_works(tmp_path):
@@ -369,17 +386,33 @@ def test_wheels_hold_no_build_path_or_user_name(reproducible_builds):
         assert leaks(wheel, [n for n in needles if n not in ("/", "")]) == []
 
 
+CONFIG_ERROR_FRONT_ENDS = {
+    "uv build": lambda root, out: [_uv(), "build", "--wheel", "-o", out, root],
+    "python -m build": lambda root, out: [sys.executable, "-m", "build", "--wheel", "-o", out,
+                                          root],
+    "pip wheel": lambda root, out: [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", out,
+                                    root],
+}
+
+
 @pytest.mark.slow
-def test_config_error_reaches_the_user_through_a_front_end(tmp_path, frontend_env):
-    root = tiny(tmp_path / "proj", 'jobs = 0\nplatforms = "metal"\n')
-    proc = run([_uv(), "build", "--wheel", "-o", tmp_path / "dist", root], env=frontend_env,
+@pytest.mark.parametrize("front_end", sorted(CONFIG_ERROR_FRONT_ENDS))
+def test_config_error_reaches_the_user_through_a_front_end(front_end, tmp_path, frontend_env):
+    """Every problem, with its TOML path and a suggestion, and no traceback of the backend
+    (before: 22 more lines of frames from pyproject_hooks, hatchling and this hook)."""
+    root = tiny(tmp_path / "proj", 'job = 2\nplatforms = "metal"\n')
+    proc = run(CONFIG_ERROR_FRONT_ENDS[front_end](root, tmp_path / "dist"), env=frontend_env,
                check=False)
+    output = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert "invalid hatch-jaxexport configuration (2 errors)" in proc.stderr
-    assert ("tool.hatch.build.targets.wheel.hooks.jaxexport.jobs must be an int >= 1 or "
-            "\"auto\", got 0") in proc.stderr
+    assert "error: invalid hatch-jaxexport configuration (2 errors):" in output
+    assert ("tool.hatch.build.targets.wheel.hooks.jaxexport.job is not an option of "
+            "hatch-jaxexport (did you mean `jobs`?)") in output
     assert ("tool.hatch.build.targets.wheel.hooks.jaxexport.platforms[0] must be one of "
-            "'cpu', 'cuda', 'rocm', 'tpu', got 'metal'") in proc.stderr
+            "'cpu', 'cuda', 'rocm', 'tpu', got 'metal'") in output
+    assert "Traceback (most recent call last)" not in output
+    assert "hatch_jaxexport/" not in output  # no frame of ours either
+    assert not list((tmp_path / "dist").glob("*.whl"))
 
 
 @pytest.mark.slow

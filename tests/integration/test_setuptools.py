@@ -16,6 +16,7 @@ from _buildkit import (
     DEMO,
     TINY_MODULE,
     artifact_files,
+    jax_requirements,
     links_env,
     members,
     metadata,
@@ -104,6 +105,7 @@ def test_python_m_build_bakes_the_wheel_not_the_sdist(tmp_path, env, runtime):
     assert sorted(files) == sorted(a["file"] for a in manifest["artifacts"])
     assert {a["platform"] for a in manifest["artifacts"]} == {"cpu", "cuda"}
     assert f"Requires-Dist: jax>={JAX_VERSION}" in metadata(wheel)
+    assert jax_requirements(wheel) == [f"jax>={JAX_VERSION}"]  # the project's `jax`, merged
     python = make_venv(tmp_path / "venv", *runtime, wheel)
     assert "site-packages" in call(python, tmp_path)["file"]
 
@@ -129,14 +131,24 @@ def test_editable_install(mode, layout, tmp_path, env, runtime):
     assert f"jax>={JAX_VERSION}" in requires
 
 
-def test_config_errors_fail_the_build_with_their_toml_path(tmp_path, env):
-    root = st_project(tmp_path / "proj", 'jobs = "x"\non-error = "never"\n')
-    proc = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", tmp_path / "dist", root],
-               env=env, check=False)
+@pytest.mark.parametrize("front_end", ["pip wheel", "python -m build"])
+def test_config_errors_fail_the_build_with_their_toml_path(front_end, tmp_path, env):
+    """Every problem with its TOML path, and no traceback of setuptools' backend (before: 33
+    more lines of frames from pyproject_hooks, setuptools, distutils and this plugin)."""
+    root = st_project(tmp_path / "proj", 'jobs = "x"\non-error = "never"\nplatform = "cpu"\n')
+    command = ([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", tmp_path / "dist", root]
+               if front_end == "pip wheel" else
+               [sys.executable, "-m", "build", "--wheel", "-o", tmp_path / "dist", root])
+    proc = run(command, env=env, check=False)
     assert proc.returncode != 0
     output = proc.stdout + proc.stderr
+    assert "error: invalid hatch-jaxexport configuration (3 errors):" in output
     assert "tool.jaxexport.jobs must be an int >= 1 or \"auto\", got 'x'" in output
     assert "tool.jaxexport.on-error must be 'fail' or 'skip', got 'never'" in output
+    assert ("tool.jaxexport.platform is not an option of hatch-jaxexport (did you mean "
+            "`platforms`?)") in output
+    assert "Traceback (most recent call last)" not in output
+    assert "hatch_jaxexport/" not in output
 
 
 def test_export_failure_names_the_cause(tmp_path, env):

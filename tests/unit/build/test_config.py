@@ -12,6 +12,7 @@ from hatch_jaxexport.build._config import (
     HATCHLING_HOOK_KEYS,
     ConfigError,
     ExportOptions,
+    merge_requirement,
     parse_options,
 )
 
@@ -202,3 +203,82 @@ def test_setuptools_plugin_reports_config_errors(tmp_path):
         "`platforms`?); known options: packages, platforms, jobs, on-error, jax-requirement, "
         "editable",
         "tool.jaxexport.jobs must be an int >= 1 or \"auto\", got -1"]
+
+
+# -- the jax requirement, merged into the project's own ------------------------------------------
+
+@pytest.mark.parametrize("own, added, expected", [
+    (["jax"], "jax>=0.10.2", ["jax>=0.10.2"]),
+    (["jax>=0.5"], "jax>=0.10.2", ["jax>=0.10.2"]),
+    (["jax[cpu]>=0.5"], "jax>=0.10.2", ["jax[cpu]>=0.10.2"]),
+    (["jax>=0.11"], "jax>=0.10.2", ["jax>=0.11"]),  # the project's is stricter: it stays
+    (["jax>=0.10.2"], "jax>0.10.2", ["jax>0.10.2"]),  # same version: > is the stricter
+    (["jax<2"], "jax>=0.10.2,<3", ["jax<2,>=0.10.2"]),
+    (["JAX!=0.10.1"], "jax>=0.10.2", ["JAX!=0.10.1,>=0.10.2"]),
+    (["jax==0.10.*"], "jax>=0.10.2", ["jax==0.10.*,>=0.10.2"]),
+    (["numpy>=2", "jax", "hatch-jaxexport"], "jax>=0.10.2",
+     ["numpy>=2", "jax>=0.10.2", "hatch-jaxexport"]),
+    # A marker on the project's requirement is kept: where it needs jax, it needs this one.
+    (['jax>=0.5; sys_platform != "win32"'], "jax>=0.10.2",
+     ['jax>=0.10.2; sys_platform != "win32"']),
+    (['jax>=0.11; python_version >= "3.12"', 'jax; python_version < "3.12"'], "jax>=0.10.2",
+     ['jax>=0.11; python_version >= "3.12"', 'jax>=0.10.2; python_version < "3.12"']),
+])
+def test_merge_requirement_names_jax_once_with_the_stricter_bounds(own, added, expected):
+    assert merge_requirement(own, added) == (expected, None)
+
+
+@pytest.mark.parametrize("own, added", [
+    (["numpy"], "jax>=0.10.2"),  # no requirement on jax: add it
+    (["jax @ https://example.org/jax-0.10.2-py3-none-any.whl"], "jax>=0.10.2"),  # direct ref
+    (["jax"], 'jax>=0.10.2; sys_platform == "linux"'),  # a marker of its own: add it as is
+])
+def test_merge_requirement_leaves_what_it_cannot_merge_to_be_added(own, added):
+    assert merge_requirement(own, added) == (own, added)
+
+
+def test_merge_requirement_refuses_a_bad_requirement():
+    with pytest.raises(ValueError, match=r"merge_requirement: expected a requirement such as "
+                       r"'jax>=0.10.2', got 'jax>>1'"):
+        merge_requirement(["jax"], "jax>>1")
+
+
+# -- a configuration error that escapes the build backend: the message, no traceback -------------
+
+ESCAPE = """
+import sys
+from hatch_jaxexport.build._config import brief_uncaught_config_errors, parse_options
+from hatch_jaxexport.errors import ConfigError
+try:
+    parse_options({"job": 2}, "tool.jaxexport")
+except ConfigError:
+    brief_uncaught_config_errors()
+    brief_uncaught_config_errors()  # twice: still one report
+    if sys.argv[1] == "config":
+        raise
+raise RuntimeError("something else")
+"""
+
+
+def test_an_uncaught_config_error_prints_its_message_alone(run_python):
+    proc = run_python(ESCAPE.replace("sys.argv[1]", "'config'"), check=False)
+    assert proc.returncode == 1
+    assert proc.stderr == (
+        "error: invalid hatch-jaxexport configuration: tool.jaxexport.job is not an option of "
+        "hatch-jaxexport (did you mean `jobs`?); known options: packages, platforms, jobs, "
+        "on-error, jax-requirement, editable\n")
+
+
+def test_other_uncaught_errors_keep_their_traceback(run_python):
+    proc = run_python(ESCAPE.replace("sys.argv[1]", "'other'"), check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("Traceback (most recent call last)")
+    assert proc.stderr.rstrip().endswith("RuntimeError: something else")
+
+
+def test_caught_config_errors_keep_their_type_in_process():
+    from hatch_jaxexport.build._config import brief_uncaught_config_errors
+
+    brief_uncaught_config_errors()
+    with pytest.raises(ConfigError):
+        parse_options({"job": 2}, HATCH)

@@ -7,7 +7,7 @@ import sys
 import pytest
 from conftest import run
 
-COMMANDS = ["export", "inspect", "verify", "warmup"]
+COMMANDS = ["export", "inspect", "verify", "warmup", "portable"]
 
 
 def test_top_level_help_lists_every_command():

@@ -1,0 +1,61 @@
+"""``jaxexport warmup`` run as a user runs it: a fresh process on an exported package.
+
+Without ``--dims`` nothing can be warmed: the command must fail (not print "warmed 0") and say
+how to give every missing symbol in one command line.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from conftest import run
+
+WARMUP = [sys.executable, "-m", "hatch_jaxexport", "warmup", "jxe_demo"]
+EVERY_SYMBOL = ("jaxexport warmup jxe_demo --dims a=SIZE --dims b=SIZE --dims c=SIZE "
+                "--dims i=SIZE --dims n=SIZE --dims o=SIZE")
+
+
+def _env(site, tmp_path) -> dict[str, str]:
+    return {"PYTHONPATH": str(site), "HATCH_JAXEXPORT_CACHE": str(tmp_path / "cache")}
+
+
+def test_warmup_without_dims_fails_and_names_every_missing_symbol(demo_site, tmp_path):
+    proc = run(WARMUP, env=_env(demo_site, tmp_path), check=False)
+    assert proc.returncode == 1
+    assert "warmed" not in proc.stdout  # no "warmed 0 call signature(s)"
+    last = proc.stderr.strip().splitlines()[-2:]
+    assert last == ["jaxexport: error: warmed nothing: no size for the symbols a, b, c, i, n, o. "
+                    "Give them all, e.g.", f"  {EVERY_SYMBOL}"]
+    # Each skipped structure names all its missing symbols, each with its own --dims.
+    assert ("skipped: jxe_demo.funcs:dense structure 0 (params: {w: float32[i, o], b: "
+            "float32[o]}; x: float32[n, i]): no value for i, n, o (give --dims i=SIZE "
+            "--dims n=SIZE --dims o=SIZE)") in proc.stderr
+
+
+def test_partial_warmup_succeeds_and_shows_the_command_that_warms_the_rest(demo_site, tmp_path):
+    proc = run([*WARMUP, "--dims", "a=2", "--dims", "b=3,4"], env=_env(demo_site, tmp_path))
+    assert proc.stdout.startswith("warmed ")
+    assert int(proc.stdout.split()[1]) > 0
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "to warm the skipped structures too, give every symbol a size: jaxexport warmup "
+        "jxe_demo --dims a=2 --dims b=3,4 --dims c=SIZE --dims i=SIZE --dims n=SIZE "
+        "--dims o=SIZE")
+    assert ("skipped: jxe_demo.reduce structure 1 (x: float32[a, b, c]): no value for c "
+            "(give --dims c=SIZE)") in proc.stderr
+
+
+def test_the_example_command_warms_everything(demo_site, tmp_path):
+    sizes = EVERY_SYMBOL.replace("SIZE", "2").split()[3:]
+    proc = run([*WARMUP, *sizes], env=_env(demo_site, tmp_path))
+    assert "no value for" not in proc.stderr and "give every symbol" not in proc.stderr
+    assert int(proc.stdout.split()[1]) > 0
+
+
+def test_a_package_without_exportables_is_an_error(tmp_path):
+    (tmp_path / "jxe_empty").mkdir()
+    (tmp_path / "jxe_empty" / "__init__.py").write_text("X = 1\n")
+    proc = run([sys.executable, "-m", "hatch_jaxexport", "warmup", "jxe_empty"],
+               env=_env(tmp_path, tmp_path), check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "jaxexport: error: warmed nothing: jxe_empty has no @exportable functions")
