@@ -186,13 +186,34 @@ def _links_env(wheels: Path) -> dict[str, str]:
     return env
 
 
-def _hook_lines(output: str) -> list[str]:
-    keep = []
-    for line in output.splitlines():
-        text = line.strip()
-        if text.startswith("jaxexport:") or text.startswith(f"{PACKAGE}."):
-            keep.append("    " + text)
-    return keep
+def _hook_line(line: str) -> bool:
+    """Whether a line of the front end's output is the hook's (its messages, a function's)."""
+    text = line.strip()
+    return text.startswith("jaxexport:") or text.startswith(f"{PACKAGE}:") or \
+        text.startswith(f"{PACKAGE}.") or text.startswith("captures ")
+
+
+def _stream(cmd: list[Any], *, env: dict[str, str] | None = None,
+            show: Any = lambda line: True) -> str:
+    """Run ``cmd`` and print the lines ``show`` keeps as they arrive (indented, flushed).
+
+    The build's progress lines then appear while it runs, not all at once at the end. Returns
+    the whole output; on failure prints its end and exits.
+    """
+    print("    $ " + " ".join(str(c) for c in cmd), flush=True)
+    lines: list[str] = []
+    with subprocess.Popen([str(c) for c in cmd], env={**os.environ, **(env or {})}, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=1) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if show(line) and line.strip():
+                print("    " + line.rstrip(), flush=True)  # indentation kept
+    output = "".join(lines)
+    if proc.returncode != 0:
+        sys.stderr.write(output[-16000:])
+        raise SystemExit(f"demo: command failed ({proc.returncode}): {' '.join(map(str, cmd))}")
+    return output
 
 
 def build_wheels(work: Path, installer: str) -> Path:
@@ -202,18 +223,22 @@ def build_wheels(work: Path, installer: str) -> Path:
     env = _links_env(wheels)
     uv = shutil.which("uv") if installer != "pip" else None
     _step("building the hatch-jaxexport wheel")
+    start = time.perf_counter()
     if uv:
         _run([uv, "build", "--wheel", "-q", "-o", wheels, ROOT])
     else:
         _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", wheels, ROOT])
-    _step("building the example_pkg wheel: the Hatch hook exports every @exportable")
+    print(f"    built in {time.perf_counter() - start:.1f} s", flush=True)
+    _step("building the example_pkg wheel: the Hatch hook exports every @exportable, "
+          "one line per function as it finishes")
     start = time.perf_counter()
+    # uv build shows the backend's output as it comes; pip only with -v (which also shows
+    # pip's own debug lines: only the hook's are printed here).
     if uv:
-        output = _run([uv, "build", "--wheel", "-v", "-o", wheels, EXAMPLE], env=env)
+        _stream([uv, "build", "--wheel", "-o", wheels, EXAMPLE], env=env, show=_hook_line)
     else:
-        output = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", wheels,
-                       EXAMPLE], env=env)
-    print("\n".join(_hook_lines(output)))
+        _stream([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", wheels,
+                 EXAMPLE], env=env, show=_hook_line)
     (wheel,) = wheels.glob(f"{PACKAGE}-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         blobs = [i for i in archive.infolist() if "/_jaxexport/" in i.filename]
@@ -222,7 +247,7 @@ def build_wheels(work: Path, installer: str) -> Path:
     jax_req = [line for line in metadata.splitlines() if line.startswith("Requires-Dist: jax")]
     print(f"    built {wheel.name} in {time.perf_counter() - start:.1f} s: "
           f"{wheel.stat().st_size:,} bytes, {len(blobs)} files in {PACKAGE}/_jaxexport/ "
-          f"({sum(i.file_size for i in blobs):,} bytes); {', '.join(jax_req)}")
+          f"({sum(i.file_size for i in blobs):,} bytes); {', '.join(jax_req)}", flush=True)
     return wheel
 
 
@@ -232,16 +257,20 @@ def install(work: Path, wheel: Path, installer: str) -> Path:
     if venv_dir.exists():
         shutil.rmtree(venv_dir)
     uv = shutil.which("uv") if installer != "pip" else None
-    _step("installing the wheel into a fresh virtual environment")
+    _step("installing the wheel into a fresh virtual environment (jax and its dependencies "
+          "come from the package index)")
+    start = time.perf_counter()
     links = ["--find-links", str(wheel.parent)]
     if uv:
         _run([uv, "venv", "-q", "-p", sys.executable, venv_dir])
         python = venv_dir / "bin" / "python"
-        _run([uv, "pip", "install", "-q", "-p", python, *links, wheel])
+        _stream([uv, "pip", "install", "-p", python, *links, wheel])
     else:
         _run([sys.executable, "-m", "venv", venv_dir])
         python = venv_dir / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-        _run([python, "-m", "pip", "install", "-q", *links, wheel])
+        _stream([python, "-m", "pip", "install", "--progress-bar", "off", *links, wheel],
+                show=lambda line: not line.startswith((" ", "WARNING: Location")))
+    print(f"    installed in {time.perf_counter() - start:.1f} s", flush=True)
     return python
 
 
@@ -338,8 +367,9 @@ def main(argv: list[str] | None = None) -> int:
         python = install(work, wheel, args.installer)
         listing = _run([python, "-m", "hatch_jaxexport", "inspect", PACKAGE], cwd=work)
         lines = listing.strip().splitlines()
+        total = next(line for line in reversed(lines) if line[:1].isdigit())  # "N artifact(s)"
         print(f"    {lines[0]}\n    ... one row per artifact (function, structure, static "
-              f"values, platform, bytes) ...\n    {lines[-1]}")
+              f"values, platform, bytes) ...\n    {total}")
         _step("calling each function in a fresh process, tracing forbidden "
               "(HATCH_JAXEXPORT_STRICT=1, bodies replaced by one that raises), twice")
         runs = {}

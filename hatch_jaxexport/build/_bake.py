@@ -12,6 +12,7 @@ folder and files of each package, for the adapter to put into its wheel.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any, Protocol
 from hatch_jaxexport.build._captured import captured_lines
 from hatch_jaxexport.build._config import ExportOptions
 from hatch_jaxexport.build._orchestrate import BuildResult, export_package
+from hatch_jaxexport.build._progress import FunctionDone, FunctionProgress, function_line
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats._settings import SKIP_ENV, skip_requested
 from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, byte_text
@@ -130,7 +132,9 @@ def bake(packages: Mapping[str, Path], options: ExportOptions, reporter: Reporte
 
 def export_one(name: str, folder: Path, options: ExportOptions, reporter: Reporter,
                search_path: Sequence[str]) -> BuildResult:
-    """Export one package into ``folder``, with the progress line before and the result after."""
+    """Export one package into ``folder``: a line before, one line per function as soon as all
+    of its artifacts are done (across workers, with ``done/total``, elapsed time and, for long
+    builds, the time left), and the summary after."""
     reporter.waiting(f"jaxexport: exporting {name} for {', '.join(options.platforms)} "
                      f"({reporter.workers(options.jobs)}, on-error {options.on_error})")
     start = time.perf_counter()
@@ -140,27 +144,52 @@ def export_one(name: str, folder: Path, options: ExportOptions, reporter: Report
             reporter.warning(f"jaxexport: {message}")
         else:
             reporter.debug(f"jaxexport: {message}")
+        flush_output()
 
+    skip_word = "skipped" if options.on_error == "skip" else "failed"
+
+    def report_function(done: FunctionDone) -> None:
+        line = function_line(done.name, done.records, done.failed, done.seconds,
+                             skip_word=skip_word)
+        reporter.info(f"{line} {done.suffix()}")
+        for captured in captured_lines(done.records).get(done.name, []):
+            reporter.info(captured)
+        flush_output()
+
+    progress = FunctionProgress(report_function, started=start)
     try:
         result = export_package(name, folder, platforms=options.platforms, jobs=options.jobs,
-                                on_error=options.on_error, search_path=search_path, log=log)
+                                on_error=options.on_error, search_path=search_path, log=log,
+                                progress=progress)
     except ExportError as err:
         reporter.export_failed(name, err.failures, lacks_module=lacks_module(err),
                                on_error=options.on_error)
         raise
-    lines, summary = describe_result(result, time.perf_counter() - start)
-    for line in lines:
-        reporter.info(line)
-    reporter.success(f"jaxexport: {summary}")
+    # A function the progress files did not report (none, unless a file was lost) still gets
+    # its line, so the output always names every function.
+    for function, lines in describe_functions(result).items():
+        if function not in progress.finished:
+            for line in lines:
+                reporter.info(line)
+    reporter.success(f"jaxexport: {describe_result(result, time.perf_counter() - start)[1]}")
+    flush_output()
     return result
 
 
-def describe_result(result: BuildResult, seconds: float) -> tuple[list[str], str]:
-    """One progress line per exported function, and a summary line, for a finished export.
+def flush_output() -> None:
+    """Flush stdout and stderr: a backend's output is a pipe (block-buffered) under most front
+    ends, and a progress line is only useful when it shows as it happens."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass  # a closed or replaced stream: nothing to flush
 
-    Under a function's line come the arrays it captures (frozen at build time), indented
-    further. A function's time is the sum over its artifacts (workers run in parallel);
-    ``seconds`` is the wall-clock time of the whole export.
+
+def describe_functions(result: BuildResult) -> dict[str, list[str]]:
+    """Each exported function's line, then the arrays it captures (indented further), by name.
+
+    A function's time is the sum over its artifacts (workers run in parallel).
     """
     by_function: dict[str, list[Any]] = {}
     for record in result.manifest.artifacts:
@@ -171,23 +200,26 @@ def describe_result(result: BuildResult, seconds: float) -> tuple[list[str], str
     #: Seconds each artifact took to export, by artifact id (``ArtifactRecord.id``).
     timings: Mapping[str, float] = getattr(result, "seconds", None) or {}
     captured = captured_lines(result.manifest.artifacts)
-    lines = []
+    lines = {}
     for name in sorted(set(by_function) | set(skipped)):
         records = by_function.get(name, [])
-        structures = len({r.structure_index for r in records})
-        platforms = ",".join(sorted({r.platform for r in records})) or "-"
-        size = sum(r.size for r in records)
-        line = (f"  {name}: {structures} structure(s), platforms {platforms}, "
-                f"{len(records)} artifact(s), {byte_text(size)}")
-        if any(r.id in timings for r in records):
-            line += f", {sum(timings.get(r.id, 0.0) for r in records):.2f} s"
-        if name in skipped:
-            line += f", {skipped[name]} skipped"
-        lines.append(line)
-        lines += captured.get(name, [])
+        seconds = (sum(timings.get(r.id, 0.0) for r in records)
+                   if any(r.id in timings for r in records) else None)
+        lines[name] = [function_line(name, records, skipped.get(name, 0), seconds),
+                       *captured.get(name, [])]
+    return lines
+
+
+def describe_result(result: BuildResult, seconds: float) -> tuple[list[str], str]:
+    """One line per exported function (sorted by name), and a summary line, for a finished
+    export. Under a function's line come the arrays it captures (frozen at build time),
+    indented further. ``seconds`` is the wall-clock time of the whole export.
+    """
+    lines = [line for block in describe_functions(result).values() for line in block]
     manifest = result.manifest
+    functions = {r.function for r in manifest.artifacts}
     total = sum(r.size for r in manifest.artifacts)
-    summary = (f"{manifest.package}: {len(by_function)} function(s), {len(manifest.artifacts)} "
+    summary = (f"{manifest.package}: {len(functions)} function(s), {len(manifest.artifacts)} "
                f"artifact(s), {byte_text(total)}, {seconds:.1f} s (jax {manifest.jax_version})")
     if manifest.skipped:
         summary += f", {len(manifest.skipped)} skipped"
@@ -200,8 +232,10 @@ __all__ = [
     "Reporter",
     "artifact_files",
     "bake",
+    "describe_functions",
     "describe_result",
     "export_one",
     "exports_wanted",
+    "flush_output",
     "lacks_module",
 ]

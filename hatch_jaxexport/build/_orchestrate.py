@@ -21,6 +21,7 @@ from typing import Any
 from hatch_jaxexport.build._captured import captured_warnings
 from hatch_jaxexport.build._discover import discover
 from hatch_jaxexport.build._exporter import ExportTask
+from hatch_jaxexport.build._progress import ProgressFiles
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats import __version__
 from hatch_jaxexport.formats._options import (
@@ -86,8 +87,14 @@ def _short(text: str, limit: int = 2000) -> str:
 
 def _run_workers(package: str, staging: Path, jobs: int, platforms: Sequence[str],
                  search_path: Sequence[str | os.PathLike[str]], python: str,
-                 list_only: bool = False) -> list[dict[str, Any]]:
+                 list_only: bool = False,
+                 progress: Callable[[dict[str, Any]], None] | None = None,
+                 ) -> list[dict[str, Any]]:
     """Run ``jobs`` workers and collect their results, in worker order.
+
+    While they run, each new line of their progress files (the plan, a finished task) goes to
+    ``progress`` as it is written (polled every 50 ms), so a caller can report functions as
+    they finish.
 
     The first worker that dies or fails fatally fails the build at once. However this returns
     (results, ``ExportError``, ``KeyboardInterrupt``), no worker is left running: the rest are
@@ -95,6 +102,8 @@ def _run_workers(package: str, staging: Path, jobs: int, platforms: Sequence[str
     """
     env = _worker_env(search_path)
     procs: list[tuple[subprocess.Popen[bytes], Path, Path]] = []
+    progress_files = [staging / f".progress-{worker}.jsonl" for worker in range(jobs)]
+    reader = ProgressFiles(progress_files, progress or (lambda event: None))
     try:
         for worker in range(jobs):
             request = staging / f".request-{worker}.json"
@@ -103,7 +112,8 @@ def _run_workers(package: str, staging: Path, jobs: int, platforms: Sequence[str
             request.write_text(json.dumps({
                 "package": package, "default_platforms": list(platforms), "worker": worker,
                 "workers": jobs, "out_dir": str(staging), "result": str(result),
-                "list_only": list_only}))
+                "list_only": list_only,
+                "progress": str(progress_files[worker]) if progress else None}))
             with log.open("wb") as output:  # a file, not a pipe: no worker blocks on output
                 proc = subprocess.Popen(
                     [python, "-m", "hatch_jaxexport.build._worker", str(request)], env=env,
@@ -111,6 +121,7 @@ def _run_workers(package: str, staging: Path, jobs: int, platforms: Sequence[str
             procs.append((proc, result, log))
         results: dict[int, dict[str, Any]] = {}
         while len(results) < len(procs):
+            reader.poll()
             for index, (proc, result_path, log) in enumerate(procs):
                 if index not in results and proc.poll() is not None:
                     results[index] = _worker_result(package, proc, result_path, log)
@@ -119,6 +130,7 @@ def _run_workers(package: str, staging: Path, jobs: int, platforms: Sequence[str
                     next(p for i, (p, _, _) in enumerate(procs) if i not in results).wait(0.05)
                 except subprocess.TimeoutExpired:
                     pass
+        reader.poll()  # the last lines of the workers that finished last
         return [results[index] for index in range(len(procs))]
     except KeyboardInterrupt:
         stopped = _stop_workers(procs)
@@ -161,13 +173,16 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
                    search_path: Sequence[str | os.PathLike[str]] = (),
                    python: str | None = None,
                    log: Callable[[str], None] | None = None,
-                   captured_warn_bytes: int = CAPTURED_WARN_BYTES) -> BuildResult:
+                   captured_warn_bytes: int = CAPTURED_WARN_BYTES,
+                   progress: Callable[[dict[str, Any]], None] | None = None) -> BuildResult:
     """Export every ``@exportable`` of ``package`` into ``out_dir`` (manifest + blobs).
 
     ``platforms`` is the default for functions that name none. With ``on_error="fail"`` any
     failure raises ``ExportError`` listing all of them and ``out_dir`` is left untouched; with
     ``"skip"`` failed artifacts are left out and recorded in the manifest. A function that
-    captures an array of ``captured_warn_bytes`` or more gets a warning line.
+    captures an array of ``captured_warn_bytes`` or more gets a warning line. ``progress``
+    gets the workers' progress events as they happen (``_progress.FunctionProgress`` turns them
+    into one report per finished function).
     """
     if on_error not in ON_ERROR_CHOICES:
         raise ValueError(f"on_error must be one of {ON_ERROR_CHOICES}, got {on_error!r}")
@@ -183,7 +198,7 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
         staging = Path(tmp) / "artifacts"
         staging.mkdir()
         results = _run_workers(package, staging, jobs, platforms, search_path,
-                               python or sys.executable)
+                               python or sys.executable, progress=progress)
         records = [ArtifactRecord(**r) for res in results for r in res["records"]]
         failures = [f for res in results for f in res["failures"]]
         messages = [_failure_message(f) for f in failures]

@@ -1,7 +1,9 @@
 """``python -m hatch_jaxexport.build._worker REQUEST.json``: one export worker process.
 
 The orchestrator (``_orchestrate``) starts one per job, in a controlled environment; each exports
-its share of the package's tasks and writes blobs and a JSON result beside the request.
+its share of the package's tasks and writes blobs and a JSON result beside the request. While it
+works it appends the plan and one line per finished task to its progress file (``_progress``),
+so the build can say which functions are done before every worker has finished.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from hatch_jaxexport.build._discover import discover
 from hatch_jaxexport.build._exporter import tasks_for
+from hatch_jaxexport.build._progress import ProgressWriter
 from hatch_jaxexport.errors import ExportError
 
 
@@ -23,6 +26,7 @@ def main(request_path: str) -> int:
     """Entry point of one export worker process (``python -m hatch_jaxexport.build._worker``)."""
     request = json.loads(Path(request_path).read_text())
     result: dict[str, Any] = {"records": [], "failures": [], "fatal": None, "seconds": {}}
+    progress = ProgressWriter(request.get("progress"))
     try:
         import jax
         import jaxlib
@@ -38,6 +42,8 @@ def main(request_path: str) -> int:
         if request["list_only"]:
             result["tasks"] = [task.id for _, task in tasks]
             mine = []
+        else:
+            progress.write({"planned": [[task.id, fn.name] for fn, task in tasks]})
         from hatch_jaxexport.build._exporter import export_task
 
         for fn, task in mine:
@@ -49,10 +55,14 @@ def main(request_path: str) -> int:
                 result["failures"].append({
                     "task": dataclasses.asdict(task), "structure": structure.key,
                     "error": f"{type(err).__name__}: {err}".strip()})
+                progress.write({"id": task.id, "function": fn.name, "record": None,
+                                "failed": True, "seconds": time.perf_counter() - started})
                 continue
             (Path(request["out_dir"]) / record.file).write_bytes(blob)
             result["records"].append(record._asdict())
             result["seconds"][record.id] = time.perf_counter() - started
+            progress.write({"id": task.id, "function": fn.name, "record": record._asdict(),
+                            "failed": False, "seconds": result["seconds"][record.id]})
         if not request["list_only"]:  # static-shape StableHLO for non-JAX runtimes
             from hatch_jaxexport.build._portable_export import worker_export
 
@@ -63,6 +73,7 @@ def main(request_path: str) -> int:
         result["fatal"] = err.failures
     except Exception:
         result["fatal"] = [traceback.format_exc()]
+    progress.close()
     Path(request["result"]).write_text(json.dumps(result))
     return 0 if result["fatal"] is None else 1
 

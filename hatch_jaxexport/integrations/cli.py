@@ -8,6 +8,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TextIO
 
 from hatch_jaxexport.formats import __version__
@@ -133,15 +134,33 @@ def _warmup_command(package: str, dims: dict[str, list[int]], missing: Sequence[
                      *(f"--dims {name}={sizes[name]}" for name in sorted(sizes))])
 
 
-def _export(args: argparse.Namespace) -> int:
-    from hatch_jaxexport.build._orchestrate import export_package
+class CliReporter:
+    """The bake's messages on stderr, each flushed as it is printed (stdout keeps the result)."""
 
-    result = export_package(
-        args.package, args.out, platforms=tuple(args.platforms or DEFAULT_PLATFORMS),
-        jobs=args.jobs,
-        on_error=args.on_error, search_path=args.path or [os.getcwd()],
-        log=lambda message: print(message, file=sys.stderr))
-    _print_captured(result.manifest.artifacts, file=sys.stderr)
+    skip_note = ""
+    trace_note = ""
+
+    def debug(self, message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    info = waiting = success = warning = debug
+
+    def workers(self, jobs: int) -> str:
+        return f"{jobs} worker(s)"
+
+    def export_failed(self, package: str, failures: Sequence[str], *, lacks_module: bool,
+                      on_error: str) -> None:
+        """Nothing here: ``main`` prints the raised error, every failure in it."""
+
+
+def _export(args: argparse.Namespace) -> int:
+    from hatch_jaxexport.build._bake import export_one
+    from hatch_jaxexport.build._config import ExportOptions
+
+    options = ExportOptions(platforms=tuple(args.platforms or DEFAULT_PLATFORMS),
+                            jobs=args.jobs, on_error=args.on_error)
+    result = export_one(args.package, Path(args.out), options, CliReporter(),
+                        args.path or [os.getcwd()])
     print(f"wrote {len(result.manifest.artifacts)} artifact(s) to {result.out_dir}")
     return 0
 

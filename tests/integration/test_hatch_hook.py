@@ -69,7 +69,8 @@ def test_wheel_carries_each_artifact_file_and_the_jax_requirement(tmp_path, caps
     assert "jaxexport: exporting jxe_tiny for cpu (1 worker, on-error fail)" in err
     assert "  jxe_tiny:double: 1 structure(s), platforms cpu, 1 artifact(s)" in err
     assert "  jxe_tiny:power: 1 structure(s), platforms cpu, 2 artifact(s)" in err
-    assert re.search(r"  jxe_tiny:power: .*, [0-9.]+ kB, [0-9.]+ s\n", err), err
+    assert re.search(r"  jxe_tiny:power: .*, [0-9.]+ kB, [0-9.]+ s \[[12]/2, [0-9.]+ s elapsed\]\n",
+                     err), err
     assert "jaxexport: jxe_tiny: 2 function(s), 3 artifact(s)" in err
     assert not list((tmp_path / "dist").glob("jaxexport-*"))  # no scratch in the output dir
 

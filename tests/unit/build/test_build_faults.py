@@ -151,10 +151,12 @@ def test_export_error_in_one_function_names_it_and_writes_nothing(build) -> None
     b.start("--jobs", "2")
     code, out, err = b.finish()
     assert code == 1 and out == ""
-    assert err.startswith("jaxexport: error: 3 exports failed:\n")
+    error = err[err.index("jaxexport: error: "):]  # after the progress lines
+    assert error.startswith("jaxexport: error: 3 exports failed:\n"), err
     for name in ("with_callback", "eigenvalues", "dynamic_loop"):
-        assert f"  - jxe_failing:{name}, structure 0 " in err
-    assert "jxe_failing:fine" not in err
+        assert f"  - jxe_failing:{name}, structure 0 " in error
+        assert re.search(rf"^  jxe_failing:{name}: .*, 1 failed \[\d+/\d+, ", err, re.M), err
+    assert "jxe_failing:fine" not in error
     assert not b.out.exists()
     b.assert_clean()
 
@@ -165,7 +167,8 @@ def test_on_error_skip_names_each_skipped_function(build) -> None:
     code, out, err = b.finish()
     assert code == 0, err
     assert out.startswith("wrote 2 artifact(s)")
-    skipped = [line for line in err.splitlines() if line.startswith("warning: skipped ")]
+    skipped = [line for line in err.splitlines()
+               if line.startswith("jaxexport: warning: skipped ")]
     assert len(skipped) == 3
     manifest = json.loads((b.out / "manifest.json").read_text())
     assert sorted(s["function"] for s in manifest["skipped"]) == [

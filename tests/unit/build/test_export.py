@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import re
 import shutil
 import sys
 import warnings
@@ -123,8 +124,12 @@ def test_cli_export_and_inspect(tmp_path):
     out = run([sys.executable, "-m", "hatch_jaxexport", "export", "jxe_demo", "--out",
                site / "jxe_demo" / "_jaxexport", "--path", site, "--jobs", "2"])
     assert "wrote 18 artifact(s)" in out.stdout
-    assert "jxe_demo.funcs:lookup:\n  captures 1 array(s), 128 B, frozen at build time:\n" \
-        "    jxe_demo.funcs.TABLE float32[4,8] 128 B\n" in out.stderr
+    lookup = re.search(r"^  jxe_demo\.funcs:lookup: 1 structure\(s\), platforms cpu, 1 "
+                       r"artifact\(s\), [0-9.]+ kB, [0-9.]+ s \[\d+/15, [0-9.]+ s elapsed\]\n"
+                       r"    captures 1 array\(s\), 128 B, frozen at build time:\n"
+                       r"      jxe_demo\.funcs\.TABLE float32\[4,8\] 128 B\n", out.stderr, re.M)
+    assert lookup, out.stderr  # the function's progress line, its captured arrays under it
+    assert re.search(r"\[15/15, [0-9.]+ s elapsed\]$", out.stderr, re.M), out.stderr
     shown = run([sys.executable, "-m", "hatch_jaxexport", "inspect", "jxe_demo"],
                 env={"PYTHONPATH": str(site)})
     lines = shown.stdout.splitlines()
