@@ -187,10 +187,13 @@ def _links_env(wheels: Path) -> dict[str, str]:
 
 
 def _hook_line(line: str) -> bool:
-    """Whether a line of the front end's output is the hook's (its messages, a function's)."""
+    """Whether a line of the front end's output is the hook's (its messages, a function's), or
+    one of pip's steps (``Installing build dependencies: started``...), so a pip build is not
+    silent while pip sets up the isolated build environment."""
     text = line.strip()
     return text.startswith("jaxexport:") or text.startswith(f"{PACKAGE}:") or \
-        text.startswith(f"{PACKAGE}.") or text.startswith("captures ")
+        text.startswith(f"{PACKAGE}.") or text.startswith("captures ") or \
+        text.endswith(": started") or ": finished with status" in text
 
 
 def _stream(cmd: list[Any], *, env: dict[str, str] | None = None,
