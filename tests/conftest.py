@@ -107,6 +107,13 @@ def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def exec_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``jxe_exec`` baked with precompiled executables for both x86-64 targets."""
+    return export_into_copy(tmp_path_factory.mktemp("exec-site"), "jxe_exec", jobs=2,
+                            executables=["x86_64-avx2", "x86_64-avx512"])
+
+
+@pytest.fixture(scope="session")
 def demo(demo_site: Path):
     """``jxe_demo.funcs`` imported in this process from ``demo_site``."""
     import importlib

@@ -20,6 +20,7 @@ from typing import Any
 
 from hatch_jaxexport.build._captured import captured_warnings
 from hatch_jaxexport.build._discover import discover
+from hatch_jaxexport.build._executables import compile_executables, resolve_targets
 from hatch_jaxexport.build._exporter import ExportTask
 from hatch_jaxexport.build._progress import ProgressFiles
 from hatch_jaxexport.errors import ExportError
@@ -89,7 +90,7 @@ def _run_workers(package: str, staging: Path, jobs: int, platforms: Sequence[str
                  search_path: Sequence[str | os.PathLike[str]], python: str,
                  list_only: bool = False,
                  progress: Callable[[dict[str, Any]], None] | None = None,
-                 ) -> list[dict[str, Any]]:
+                 executables: bool = False) -> list[dict[str, Any]]:
     """Run ``jobs`` workers and collect their results, in worker order.
 
     While they run, each new line of their progress files (the plan, a finished task) goes to
@@ -112,7 +113,7 @@ def _run_workers(package: str, staging: Path, jobs: int, platforms: Sequence[str
             request.write_text(json.dumps({
                 "package": package, "default_platforms": list(platforms), "worker": worker,
                 "workers": jobs, "out_dir": str(staging), "result": str(result),
-                "list_only": list_only,
+                "list_only": list_only, "executables": executables,
                 "progress": str(progress_files[worker]) if progress else None}))
             with log.open("wb") as output:  # a file, not a pipe: no worker blocks on output
                 proc = subprocess.Popen(
@@ -174,7 +175,8 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
                    python: str | None = None,
                    log: Callable[[str], None] | None = None,
                    captured_warn_bytes: int = CAPTURED_WARN_BYTES,
-                   progress: Callable[[dict[str, Any]], None] | None = None) -> BuildResult:
+                   progress: Callable[[dict[str, Any]], None] | None = None,
+                   executables: bool | Sequence[str] = False) -> BuildResult:
     """Export every ``@exportable`` of ``package`` into ``out_dir`` (manifest + blobs).
 
     ``platforms`` is the default for functions that name none. With ``on_error="fail"`` any
@@ -182,7 +184,9 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
     ``"skip"`` failed artifacts are left out and recorded in the manifest. A function that
     captures an array of ``captured_warn_bytes`` or more gets a warning line. ``progress``
     gets the workers' progress events as they happen (``_progress.FunctionProgress`` turns them
-    into one report per finished function).
+    into one report per finished function). ``executables`` (``True``: this machine's targets,
+    or target names) also compiles precompiled executables of the artifacts that have concrete
+    signatures.
     """
     if on_error not in ON_ERROR_CHOICES:
         raise ValueError(f"on_error must be one of {ON_ERROR_CHOICES}, got {on_error!r}")
@@ -197,8 +201,10 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
     with tempfile.TemporaryDirectory(prefix="jaxexport-") as tmp:
         staging = Path(tmp) / "artifacts"
         staging.mkdir()
+        targets = resolve_targets(executables)
         results = _run_workers(package, staging, jobs, platforms, search_path,
-                               python or sys.executable, progress=progress)
+                               python or sys.executable, progress=progress,
+                               executables=bool(targets))
         records = [ArtifactRecord(**r) for res in results for r in res["records"]]
         failures = [f for res in results for f in res["failures"]]
         messages = [_failure_message(f) for f in failures]
@@ -221,10 +227,14 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
                                  batched=f["task"]["batched"],
                                  mesh=f["task"].get("mesh", {}),
                                  variant=f["task"].get("variant", {})) for f in failures]
+        compiled = compile_executables(
+            staging, package, [p for res in results for p in res.get("executable_plans", [])],
+            targets, _worker_env(search_path), python or sys.executable, emit)
         manifest = Manifest(package=package, generator=f"hatch-jaxexport {__version__}",
                             jax_version=results[0]["jax_version"],
                             jaxlib_version=results[0]["jaxlib_version"],
-                            artifacts=tuple(records), skipped=tuple(skipped))
+                            artifacts=tuple(records), skipped=tuple(skipped),
+                            executables=tuple(compiled))
         for leftover in staging.glob(".*"):  # requests, results, logs (blobs never start with .)
             leftover.unlink()
         (staging / MANIFEST_NAME).write_bytes(manifest.to_bytes())

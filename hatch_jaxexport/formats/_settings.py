@@ -18,6 +18,8 @@ TIERED_ENV = "HATCH_JAXEXPORT_TIERED"
 CACHE_ENV = "HATCH_JAXEXPORT_CACHE"
 #: Build a wheel without exporting anything (the integrations).
 SKIP_ENV = "HATCH_JAXEXPORT_SKIP"
+#: Set to 0 to ignore the precompiled executables a wheel ships (compile the StableHLO).
+EXECUTABLES_ENV = "HATCH_JAXEXPORT_EXECUTABLES"
 
 ON_VALUES = ("1", "true", "yes", "on")
 OFF_VALUES = ("0", "false", "no", "off")
@@ -37,6 +39,11 @@ def flag(name: str, environ: Mapping[str, str] = os.environ) -> bool | None:
 def strict_mode(environ: Mapping[str, str] = os.environ) -> bool:
     """Whether ``HATCH_JAXEXPORT_STRICT`` asks for errors instead of falling back to tracing."""
     return flag(STRICT_ENV, environ) is True
+
+
+def shipped_executables_wanted(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether ``HATCH_JAXEXPORT_EXECUTABLES`` leaves shipped executables on (the default)."""
+    return flag(EXECUTABLES_ENV, environ) is not False
 
 
 def skip_requested(environ: Mapping[str, str] = os.environ) -> bool:
@@ -60,5 +67,6 @@ def cache_choice(environ: Mapping[str, str] = os.environ) -> bool | str:
     return value
 
 
-__all__ = ["CACHE_ENV", "OFF_VALUES", "ON_VALUES", "SKIP_ENV", "STRICT_ENV", "TIERED_ENV",
-           "cache_choice", "flag", "skip_requested", "strict_mode", "tiered_choice"]
+__all__ = ["CACHE_ENV", "EXECUTABLES_ENV", "OFF_VALUES", "ON_VALUES", "SKIP_ENV", "STRICT_ENV",
+           "TIERED_ENV", "cache_choice", "flag", "shipped_executables_wanted", "skip_requested",
+           "strict_mode", "tiered_choice"]

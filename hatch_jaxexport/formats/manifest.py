@@ -94,6 +94,48 @@ class SkippedRecord(NamedTuple):
     variant: dict[str, Any] = {}  # noqa: RUF012 - read only, like every field
 
 
+class ExecutableRecord(NamedTuple):
+    """One precompiled XLA executable of an artifact: a target x concrete argument types.
+
+    Plain bytes (``PjRtClient.serialize_executable``), never a pickle: everything a loader needs
+    besides them is here. Used only where the machine matches exactly (``runtime._shipped``).
+    """
+
+    #: The ``ArtifactRecord.id`` and ``sha256`` of the artifact it was compiled from.
+    artifact: str
+    artifact_sha256: str
+    #: A name of ``formats._cpu_targets.TARGETS``.
+    target: str
+    #: The flat inputs, in the order of the artifact's call: ``[[dims...], dtype]`` each.
+    inputs: list[Any]
+    #: The flat outputs, likewise.
+    outputs: list[Any]
+    file: str
+    sha256: str
+    size: int
+    #: What compiled it, all of which must match the loading process.
+    jax_version: str
+    jaxlib_version: str
+    backend: str
+    platform_version: str
+    machine: str
+    xla_flags: list[str]
+    #: The LLVM features it was compiled for (``+`` entries of its feature string), sorted.
+    cpu_features: list[str]
+
+    @property
+    def id(self) -> str:
+        """``<artifact id>@<target>[float32[8,4],float32[4]] jaxlib 0.10.2``: unique in a
+        manifest (one wheel may carry executables of several jaxlib versions)."""
+        return f"{self.artifact}@{self.target}[{signature_text(self.inputs)}] " \
+            f"jaxlib {self.jaxlib_version}"
+
+
+def signature_text(leaves: Sequence[Any]) -> str:
+    """``float32[8,4],float32[4]``: flat argument types, as ``inspect`` shows them."""
+    return ",".join(f"{dtype}[{','.join(str(d) for d in dims)}]" for dims, dtype in leaves)
+
+
 class Manifest(NamedTuple):
     """The index of a package's baked artifacts."""
 
@@ -104,6 +146,8 @@ class Manifest(NamedTuple):
     artifacts: tuple[ArtifactRecord, ...]
     skipped: tuple[SkippedRecord, ...] = ()
     schema_version: int = SCHEMA_VERSION
+    #: Precompiled executables (optional; manifests without them omit the key).
+    executables: tuple[ExecutableRecord, ...] = ()
 
     def to_bytes(self) -> bytes:
         """Deterministic JSON: sorted keys, artifacts sorted by id."""
@@ -116,6 +160,9 @@ class Manifest(NamedTuple):
             "artifacts": [a._asdict() for a in sorted(self.artifacts, key=_sort_key)],
             "skipped": [s._asdict() for s in sorted(self.skipped, key=_sort_key)],
         }
+        if self.executables:
+            data["executables"] = [e._asdict() for e in sorted(self.executables,
+                                                                 key=lambda e: e.id)]
         return (json.dumps(data, sort_keys=True, indent=1, ensure_ascii=True) + "\n").encode()
 
 
@@ -207,7 +254,7 @@ def check_file_name(name: Any) -> str:
 
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "str": str, "int": int, "bool": bool, "dict[str, Any]": dict, "list[str]": list,
-    "list[dict[str, Any]]": list,
+    "list[dict[str, Any]]": list, "list[Any]": list,
 }
 
 
@@ -360,11 +407,45 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
         seen |= {record.id, record.file, call_key}
     return Manifest(package=raw["package"], generator=raw["generator"],
                     jax_version=raw["jax_version"], jaxlib_version=raw["jaxlib_version"],
-                    artifacts=artifacts, skipped=skipped, schema_version=version)
+                    artifacts=artifacts, skipped=skipped, schema_version=version,
+                    executables=_parse_executables(raw.get("executables", []), seen))
 
 
-__all__ = ["ARTIFACT_DIR", "ArtifactRecord", "BLOB_SUFFIX", "CONFIG_TYPES", "KNOWN_KINDS",
+def _parse_executables(raw: Any, seen: set[str]) -> tuple[ExecutableRecord, ...]:
+    """The manifest's ``executables`` list, validated like the artifacts (``seen``: the file
+    names and ids taken so far)."""
+    if not isinstance(raw, list):
+        raise ArtifactError("corrupt manifest: 'executables' must be a list")
+    records = []
+    for i, item in enumerate(raw):
+        record = _from_json(ExecutableRecord, item, f"executables[{i}]")
+        check_file_name(record.file)
+        if not (SHA256_HEX.match(record.sha256) and SHA256_HEX.match(record.artifact_sha256)):
+            raise ArtifactError(f"corrupt manifest: executables[{i}] has a malformed SHA-256")
+        if not 0 <= record.size <= _MAX_BLOB:
+            raise ArtifactError(f"corrupt manifest: executables[{i}].size is out of range")
+        for name in ("inputs", "outputs"):
+            if not all(_is_leaf_type(leaf) for leaf in getattr(record, name)):
+                raise ArtifactError(f"corrupt manifest: executables[{i}].{name} must be "
+                                    "[[dims...], dtype] pairs")
+        if record.id in seen or record.file in seen:
+            raise ArtifactError(f"corrupt manifest: executable {record.id} listed twice")
+        seen |= {record.id, record.file}
+        records.append(record)
+    return tuple(records)
+
+
+def _is_leaf_type(leaf: Any) -> bool:
+    """``[[8, 4], "float32"]``: non-negative int dims and a dtype name."""
+    return (isinstance(leaf, list) and len(leaf) == 2 and isinstance(leaf[1], str)
+            and isinstance(leaf[0], list)
+            and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                    for d in leaf[0]))
+
+
+__all__ = ["ARTIFACT_DIR", "ArtifactRecord", "BLOB_SUFFIX", "CONFIG_TYPES",
+           "ExecutableRecord", "KNOWN_KINDS",
            "MANIFEST_NAME", "Manifest", "MeshShape", "SCHEMA_VERSION", "SHA256_HEX",
            "SkippedRecord", "VARIANT_CONFIG", "artifact_id", "byte_text", "captured_by_function",
            "check_file_name", "constant_text", "member_name", "mesh_from_record", "mesh_text",
-           "parse_manifest", "sha256_hex", "summarize", "variant_text"]
+           "parse_manifest", "sha256_hex", "signature_text", "summarize", "variant_text"]

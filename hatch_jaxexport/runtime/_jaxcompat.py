@@ -218,3 +218,74 @@ def lapack_init_skipped(skip: bool) -> Iterator[None]:
         yield
     finally:
         _SKIP_LAPACK_INIT.reset(token)
+
+
+def backend_identity(platform: str = "cpu") -> tuple[str, str]:
+    """The backend's platform and platform version (``("cpu", "cpu")``, a CUDA version...)."""
+    import jax
+
+    client = jax.devices(platform)[0].client
+    return str(client.platform), str(client.platform_version)
+
+
+def serialize_compiled(compiled: Any, leaves: int) -> bytes | None:
+    """The plain bytes of a compiled single-device executable (``PjRtClient.
+    serialize_executable``, no pickle), or ``None`` when they would not stand alone: constants
+    passed as arguments, inputs pruned (``leaves`` flat inputs expected), host callbacks."""
+    try:
+        if getattr(getattr(compiled, "_params", None), "const_args", None):
+            return None
+        unloaded = compiled._executable._unloaded_executable
+        if unloaded is None or unloaded.host_callbacks or \
+                len(unloaded.input_avals) != leaves or \
+                set(unloaded.kept_var_idx) != set(range(leaves)) or \
+                len(unloaded.device_list) != 1:
+            return None
+        executable = compiled._executable.xla_executable
+        return bytes(executable.client.serialize_executable(executable))
+    except Exception:  # another jax's internals: no executable, the StableHLO still works
+        return None
+
+
+def compiled_from_executable(blob: bytes, inputs: Sequence[tuple[Sequence[int], str]],
+                             outputs: Sequence[tuple[Sequence[int], str]], in_tree: Any,
+                             out_tree: Any, name: str) -> Any:
+    """A ``jax.stages.Compiled`` around a serialized single-device executable, built from the
+    flat input and output types the manifest records (what ``serialize_executable`` of
+    ``jax.experimental`` would otherwise pickle). Raises on a jax whose internals differ."""
+    import dataclasses
+
+    import jax
+    import numpy as np
+    from jax._src import core, stages
+    from jax._src.interpreters import pxla
+    from jax._src.lib import xla_client
+
+    device = jax.devices("cpu")[0]
+    devices = xla_client.DeviceList((device,))
+    loaded = device.client.deserialize_executable(blob, devices)
+    in_avals = [core.ShapedArray(tuple(dims), np.dtype(dtype)) for dims, dtype in inputs]
+    out_avals = [core.ShapedArray(tuple(dims), np.dtype(dtype)) for dims, dtype in outputs]
+    single = jax.sharding.SingleDeviceSharding(device)
+    fields = dict(
+        xla_executable=loaded, device_list=devices, backend=device.client,
+        input_avals=in_avals, input_shardings=[single] * len(in_avals), output_avals=out_avals,
+        output_shardings=[single] * len(out_avals), committed=False, name=name,
+        unordered_effects=[], ordered_effects=[], keepalive=[], host_callbacks=[],
+        kept_var_idx=set(range(len(in_avals))), mut=None,
+        xla_in_layouts=[None] * len(in_avals), dispatch_in_layouts=[None] * len(in_avals),
+        xla_out_layouts=[None] * len(out_avals), all_args_info=None, pgle_profiler=None)
+    names = [field.name for field in dataclasses.fields(pxla.UnloadedMeshExecutable)]
+    unknown = [n for n in names if n not in fields]
+    if unknown:
+        raise RuntimeError(f"this jax's executables have fields {unknown} this version of "
+                           "hatch-jaxexport does not know")
+    unloaded = pxla.UnloadedMeshExecutable(**{n: fields[n] for n in names})
+    args_info = in_tree.unflatten([stages.ArgInfo(aval, False) for aval in in_avals])
+    return stages.Compiled(unloaded.load(), [], args_info, out_tree, no_kwargs=False)
+
+
+def concrete_shape(shape: Sequence[Any], sizes: Mapping[str, int]) -> tuple[int, ...]:
+    """A shape of ``jax.export`` symbolic dimensions evaluated with concrete symbol values."""
+    return tuple(dim if isinstance(dim, int) else int(dim._evaluate(dict(sizes)))
+                 for dim in shape)

@@ -98,10 +98,12 @@ class EagerCall:
         tiered: Whether first calls use a quick tier.
         lapack: Whether the artifact calls LAPACK: initialised before a cached executable runs;
             without it, lowering skips the initialisation (``jaxcompat``).
+        shipped: The wheel's precompiled executables of the artifact
+            (``_shipped.ShippedExecutables``), tried before the cache; ``None`` for none.
     """
 
     def __init__(self, make_jitted: Callable[[], Callable[..., Any]], job: dict[str, str],
-                 tiered: bool, lapack: bool) -> None:
+                 tiered: bool, lapack: bool, shipped: Any = None) -> None:
         from hatch_jaxexport.runtime._compile_cache import executable_cache_dir
 
         self._make_jitted = make_jitted
@@ -111,6 +113,7 @@ class EagerCall:
         self.folder = executable_cache_dir()
         self.tiered = tiered and self.folder is not None
         self.lapack = lapack
+        self.shipped = shipped
         self.entries: dict[Any, _Entry] = {}
         self.lock = threading.RLock()
         import jax
@@ -137,7 +140,7 @@ class EagerCall:
 
     @property
     def tiers(self) -> dict[Any, str]:
-        """Signature to tier: ``cached``, ``compiled``, ``quick`` or ``optimized``."""
+        """Signature to tier: ``shipped``, ``cached``, ``compiled``, ``quick`` or ``optimized``."""
         return {sig: entry.tier for sig, entry in self.entries.items()}
 
     def signature(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -190,6 +193,13 @@ class EagerCall:
                     entry = self._poll(sig, entry)
                 return entry
             key = None
+            if self.shipped is not None:
+                compiled = self.shipped.compiled_for(sig[1], self._flatten((args, kwargs))[1])
+                if compiled is not None:
+                    if self.lapack:
+                        initialize_lapack()
+                    entry = self.entries[sig] = _Entry(compiled, "shipped", None)
+                    return entry
             if self.folder is not None:
                 key = executables.entry_key(self.folder, self.job["sha256"], sig, self.platform)
                 if self.lapack:

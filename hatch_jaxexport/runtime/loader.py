@@ -144,7 +144,25 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
         return make_jitted(), ""
     job = {"package": fn.package, "file": record.file, "sha256": record.sha256,
            "platform": platform, "function": fn.name}
-    return _eager(fn, make_jitted, record.size, job, needs_lapack(record.custom_calls)), ""
+    return _eager(fn, make_jitted, record.size, job, needs_lapack(record.custom_calls),
+                  _shipped(fn, package, record, blob, exported)), ""
+
+
+def _shipped(fn: ExportableFunction, package: PackageArtifacts, record: ArtifactRecord,
+             blob: bytes, exported: Any) -> Any:
+    """The wheel's precompiled executables of ``record`` (``None`` when it ships none)."""
+    records = [e for e in package.manifest.executables
+               if e.artifact == record.id and e.artifact_sha256 == record.sha256]
+    if not records:
+        return None
+    from hatch_jaxexport.runtime._shipped import ShippedExecutables
+
+    def out_tree() -> Any:
+        loaded = exported if exported is not None else \
+            deserialize_record(package, record, blob)
+        return loaded.out_tree
+
+    return ShippedExecutables(records, package.read_blob, out_tree, fn.name)
 
 
 def _family(fn: ExportableFunction, plan: CallPlan, package: PackageArtifacts,
@@ -209,12 +227,13 @@ class _NotAnArtifact:
 
 
 def _eager(fn: ExportableFunction, make_jitted: Callable[[], Callable[..., Any]], size: int,
-           job: dict[str, str], lapack: bool) -> Callable[..., Any]:
-    """The call of an unsharded artifact: eager calls through cached or tiered executables."""
+           job: dict[str, str], lapack: bool, shipped: Any = None) -> Callable[..., Any]:
+    """The call of an unsharded artifact: eager calls through shipped, cached or tiered
+    executables."""
     from hatch_jaxexport.runtime._tiers import EagerCall, tiering_wanted
 
     return EagerCall(make_jitted, job, tiering_wanted(job["platform"], fn.export_spec.tiered,
-                                                      size), lapack)
+                                                      size), lapack, shipped)
 
 
 def _resolve(fn: ExportableFunction, plan: CallPlan, platform: str, mesh: str = "",

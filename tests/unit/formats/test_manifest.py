@@ -129,3 +129,50 @@ def test_config_variants_have_their_own_ids_and_may_share_a_call(manifest_json):
     assert any(i.endswith("[jax_enable_x64=True]") or "[jax_enable_x64=True]/" in i
                for i in ids)
     assert any("[jax_enable_x64=False]" in i for i in ids)
+
+
+@pytest.fixture(scope="module")
+def exec_manifest_json(exec_site):
+    return json.loads((exec_site / "jxe_exec" / "_jaxexport" / "manifest.json").read_text())
+
+
+def test_executables_round_trip_in_the_manifest(exec_site, exec_manifest_json):
+    raw = (exec_site / "jxe_exec" / "_jaxexport" / "manifest.json").read_bytes()
+    manifest = parse_manifest(raw)
+    assert manifest.to_bytes() == raw  # deterministic, key by key
+    assert len(manifest.executables) == len(exec_manifest_json["executables"]) > 0
+    by_artifact = {r.id: r for r in manifest.artifacts}
+    for record in manifest.executables:
+        artifact = by_artifact[record.artifact]
+        assert record.artifact_sha256 == artifact.sha256
+        assert record.file.endswith(".xla") and record.cpu_features
+        blob = (exec_site / "jxe_exec" / "_jaxexport" / record.file).read_bytes()
+        assert len(blob) == record.size
+        assert blob[:2] not in (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")  # no pickle
+
+
+def test_a_manifest_without_executables_omits_the_key(manifest_json):
+    assert "executables" not in manifest_json
+    assert parse_manifest(_bytes(manifest_json)).executables == ()
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda e: e.update(file="../evil.xla"), "unsafe artifact file"),
+    (lambda e: e.update(sha256="xyz"), "malformed SHA-256"),
+    (lambda e: e.update(inputs=[[[-1], "float32"]]), "inputs must be"),
+    (lambda e: e.update(outputs=[["8", "float32"]]), "outputs must be"),
+    (lambda e: e.pop("cpu_features"), "lacks 'cpu_features'"),
+    (lambda e: e.update(size=-5), "size is out of range"),
+])
+def test_corrupt_executable_records_are_artifact_errors(exec_manifest_json, mutate, message):
+    data = json.loads(json.dumps(exec_manifest_json))
+    mutate(data["executables"][0])
+    with pytest.raises(ArtifactError, match=message):
+        parse_manifest(_bytes(data))
+
+
+def test_an_executable_listed_twice_is_refused(exec_manifest_json):
+    data = json.loads(json.dumps(exec_manifest_json))
+    data["executables"].append(data["executables"][0])
+    with pytest.raises(ArtifactError, match="listed twice"):
+        parse_manifest(_bytes(data))

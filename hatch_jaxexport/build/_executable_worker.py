@@ -1,0 +1,97 @@
+"""``python -m hatch_jaxexport.build._executable_worker REQUEST.json``: compile one target.
+
+Started by ``_executables.compile_executables`` with the target's ``XLA_FLAGS``. For each plan it
+deserializes the artifact the export workers wrote, compiles its call for each concrete
+signature, and writes the executable's plain bytes; a signature that cannot stand alone as an
+executable (constants passed as arguments, host callbacks) is a note, not a failure: its calls
+compile the StableHLO as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hatch_jaxexport.build._executables import EXECUTABLE_SUFFIX, builder_machine
+from hatch_jaxexport.formats._cpu_targets import TARGETS, required_features
+from hatch_jaxexport.formats.manifest import ExecutableRecord, sha256_hex
+
+
+def compile_plan(plan: Mapping[str, Any], target: str, out_dir: Path, package: str,
+                 notes: list[str]) -> list[ExecutableRecord]:
+    """Every executable of one artifact for ``target``."""
+    import jax
+    import jaxlib
+
+    from hatch_jaxexport.runtime._jaxcompat import (
+        backend_identity,
+        concrete_shape,
+        serialize_compiled,
+        x64_context,
+    )
+    from hatch_jaxexport.runtime._pytrees import load_type
+
+    for ref in plan["pytree_types"]:
+        load_type(ref, package)
+    exported = jax.export.deserialize(bytearray((out_dir / plan["file"]).read_bytes()))
+    backend, version = backend_identity("cpu")
+    records = []
+    for sizes in plan["sizes"]:
+        avals = [jax.ShapeDtypeStruct(concrete_shape(a.shape, sizes), a.dtype)
+                 for a in exported.in_avals]
+        args, kwargs = exported.in_tree.unflatten(avals)
+        with x64_context(plan["x64"]):
+            compiled = jax.jit(exported.call, keep_unused=True).lower(*args, **kwargs).compile()
+        blob = serialize_compiled(compiled, len(avals))
+        where = f"{plan['artifact']} with {dict(sizes) or 'its static shapes'}"
+        if blob is None:
+            notes.append(f"no {target} executable for {where}: it does not stand alone as an "
+                         "executable (constants as arguments or host callbacks); its calls "
+                         "compile the StableHLO")
+            continue
+        inputs = [[list(a.shape), a.dtype.name] for a in avals]
+        outputs = [[list(o.shape), o.dtype.name] for o in jax.tree_util.tree_leaves(
+            compiled.out_info)]
+        digest = hashlib.sha256(json.dumps([plan["sha256"], inputs]).encode()).hexdigest()
+        file = f"{Path(plan['file']).stem}.{target}.{digest[:16]}{EXECUTABLE_SUFFIX}"
+        (out_dir / file).write_bytes(blob)
+        records.append(ExecutableRecord(
+            artifact=plan["artifact"], artifact_sha256=plan["sha256"], target=target,
+            inputs=inputs, outputs=outputs, file=file, sha256=sha256_hex(blob), size=len(blob),
+            jax_version=jax.__version__, jaxlib_version=jaxlib.__version__, backend=backend,
+            platform_version=version, machine=builder_machine(),
+            xla_flags=list(TARGETS[target].xla_flags), cpu_features=required_features(blob)))
+    return records
+
+
+def main(request_path: str) -> int:
+    """Entry point (``python -m hatch_jaxexport.build._executable_worker``)."""
+    request = json.loads(Path(request_path).read_text())
+    outcome: dict[str, Any] = {"records": [], "notes": []}
+    try:
+        import jax
+
+        jax.config.update("jax_enable_compilation_cache", False)  # XLA must really compile
+        for plan in request["plans"]:
+            try:
+                records = compile_plan(plan, request["target"], Path(request["out_dir"]),
+                                       request["package"], outcome["notes"])
+            except Exception as err:  # one artifact: a note, the rest still compile
+                outcome["notes"].append(f"no {request['target']} executable for "
+                                        f"{plan['artifact']}: {type(err).__name__}: {err}")
+                continue
+            outcome["records"] += [record._asdict() for record in records]
+    except Exception:
+        outcome["notes"].append(f"the {request['target']} executable compiler failed: "
+                                f"{traceback.format_exc(limit=3)}")
+    Path(request["result"]).write_text(json.dumps(outcome))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

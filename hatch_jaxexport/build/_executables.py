@@ -1,0 +1,111 @@
+"""Precompiled executables: which a build compiles, and compiling them, one process per target.
+
+Build layer. An executable is compiled from a primal CPU artifact for concrete argument types:
+a function without dimension symbols has one signature, a function with ``concrete=`` sizes has
+one per combination (the shapes its users really call with), others get none. Each target
+(``formats._cpu_targets.TARGETS``) compiles in a fresh process whose ``XLA_FLAGS`` cap the
+instruction set (XLA reads them once, at backend start), from the blobs the export workers
+wrote, so an executable is exactly the artifact's module compiled. The bytes are
+``PjRtClient.serialize_executable``'s, never a pickle; the manifest records what the loader
+must match (``formats.manifest.ExecutableRecord``).
+"""
+
+from __future__ import annotations
+
+import json
+import platform as platform_module
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hatch_jaxexport.errors import ExportError
+from hatch_jaxexport.formats._concrete import size_combinations, size_problem
+from hatch_jaxexport.formats._cpu_targets import TARGETS, default_targets, machine_name
+from hatch_jaxexport.formats.manifest import ArtifactRecord, ExecutableRecord
+
+#: The suffix of an executable's file in the artifact folder.
+EXECUTABLE_SUFFIX = ".xla"
+
+
+def builder_machine() -> str:
+    """This machine in ``TARGETS``' spelling (``x86_64``, ``aarch64``)."""
+    return machine_name(platform_module.machine())
+
+
+def resolve_targets(requested: bool | Sequence[str]) -> list[str]:
+    """The targets a build compiles: ``True`` means those of this machine; names are checked."""
+    if requested is True:
+        return default_targets(builder_machine())
+    if not requested:
+        return []
+    unknown = [name for name in requested if name not in TARGETS]
+    if unknown:
+        raise ValueError(f"unknown executable target(s) {unknown}; known: {', '.join(TARGETS)}")
+    return list(requested)
+
+
+def plan_for(fn: Any, record: ArtifactRecord) -> list[dict[str, int]]:
+    """The concrete sizes to compile ``record`` (a primal CPU artifact of ``fn``) for: ``[{}]``
+    without symbols, one per ``concrete=`` combination, ``[]`` when its sizes are not named."""
+    if (record.kind, record.batched, record.platform) != ("primal", False, "cpu") or record.mesh:
+        return []
+    structure = fn.export_spec.structures[record.structure_index]
+    if not structure.symbols:
+        return [{}]
+    concrete = getattr(fn.export_spec, "concrete", None)
+    if not concrete or not structure.symbols <= set(concrete):
+        return []
+    return [env for env in size_combinations(structure, concrete)
+            if size_problem(structure, env) is None]
+
+
+def plans_for_worker(functions: Mapping[str, Any], records: Sequence[Mapping[str, Any]]
+                     ) -> list[dict[str, Any]]:
+    """What an export worker hands on for its records: each artifact to compile, with sizes."""
+    plans = []
+    for raw in records:
+        record = ArtifactRecord(**raw)
+        sizes = plan_for(functions[record.function], record)
+        if sizes:
+            plans.append({"artifact": record.id, "file": record.file, "sha256": record.sha256,
+                          "sizes": sizes, "pytree_types": record.pytree_types,
+                          "x64": bool(record.jax_config.get("jax_enable_x64", False)),
+                          "function": record.function})
+    return plans
+
+
+def compile_executables(staging: Path, package: str, plans: Sequence[Mapping[str, Any]],
+                        targets: Sequence[str], env: Mapping[str, str], python: str,
+                        log: Callable[[str], None]) -> list[ExecutableRecord]:
+    """Compile every plan for every target (one process each, in turn) into ``staging``."""
+    records: list[ExecutableRecord] = []
+    if not plans:
+        return records
+    here = builder_machine()
+    for name in targets:
+        target = TARGETS[name]
+        if target.machine != here:
+            log(f"warning: executables for {name} need a {target.machine} builder; this one "
+                f"is {here}: none compiled")
+            continue
+        request = staging / f".executables-{name}.json"
+        result = staging / f".executables-{name}.result.json"
+        request.write_text(json.dumps({"package": package, "target": name, "plans": list(plans),
+                                       "out_dir": str(staging), "result": str(result)}))
+        flags = " ".join(target.xla_flags)  # only the target's: the builder's own never leak
+        proc = subprocess.run(
+            [python, "-m", "hatch_jaxexport.build._executable_worker", str(request)],
+            env={**env, "XLA_FLAGS": flags}, cwd=staging, capture_output=True, text=True)
+        if not result.exists():
+            raise ExportError([f"the executable compiler for {name} died (exit "
+                               f"{proc.returncode}): {proc.stderr.strip()[-2000:]}"])
+        outcome = json.loads(result.read_text())
+        for message in outcome["notes"]:
+            log(f"warning: {message}")
+        records += [ExecutableRecord(**raw) for raw in outcome["records"]]
+    return records
+
+
+__all__ = ["EXECUTABLE_SUFFIX", "builder_machine", "compile_executables", "plan_for",
+           "plans_for_worker", "resolve_targets"]

@@ -1,0 +1,150 @@
+"""Shipped executables: a wheel's precompiled XLA executables, used only on an exact match.
+
+A first call on a fresh machine otherwise compiles the artifact's StableHLO, which costs more
+than everything else in the call. When the wheel ships an executable of the artifact for the
+call's exact argument types, and this process is the one it was compiled for (jax and jaxlib
+versions, backend and its version, machine, no ``XLA_FLAGS`` that change code generation, and
+every CPU feature it was compiled for present on this CPU, checked against what the OS reports
+before anything is loaded), the loader loads it instead of compiling. Any doubt is a "no",
+never a crash: the StableHLO path is always there. A damaged executable (its SHA-256 or jax's
+deserializer refuses it) is a ``FallbackWarning``, or an ``ArtifactError`` in strict mode.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import threading
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+from hatch_jaxexport.errors import ArtifactError, FallbackWarning
+from hatch_jaxexport.formats._cpu_targets import (
+    codegen_xla_flags,
+    linux_cpu_flags,
+    machine_name,
+    missing_features,
+)
+from hatch_jaxexport.formats._settings import shipped_executables_wanted, strict_mode
+from hatch_jaxexport.formats.manifest import ExecutableRecord, signature_text
+
+
+class Host(NamedTuple):
+    """What this process is, in the terms an ``ExecutableRecord`` records."""
+
+    jax_version: str
+    jaxlib_version: str
+    backend: str
+    platform_version: str
+    machine: str
+    #: The OS's CPU feature flags; ``None`` where they cannot be read (not Linux).
+    cpu_flags: frozenset[str] | None
+    #: ``XLA_FLAGS`` entries that may change code generation.
+    xla_flags: tuple[str, ...]
+
+
+@functools.cache
+def this_host() -> Host:
+    """This process (read once: none of it changes while a process runs)."""
+    import jax
+    import jaxlib
+
+    from hatch_jaxexport.runtime._jaxcompat import backend_identity
+
+    backend, version = backend_identity("cpu")
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
+            flags: frozenset[str] | None = linux_cpu_flags(cpuinfo.read()) or None
+    except OSError:
+        flags = None
+    return Host(jax.__version__, jaxlib.__version__, backend, version,
+                machine_name(platform.machine()), flags,
+                tuple(codegen_xla_flags(os.environ.get("XLA_FLAGS", ""))))
+
+
+def mismatch(record: ExecutableRecord, host: Host) -> str | None:
+    """Why ``record`` cannot run in this process, or ``None`` when it matches exactly."""
+    for field, wanted, have in (("jax", record.jax_version, host.jax_version),
+                                ("jaxlib", record.jaxlib_version, host.jaxlib_version),
+                                ("backend", record.backend, host.backend),
+                                ("backend version", record.platform_version,
+                                 host.platform_version),
+                                ("machine", record.machine, host.machine)):
+        if wanted != have:
+            return f"compiled for {field} {wanted}, this process has {have}"
+    if host.xla_flags:
+        return f"XLA_FLAGS sets {' '.join(host.xla_flags)}, which may change code generation"
+    if host.cpu_flags is None:
+        return "this OS does not say which CPU features it has (only Linux's is read)"
+    if not record.cpu_features:
+        return "the executable does not say which CPU features it needs"
+    missing = missing_features(record.cpu_features, host.cpu_flags)
+    if missing:
+        return f"this CPU lacks {', '.join(missing)}"
+    return None
+
+
+class ShippedExecutables:
+    """The shipped executables of one artifact, chosen per call signature.
+
+    Args:
+        records: The artifact's ``ExecutableRecord``s.
+        read: Reads and verifies an executable's bytes (size and SHA-256) by record.
+        out_tree: The artifact's output tree (read lazily: only a match needs it).
+        name: The function's name, for messages.
+    """
+
+    def __init__(self, records: Sequence[ExecutableRecord], read: Callable[[Any], bytes],
+                 out_tree: Callable[[], Any], name: str) -> None:
+        self.records = list(records)
+        self.read = read
+        self.out_tree = out_tree
+        self.name = name
+        self.lock = threading.Lock()
+        self.usable: list[ExecutableRecord] | None = None
+        #: Flat argument types -> the target of the executable loaded for them.
+        self.used: dict[str, str] = {}
+
+    def _usable(self) -> list[ExecutableRecord]:
+        """The records this process could run, most CPU features first."""
+        if self.usable is None:
+            host = this_host()
+            matching = [r for r in self.records if mismatch(r, host) is None]
+            self.usable = sorted(matching, key=lambda r: -len(r.cpu_features))
+        return self.usable
+
+    def compiled_for(self, leaves: Sequence[tuple[Any, str, bool]], in_tree: Any) -> Any | None:
+        """A loaded executable for these flat argument types (shape, dtype, weak), or ``None``."""
+        if not self.records or not shipped_executables_wanted() or any(w for _, _, w in leaves):
+            return None
+        wanted = [[list(shape), dtype] for shape, dtype, _ in leaves]
+        with self.lock:
+            for record in self._usable():
+                if record.inputs == wanted:
+                    compiled = self._load(record, in_tree)
+                    if compiled is not None:
+                        self.used[signature_text(wanted)] = record.target
+                    return compiled
+        return None
+
+    def _load(self, record: ExecutableRecord, in_tree: Any) -> Any | None:
+        from hatch_jaxexport.runtime._jaxcompat import compiled_from_executable
+
+        try:
+            blob = self.read(record)
+            return compiled_from_executable(blob, record.inputs, record.outputs, in_tree,
+                                            self.out_tree(), self.name)
+        except Exception as err:
+            reason = (f"{self.name}: shipped executable {record.file} is unusable "
+                      f"({type(err).__name__}: {err}); compiling the artifact instead")
+            if strict_mode():
+                raise ArtifactError(f"{reason} (HATCH_JAXEXPORT_STRICT is set)") from None
+            warnings.warn(reason, FallbackWarning, stacklevel=5)
+            self.records.remove(record)
+            self.usable = None
+            return None
+
+
+__all__ = ["Host", "ShippedExecutables", "mismatch", "this_host"]
