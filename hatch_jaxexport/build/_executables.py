@@ -46,10 +46,11 @@ def resolve_targets(requested: bool | Sequence[str]) -> list[str]:
 
 
 def plan_for(fn: Any, record: ArtifactRecord) -> list[dict[str, int]]:
-    """The concrete sizes to compile ``record`` (a primal CPU artifact of ``fn``) for: ``[{}]``
-    without symbols, one per ``concrete=`` combination, ``[]`` when its sizes are not named."""
-    if (record.kind, record.batched, record.platform) != ("primal", False, "cpu") or record.mesh:
-        return []
+    """The concrete sizes to compile ``record`` (a CPU artifact of ``fn``: the primal or an
+    unbatched transformation member) for: ``[{}]`` without symbols, one per ``concrete=``
+    combination, ``[]`` when its sizes are not named."""
+    if record.batched or record.platform != "cpu" or record.mesh:
+        return []  # a batched member's batch size is any: no concrete signature
     structure = fn.export_spec.structures[record.structure_index]
     if not structure.symbols:
         return [{}]

@@ -181,7 +181,9 @@ class Family:
                  on_missing: Callable[[str], None],
                  lapack_free: frozenset[tuple[str, bool]] = frozenset(),
                  loaders: dict[tuple[str, bool], Callable[[], Any]] | None = None,
-                 wanted: frozenset[str] = frozenset()) -> None:
+                 wanted: frozenset[str] = frozenset(),
+                 eager: Callable[[tuple[str, bool], Callable[[], Any]], Any] | None = None,
+                 ) -> None:
         self.name = name
         self.members = members  # (kind, batched) -> Exported
         self.loaders = dict(loaders or {})  # members deserialized on first use
@@ -194,6 +196,10 @@ class Family:
         self.on_missing = on_missing
         self.lapack_free = lapack_free  # members whose modules hold no LAPACK call
         self.wanted = wanted
+        #: Makes the eager call of a baked member from ``(kind, batched)`` and a builder of its
+        #: ``jax.jit``: the loader's, through shipped and cached executables; ``None``: the
+        #: ``jax.jit`` itself.
+        self.eager = eager
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:

@@ -76,9 +76,14 @@ def jitted_primal(family: Family) -> Callable[..., Any]:
 
 @functools.lru_cache(maxsize=1024)
 def _jitted_member(family: Family, kind: str, batched: bool) -> Callable[..., Any]:
-    """The member's ``Exported`` under ``jax.jit``, one per member: eager binds reuse its
-    compiled executable instead of compiling on every call."""
-    return jax.jit(family.exported_call(kind, batched))
+    """The member's eager call, one per member: eager binds (``jax.grad`` of a loaded function
+    outside ``jax.jit``...) reuse its executable instead of compiling on every call, and the
+    loader's (``Family.eager``) takes it from the wheel's shipped executables or this
+    machine's executable cache before compiling."""
+    def make_jitted() -> Callable[..., Any]:
+        return jax.jit(family.exported_call(kind, batched))
+
+    return make_jitted() if family.eager is None else family.eager((kind, batched), make_jitted)
 
 
 def _family_impl(*args: Any, family: Family, kind: str, batched: bool) -> Any:

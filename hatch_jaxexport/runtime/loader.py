@@ -144,23 +144,24 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
         return make_jitted(), ""
     job = {"package": fn.package, "file": record.file, "sha256": record.sha256,
            "platform": platform, "function": fn.name}
+    def out_tree() -> Any:
+        loaded = exported if exported is not None else \
+            deserialize_record(package, record, blob)
+        return loaded.out_tree
+
     return _eager(fn, make_jitted, record.size, job, needs_lapack(record.custom_calls),
-                  _shipped(fn, package, record, blob, exported)), ""
+                  _shipped(fn, package, record, out_tree)), ""
 
 
 def _shipped(fn: ExportableFunction, package: PackageArtifacts, record: ArtifactRecord,
-             blob: bytes, exported: Any) -> Any:
-    """The wheel's precompiled executables of ``record`` (``None`` when it ships none)."""
+             out_tree: Callable[[], Any]) -> Any:
+    """The wheel's precompiled executables of ``record`` (``None`` when it ships none);
+    ``out_tree`` gives the tree the call returns (read only when one is used)."""
     records = [e for e in package.manifest.executables
                if e.artifact == record.id and e.artifact_sha256 == record.sha256]
     if not records:
         return None
     from hatch_jaxexport.runtime._shipped import ShippedExecutables
-
-    def out_tree() -> Any:
-        loaded = exported if exported is not None else \
-            deserialize_record(package, record, blob)
-        return loaded.out_tree
 
     return ShippedExecutables(records, package.read_blob, out_tree, fn.name)
 
@@ -188,7 +189,31 @@ def _family(fn: ExportableFunction, plan: CallPlan, package: PackageArtifacts,
         out_dtypes=[a.dtype for a in exported.out_avals],
         source_flat=source_flat(fn, plan.structure_index, plan.static, exported.in_tree),
         on_missing=warn_or_raise(fn.name, strict_mode()), lapack_free=frozenset(lapack_free),
-        loaders=loaders, wanted=frozenset(_wanted_kinds(fn, mesh)))
+        loaders=loaders, wanted=frozenset(_wanted_kinds(fn, mesh)),
+        eager=None if mesh else _member_calls(fn, package, base, platform))
+
+
+def _member_calls(fn: ExportableFunction, package: PackageArtifacts, base: tuple[str, ...],
+                  platform: str) -> Callable[[tuple[str, bool], Callable[[], Any]], Any]:
+    """A family's maker of eager member calls: each member through shipped executables and the
+    executable cache, like the primal's eager calls (``Family.eager``)."""
+    from hatch_jaxexport.runtime._jaxcompat import needs_lapack
+    from hatch_jaxexport.runtime._tiers import EagerCall
+
+    def eager(member: tuple[str, bool], make_jitted: Callable[[], Any]) -> Any:
+        record = package.by_key[(*base, *member)]  # type: ignore[index]
+        job = {"package": fn.package, "file": record.file, "sha256": record.sha256,
+               "platform": platform, "function": fn.name}
+        shipped = _shipped(fn, package, record, lambda: _flat_tree(len(record.out_avals)))
+        return EagerCall(make_jitted, job, False, needs_lapack(record.custom_calls), shipped)
+    return eager
+
+
+def _flat_tree(leaves: int) -> Any:
+    """The tree of a member's flat outputs (``Family.exported_call`` returns a list)."""
+    import jax
+
+    return jax.tree_util.tree_structure([0] * leaves)
 
 
 def _wanted_kinds(fn: ExportableFunction, mesh: str) -> tuple[str, ...]:
