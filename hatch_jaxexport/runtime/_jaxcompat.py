@@ -289,3 +289,15 @@ def concrete_shape(shape: Sequence[Any], sizes: Mapping[str, int]) -> tuple[int,
     """A shape of ``jax.export`` symbolic dimensions evaluated with concrete symbol values."""
     return tuple(dim if isinstance(dim, int) else int(dim._evaluate(dict(sizes)))
                  for dim in shape)
+
+
+def evaluating_eagerly() -> bool:
+    """Whether operations run now, outside any trace (an eager ``jax.grad``'s rules run so:
+    their zeros can be numpy arrays instead of jax operations, each compiled on first use).
+    ``False`` when unsure."""
+    try:
+        from jax._src import core
+
+        return isinstance(core.trace_ctx.trace, core.EvalTrace)
+    except (ImportError, AttributeError):  # pragma: no cover - future jax
+        return False

@@ -30,10 +30,15 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.interpreters import ad, batching, mlir
 
 from hatch_jaxexport.runtime._family import Family
-from hatch_jaxexport.runtime._jaxcompat import lapack_init_skipped, primitive_type
+from hatch_jaxexport.runtime._jaxcompat import (
+    evaluating_eagerly,
+    lapack_init_skipped,
+    primitive_type,
+)
 from hatch_jaxexport.runtime._placement import typed_out_shardings
 
 #: The primitive: one bind runs one member of one family.
@@ -60,14 +65,36 @@ def call_member(family: Family, kind: str, batched: bool, args: Sequence[Any],
 FORWARD_MODE = "forward-mode differentiation (jax.jvp, jax.jacfwd, jax.linearize...)"
 
 
-def jitted_primal(family: Family) -> Callable[..., Any]:
-    """The structured primal call: ``jax.jit`` over the primitive (steady-state fast), taking
-    and returning the function's pytrees."""
-    def primal(*args: Any, **kwargs: Any) -> Any:
-        flat = jax.tree_util.tree_leaves((args, kwargs))
-        outs = call_member(family, "primal", False, flat, "calling the function")
-        return jax.tree_util.tree_unflatten(family.out_tree, outs)
-    return jax.jit(primal)
+class PrimalCall:
+    """The structured primal call of a family, taking and returning the function's pytrees.
+
+    Called (and lowered) it is ``jax.jit`` over the primitive: one executable for eager calls.
+    ``traced`` is the same without ``jax.jit``, for arguments that are tracers: under an eager
+    ``jax.grad``, ``jax.jvp`` or ``jax.vmap`` each member the transformation needs then runs
+    on its own (``_family_impl``), through the wheel's shipped executables and this machine's
+    executable cache, where a ``jax.jit`` around it would lower and compile the whole
+    transformed function in every process.
+    """
+
+    def __init__(self, family: Family) -> None:
+        def primal(*args: Any, **kwargs: Any) -> Any:
+            flat = jax.tree_util.tree_leaves((args, kwargs))
+            outs = call_member(family, "primal", False, flat, "calling the function")
+            return jax.tree_util.tree_unflatten(family.out_tree, outs)
+
+        self.traced = primal
+        self.jitted = jax.jit(primal)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.jitted(*args, **kwargs)
+
+    def lower(self, *args: Any, **kwargs: Any) -> Any:
+        return self.jitted.lower(*args, **kwargs)
+
+
+def jitted_primal(family: Family) -> PrimalCall:
+    """The structured primal call of ``family`` (``PrimalCall``)."""
+    return PrimalCall(family)
 
 
 # --------------------------------------------------------------------------------------------
@@ -139,8 +166,15 @@ mlir.register_lowering(family_call_p, _family_lowering)
 
 
 def _instantiate(tangent: Any) -> Any:
-    """A tangent as an array: members take dense operands, never symbolic zeros."""
-    return ad.instantiate_zeros(tangent) if type(tangent) is ad.Zero else tangent
+    """A tangent as an array: members take dense operands, never symbolic zeros. Evaluated
+    eagerly (``jax.grad`` outside ``jax.jit``), the zeros are numpy's: a jax ``zeros`` would
+    compile an XLA computation of its own in every fresh process."""
+    if type(tangent) is not ad.Zero:
+        return tangent
+    if evaluating_eagerly():
+        aval = tangent.aval
+        return np.zeros(aval.shape, aval.dtype)
+    return ad.instantiate_zeros(tangent)
 
 
 def _any_nonzero(tangents: Sequence[Any]) -> bool:

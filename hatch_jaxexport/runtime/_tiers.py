@@ -94,7 +94,8 @@ class EagerCall:
         make_jitted: Builds the ``jax.jit`` function of the artifact (lazily: a warm start
             never needs it).
         job: What a background compile needs to find the artifact again: ``package`` and
-            ``file`` (the manifest record's file), ``sha256``, ``platform``.
+            ``file`` (the manifest record's file), ``sha256``, ``platform``; ``convention``
+            ``"flat"`` for a family member's call (flat arrays in and out).
         tiered: Whether first calls use a quick tier.
         lapack: Whether the artifact calls LAPACK: initialised before a cached executable runs;
             without it, lowering skips the initialisation (``jaxcompat``).
@@ -124,6 +125,7 @@ class EagerCall:
         self._flatten = jax.tree_util.tree_flatten
         self._canonical = jax.dtypes.canonicalize_dtype
         self._array, self._ndarray = concrete_array_type(), np.ndarray
+        self._tracer = jax.core.Tracer
 
     @property
     def jitted(self) -> Callable[..., Any]:
@@ -155,6 +157,10 @@ class EagerCall:
                 sig.append((leaf.shape, leaf.dtype.name, leaf.aval.weak_type))
             elif kind is self._ndarray:
                 sig.append((leaf.shape, self._canonical(leaf.dtype).name, False))
+            elif isinstance(leaf, self._ndarray):  # jax's own numpy arrays (TypedNdArray,
+                # what an eager transformation hands a primitive), typed by their aval
+                weak = bool(getattr(getattr(leaf, "aval", None), "weak_type", False))
+                sig.append((leaf.shape, self._canonical(leaf.dtype).name, weak))
             else:
                 return None  # tracers, Python scalars...: the caller's compile decides
         return str(treedef), tuple(sig)
@@ -162,8 +168,11 @@ class EagerCall:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         sig = self.signature(args, kwargs)
         if sig is None:
+            jitted = self.jitted
+            if self._any_tracer(args, kwargs):  # a transformation: each member on its own
+                jitted = getattr(jitted, "traced", jitted)
             with lapack_init_skipped(not self.lapack):
-                return self.jitted(*args, **kwargs)
+                return jitted(*args, **kwargs)
         entry = self.entries.get(sig)
         if entry is None or entry.pending is not None:
             entry = self._settle(sig, args, kwargs)
@@ -173,6 +182,10 @@ class EagerCall:
             assert self.folder is not None and entry.key is not None
             executables.store(self.folder, entry.key, entry.compiled)
         return out
+
+    def _any_tracer(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether a transformation or ``jax.jit`` traces this call."""
+        return any(isinstance(leaf, self._tracer) for leaf in self._flatten((args, kwargs))[0])
 
     def settled(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any | None:
         """The final executable for this call's signature (``None`` while a tier is pending)."""
@@ -201,7 +214,10 @@ class EagerCall:
                     entry = self.entries[sig] = _Entry(compiled, "shipped", None)
                     return entry
             if self.folder is not None:
-                key = executables.entry_key(self.folder, self.job["sha256"], sig, self.platform)
+                # a member's flat call and the function's structured call of one artifact
+                # are different executables: the convention is part of the key
+                key = executables.entry_key(self.folder, self.job["sha256"], sig, self.platform,
+                                            self.job.get("convention", "default"))
                 if self.lapack:
                     initialize_lapack()
                 compiled = executables.load(self.folder, key)

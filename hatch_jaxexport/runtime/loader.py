@@ -203,7 +203,7 @@ def _member_calls(fn: ExportableFunction, package: PackageArtifacts, base: tuple
     def eager(member: tuple[str, bool], make_jitted: Callable[[], Any]) -> Any:
         record = package.by_key[(*base, *member)]  # type: ignore[index]
         job = {"package": fn.package, "file": record.file, "sha256": record.sha256,
-               "platform": platform, "function": fn.name}
+               "platform": platform, "function": fn.name, "convention": "flat"}
         shipped = _shipped(fn, package, record, lambda: _flat_tree(len(record.out_avals)))
         return EagerCall(make_jitted, job, False, needs_lapack(record.custom_calls), shipped)
     return eager

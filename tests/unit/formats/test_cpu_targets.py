@@ -14,13 +14,10 @@ from hatch_jaxexport.formats._cpu_targets import (
     required_features,
 )
 
-X86_CPUINFO = """processor	: 0
-vendor_id	: AuthenticAMD
-flags		: fpu lm sse sse2 pni pclmulqdq ssse3 fma cx16 sse4_1 sse4_2 movbe popcnt aes avx f16c rdrand lahf_lm abm 3dnowprefetch bmi1 avx2 bmi2 sha_ni
-
-processor	: 1
-flags		: fpu
-"""
+X86_FLAGS = ("fpu lm sse sse2 pni pclmulqdq ssse3 fma cx16 sse4_1 sse4_2 movbe popcnt aes avx "
+             "f16c rdrand lahf_lm abm 3dnowprefetch bmi1 avx2 bmi2 sha_ni")
+X86_CPUINFO = (f"processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: {X86_FLAGS}\n\n"
+               "processor\t: 1\nflags\t\t: fpu\n")
 ARM_CPUINFO = "processor\t: 0\nFeatures\t: fp asimd aes pmull sha1 sha2 crc32 atomics asimdrdm\n"
 
 

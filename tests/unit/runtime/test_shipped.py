@@ -184,3 +184,62 @@ def test_a_damaged_executable_falls_back_with_a_warning_or_raises_when_strict(
 def test_the_off_switch(exec_site):
     off = run_calls(exec_site, HATCH_JAXEXPORT_EXECUTABLES="0")
     assert "shipped" not in json.dumps(off["tiers"])
+
+
+TRANSFORM_SCRIPT = """
+import json, logging, sys
+import numpy as np, jax
+compiled = []
+
+class Compiles(logging.Handler):
+    def emit(self, record):
+        text = record.getMessage()
+        if text.startswith("Compiling "):
+            compiled.append(text.split()[1])
+
+logging.getLogger("jax").addHandler(Compiles())
+jax.config.update("jax_log_compiles", True)
+import jxe_exec as m
+w = np.linspace(-1, 1, 4).astype(np.float32)
+x = (np.arange(12, dtype=np.float32) / 10).reshape(3, 4)
+out = {}
+out["grad"] = np.asarray(jax.grad(m.loss)(w, x)).tolist()
+out["jvp"] = [np.asarray(v).tolist() for v in jax.jvp(m.loss, (w, x), (np.ones_like(w),
+                                                                       np.zeros_like(x)))]
+out["compiled"] = compiled
+out["scipy_linalg"] = "scipy.linalg" in sys.modules
+out["traced"] = m.TRACES["count"]
+print(json.dumps(out))
+"""
+
+
+def run_transforms(site: Path, cache: str, **env: str) -> dict:
+    proc = run([sys.executable, "-c", TRANSFORM_SCRIPT], env={
+        "PYTHONPATH": str(site), "HATCH_JAXEXPORT_CACHE": cache, "HATCH_JAXEXPORT_STRICT": "1",
+        **env})
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def ours(compiled: list[str]) -> list[str]:
+    """The compiles of artifacts (``jit(call)``: a member, ``jit(primal)``), not jax's own
+    eager operations (``jit(broadcast_in_dim)``... that ``jax.grad`` runs on the side)."""
+    return [name for name in compiled if name in ("jit(call)", "jit(primal)")]
+
+
+def test_grad_and_jvp_of_a_loaded_function_run_shipped_member_executables(exec_site, tmp_path):
+    shipped = run_transforms(exec_site, "0")
+    assert shipped["traced"] == 0
+    assert ours(shipped["compiled"]) == []  # primal, vjp and jvp members: all shipped
+    assert not shipped["scipy_linalg"]  # no LAPACK initialisation for a LAPACK-free function
+    reference = run_transforms(exec_site, "0", HATCH_JAXEXPORT_EXECUTABLES="0")
+    assert len(ours(reference["compiled"])) >= 2
+    assert shipped["grad"] == reference["grad"] and shipped["jvp"] == reference["jvp"]
+
+
+def test_without_shipped_executables_a_second_process_compiles_no_member(exec_site, tmp_path):
+    cache = str(tmp_path / "cache")
+    first = run_transforms(exec_site, cache, HATCH_JAXEXPORT_EXECUTABLES="0")
+    second = run_transforms(exec_site, cache, HATCH_JAXEXPORT_EXECUTABLES="0")
+    assert len(ours(first["compiled"])) >= 2
+    assert ours(second["compiled"]) == []  # the executable cache served every member
+    assert second["grad"] == first["grad"] and second["jvp"] == first["jvp"]
