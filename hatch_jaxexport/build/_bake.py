@@ -160,7 +160,7 @@ def export_one(name: str, folder: Path, options: ExportOptions, reporter: Report
     try:
         result = export_package(name, folder, platforms=options.platforms, jobs=options.jobs,
                                 on_error=options.on_error, search_path=search_path, log=log,
-                                progress=progress)
+                                progress=progress, executables=options.executables)
     except ExportError as err:
         reporter.export_failed(name, err.failures, lacks_module=lacks_module(err),
                                on_error=options.on_error)
@@ -223,6 +223,10 @@ def describe_result(result: BuildResult, seconds: float) -> tuple[list[str], str
                f"artifact(s), {byte_text(total)}, {seconds:.1f} s (jax {manifest.jax_version})")
     if manifest.skipped:
         summary += f", {len(manifest.skipped)} skipped"
+    if manifest.executables:
+        targets = ", ".join(sorted({e.target for e in manifest.executables}))
+        summary += (f"; {len(manifest.executables)} precompiled executable(s) for {targets}, "
+                    f"{byte_text(sum(e.size for e in manifest.executables))}")
     return lines, summary
 
 

@@ -26,7 +26,8 @@ HATCHLING_HOOK_KEYS = frozenset({
 EDITABLE = ("in-place", "trace")
 DEFAULT_JAX_REQUIREMENT = "jax>={version}"
 
-OPTION_NAMES = ("packages", "platforms", "jobs", "on-error", "jax-requirement", "editable")
+OPTION_NAMES = ("packages", "platforms", "jobs", "on-error", "jax-requirement", "editable",
+                "executables")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +46,9 @@ class ExportOptions:
     jax_requirement: str | None = DEFAULT_JAX_REQUIREMENT
     #: Editable installs: ``in-place`` exports into the source tree, ``trace`` exports nothing.
     editable: str = "in-place"
+    #: Targets of precompiled executables to ship (``formats._cpu_targets.TARGETS``); none by
+    #: default. ``true`` in the table: the targets of the builder's machine.
+    executables: tuple[str, ...] = ()
 
     def requirement_for(self, jax_version: str) -> str | None:
         """The requirement to add to the wheel's metadata, for artifacts made by ``jax_version``."""
@@ -246,6 +250,24 @@ def _check_editable(value: Any, path: str) -> Checked:
     return value, []
 
 
+def _check_executables(value: Any, path: str) -> Checked:
+    """``executables``: true (the builder's targets), false (none) or an array of targets."""
+    from hatch_jaxexport.formats._cpu_targets import TARGETS, default_targets, machine_name
+
+    if value is True:
+        import platform
+
+        return tuple(default_targets(machine_name(platform.machine()))), []
+    if value is False:
+        return (), []
+    known = ", ".join(map(repr, TARGETS))
+    if not isinstance(value, list):
+        return None, [_must_be(path, f"true, false or an array of {known}", value)]
+    errors = [f"{path}[{i}] must be one of {known}, got {item!r}"
+              for i, item in enumerate(value) if item not in TARGETS]
+    return tuple(dict.fromkeys(map(str, value))), errors
+
+
 #: Each option's key, in message order: the ``ExportOptions`` field it sets and its validation.
 _OPTION_STEPS: dict[str, tuple[str, Callable[[Any, str], Checked]]] = {
     "packages": ("packages", _check_packages),
@@ -254,6 +276,7 @@ _OPTION_STEPS: dict[str, tuple[str, Callable[[Any, str], Checked]]] = {
     "on-error": ("on_error", _check_on_error),
     "jax-requirement": ("jax_requirement", _check_jax_requirement),
     "editable": ("editable", _check_editable),
+    "executables": ("executables", _check_executables),
 }
 
 

@@ -45,46 +45,63 @@ def resolve_targets(requested: bool | Sequence[str]) -> list[str]:
     return list(requested)
 
 
+def function_targets(spec: Any, build_targets: Sequence[str]) -> list[str]:
+    """The targets of a function: its ``executables=`` option, else the build's."""
+    choice = getattr(spec, "executables", None)
+    if choice is None:
+        return list(build_targets)
+    if choice is False:
+        return []
+    return resolve_targets(True if choice is True else list(choice))
+
+
 def plan_for(fn: Any, record: ArtifactRecord) -> list[dict[str, int]]:
     """The concrete sizes to compile ``record`` (a CPU artifact of ``fn``: the primal or an
-    unbatched transformation member) for: ``[{}]`` without symbols, one per ``concrete=``
-    combination, ``[]`` when its sizes are not named."""
+    unbatched transformation member) for: ``[{}]`` without symbols, one per combination of
+    ``executable_sizes=`` (else ``concrete=``), ``[]`` when its sizes are not named."""
     if record.batched or record.platform != "cpu" or record.mesh:
         return []  # a batched member's batch size is any: no concrete signature
     structure = fn.export_spec.structures[record.structure_index]
     if not structure.symbols:
         return [{}]
-    concrete = getattr(fn.export_spec, "concrete", None)
-    if not concrete or not structure.symbols <= set(concrete):
+    sizes = getattr(fn.export_spec, "executable_sizes", None) or \
+        getattr(fn.export_spec, "concrete", None)
+    if not sizes or not structure.symbols <= set(sizes):
         return []
-    return [env for env in size_combinations(structure, concrete)
+    return [env for env in size_combinations(structure, sizes)
             if size_problem(structure, env) is None]
 
 
-def plans_for_worker(functions: Mapping[str, Any], records: Sequence[Mapping[str, Any]]
-                     ) -> list[dict[str, Any]]:
-    """What an export worker hands on for its records: each artifact to compile, with sizes."""
+def plans_for_worker(functions: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
+                     build_targets: Sequence[str]) -> list[dict[str, Any]]:
+    """What an export worker hands on for its records: each artifact to compile, with its sizes
+    and targets (``build_targets`` unless the function's ``executables=`` says otherwise)."""
     plans = []
     for raw in records:
         record = ArtifactRecord(**raw)
-        sizes = plan_for(functions[record.function], record)
+        fn = functions[record.function]
+        targets = function_targets(fn.export_spec, build_targets)
+        sizes = plan_for(fn, record) if targets else []
         if sizes:
             plans.append({"artifact": record.id, "file": record.file, "sha256": record.sha256,
                           "sizes": sizes, "pytree_types": record.pytree_types,
                           "x64": bool(record.jax_config.get("jax_enable_x64", False)),
-                          "function": record.function})
+                          "function": record.function, "targets": targets})
     return plans
 
 
 def compile_executables(staging: Path, package: str, plans: Sequence[Mapping[str, Any]],
-                        targets: Sequence[str], env: Mapping[str, str], python: str,
+                        env: Mapping[str, str], python: str,
                         log: Callable[[str], None]) -> list[ExecutableRecord]:
-    """Compile every plan for every target (one process each, in turn) into ``staging``."""
+    """Compile every plan for each of its targets (one process per target, in turn) into
+    ``staging``."""
+    targets = sorted({target for plan in plans for target in plan["targets"]})
     records: list[ExecutableRecord] = []
-    if not plans:
-        return records
     here = builder_machine()
     for name in targets:
+        mine = [plan for plan in plans if name in plan["targets"]]
+        if not mine:
+            continue
         target = TARGETS[name]
         if target.machine != here:
             log(f"warning: executables for {name} need a {target.machine} builder; this one "
@@ -92,7 +109,7 @@ def compile_executables(staging: Path, package: str, plans: Sequence[Mapping[str
             continue
         request = staging / f".executables-{name}.json"
         result = staging / f".executables-{name}.result.json"
-        request.write_text(json.dumps({"package": package, "target": name, "plans": list(plans),
+        request.write_text(json.dumps({"package": package, "target": name, "plans": mine,
                                        "out_dir": str(staging), "result": str(result)}))
         flags = " ".join(target.xla_flags)  # only the target's: the builder's own never leak
         proc = subprocess.run(
@@ -109,4 +126,4 @@ def compile_executables(staging: Path, package: str, plans: Sequence[Mapping[str
 
 
 __all__ = ["EXECUTABLE_SUFFIX", "builder_machine", "compile_executables", "plan_for",
-           "plans_for_worker", "resolve_targets"]
+           "function_targets", "plans_for_worker", "resolve_targets"]

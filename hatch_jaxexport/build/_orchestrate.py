@@ -90,7 +90,7 @@ def _run_workers(package: str, staging: Path, jobs: int, platforms: Sequence[str
                  search_path: Sequence[str | os.PathLike[str]], python: str,
                  list_only: bool = False,
                  progress: Callable[[dict[str, Any]], None] | None = None,
-                 executables: bool = False) -> list[dict[str, Any]]:
+                 executables: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Run ``jobs`` workers and collect their results, in worker order.
 
     While they run, each new line of their progress files (the plan, a finished task) goes to
@@ -113,7 +113,7 @@ def _run_workers(package: str, staging: Path, jobs: int, platforms: Sequence[str
             request.write_text(json.dumps({
                 "package": package, "default_platforms": list(platforms), "worker": worker,
                 "workers": jobs, "out_dir": str(staging), "result": str(result),
-                "list_only": list_only, "executables": executables,
+                "list_only": list_only, "executables": list(executables),
                 "progress": str(progress_files[worker]) if progress else None}))
             with log.open("wb") as output:  # a file, not a pipe: no worker blocks on output
                 proc = subprocess.Popen(
@@ -204,7 +204,7 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
         targets = resolve_targets(executables)
         results = _run_workers(package, staging, jobs, platforms, search_path,
                                python or sys.executable, progress=progress,
-                               executables=bool(targets))
+                               executables=targets)
         records = [ArtifactRecord(**r) for res in results for r in res["records"]]
         failures = [f for res in results for f in res["failures"]]
         messages = [_failure_message(f) for f in failures]
@@ -229,7 +229,7 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
                                  variant=f["task"].get("variant", {})) for f in failures]
         compiled = compile_executables(
             staging, package, [p for res in results for p in res.get("executable_plans", [])],
-            targets, _worker_env(search_path), python or sys.executable, emit)
+            _worker_env(search_path), python or sys.executable, emit)
         manifest = Manifest(package=package, generator=f"hatch-jaxexport {__version__}",
                             jax_version=results[0]["jax_version"],
                             jaxlib_version=results[0]["jaxlib_version"],

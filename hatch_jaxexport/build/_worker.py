@@ -63,10 +63,11 @@ def main(request_path: str) -> int:
             result["seconds"][record.id] = time.perf_counter() - started
             progress.write({"id": task.id, "function": fn.name, "record": record._asdict(),
                             "failed": False, "seconds": result["seconds"][record.id]})
-        if request.get("executables"):  # what the executable compilers compile, per artifact
+        if not request["list_only"]:  # what the executable compilers compile, per artifact
             from hatch_jaxexport.build._executables import plans_for_worker
 
-            result["executable_plans"] = plans_for_worker(functions, result["records"])
+            result["executable_plans"] = plans_for_worker(functions, result["records"],
+                                                          request.get("executables", []))
         if not request["list_only"]:  # static-shape StableHLO for non-JAX runtimes
             from hatch_jaxexport.build._portable_export import worker_export
 

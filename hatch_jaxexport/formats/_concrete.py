@@ -15,8 +15,10 @@ from hatch_jaxexport.formats.spec import Structure, check_constraint, evaluate_d
 
 
 def check_concrete(fn_name: str, concrete: Any, structures: Sequence[Structure],
-                   static_combinations: int = 1) -> dict[str, tuple[int, ...]] | None:
-    """Validate ``@exportable(concrete=...)``; return symbol -> sizes, or ``SpecError``.
+                   static_combinations: int = 1, option: str = "concrete"
+                   ) -> dict[str, tuple[int, ...]] | None:
+    """Validate ``@exportable(concrete=...)`` (or ``option``, which takes the same sizes);
+    return symbol -> sizes, or ``SpecError``.
 
     Every name must be a dimension symbol of some structure, every size an int >= 1, and at
     least one structure must have all its symbols bound. Every combination must satisfy the
@@ -25,34 +27,34 @@ def check_concrete(fn_name: str, concrete: Any, structures: Sequence[Structure],
     if concrete is None:
         return None
     where = f"@exportable spec of {fn_name}"
-    example = "e.g. concrete={'n': [64, 1024]}"
+    example = f"e.g. {option}={{'n': [64, 1024]}}"
     if not isinstance(concrete, Mapping):
-        raise SpecError(f"{where}: concrete must map dimension symbols to lists of sizes "
+        raise SpecError(f"{where}: {option} must map dimension symbols to lists of sizes "
                         f"({example}), got {concrete!r}")
     symbols = sorted(set().union(*(s.symbols for s in structures)))
     out: dict[str, tuple[int, ...]] = {}
     for name, sizes in concrete.items():
         if not isinstance(name, str) or name not in symbols:
-            raise SpecError(f"{where}: concrete names {name!r}, which is not a dimension symbol "
+            raise SpecError(f"{where}: {option} names {name!r}, which is not a dimension symbol "
                             f"of any structure (symbols: {', '.join(symbols) or 'none'})")
         if isinstance(sizes, int) and not isinstance(sizes, bool):
             items: list[Any] = [sizes]
         elif isinstance(sizes, str | bytes) or not isinstance(sizes, Iterable):
-            raise SpecError(f"{where}: concrete sizes of {name!r} must be a list of ints >= 1 "
+            raise SpecError(f"{where}: {option} sizes of {name!r} must be a list of ints >= 1 "
                             f"({example}), got {sizes!r}")
         else:
             items = list(sizes)
         if not items:
-            raise SpecError(f"{where}: concrete lists no sizes for {name!r}")
+            raise SpecError(f"{where}: {option} lists no sizes for {name!r}")
         for size in items:
             if not isinstance(size, int) or isinstance(size, bool) or size < 1:
-                raise SpecError(f"{where}: concrete sizes of {name!r} must be ints >= 1, "
+                raise SpecError(f"{where}: {option} sizes of {name!r} must be ints >= 1, "
                                 f"got {size!r}")
         out[name] = tuple(dict.fromkeys(items))
     bound = [i for i, s in enumerate(structures) if s.symbols <= set(out)]
     if not bound:
         missing = sorted(set().union(*(s.symbols for s in structures)) - set(out))
-        raise SpecError(f"{where}: concrete gives sizes for {', '.join(sorted(out)) or 'no '}"
+        raise SpecError(f"{where}: {option} gives sizes for {', '.join(sorted(out)) or 'no '}"
                         f"symbol(s), but every structure also uses {', '.join(missing)}; give "
                         "sizes for every symbol of at least one structure")
     for index in bound:
@@ -60,7 +62,7 @@ def check_concrete(fn_name: str, concrete: Any, structures: Sequence[Structure],
         for env in size_combinations(structure, out):
             problem = size_problem(structure, env)
             if problem:
-                raise SpecError(f"{where}, structure {index}: concrete sizes {env}: {problem}")
+                raise SpecError(f"{where}, structure {index}: {option} sizes {env}: {problem}")
     return out
 
 

@@ -9,11 +9,17 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from hatch_jaxexport.formats import __version__
+from hatch_jaxexport.formats._cpu_targets import TARGETS
 from hatch_jaxexport.formats._options import DEFAULT_PLATFORMS, KNOWN_PLATFORMS
-from hatch_jaxexport.formats.manifest import ArtifactRecord, member_name, summarize
+from hatch_jaxexport.formats.manifest import (
+    ArtifactRecord,
+    member_name,
+    signature_text,
+    summarize,
+)
 from hatch_jaxexport.integrations._portable_command import add_command as add_portable_command
 from hatch_jaxexport.integrations._portable_command import run_command as run_portable_command
 
@@ -49,6 +55,10 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     export.add_argument("--path", action="append", default=None, metavar="FOLDER",
                         help="folder to import PACKAGE from (repeatable; default: the current "
                         "folder)")
+    export.add_argument("--executables", nargs="*", default=None, metavar="TARGET",
+                        choices=list(TARGETS),
+                        help="also compile precompiled executables, for these targets (none "
+                        "named: this machine's); see docs/executables.md")
 
     inspect = sub.add_parser("inspect", help="list the artifacts an installed package carries",
                              description="Read PACKAGE's manifest (through importlib.resources) "
@@ -153,12 +163,26 @@ class CliReporter:
         """Nothing here: ``main`` prints the raised error, every failure in it."""
 
 
+def _targets(named: list[str] | None) -> tuple[str, ...]:
+    """``--executables``: none given (no executables), empty (this machine's targets), names."""
+    if named is None:
+        return ()
+    if named:
+        return tuple(dict.fromkeys(named))
+    import platform
+
+    from hatch_jaxexport.formats._cpu_targets import default_targets, machine_name
+
+    return tuple(default_targets(machine_name(platform.machine())))
+
+
 def _export(args: argparse.Namespace) -> int:
     from hatch_jaxexport.build._bake import export_one
     from hatch_jaxexport.build._config import ExportOptions
 
     options = ExportOptions(platforms=tuple(args.platforms or DEFAULT_PLATFORMS),
-                            jobs=args.jobs, on_error=args.on_error)
+                            jobs=args.jobs, on_error=args.on_error,
+                            executables=_targets(args.executables))
     result = export_one(args.package, Path(args.out), options, CliReporter(),
                         args.path or [os.getcwd()])
     print(f"wrote {len(result.manifest.artifacts)} artifact(s) to {result.out_dir}")
@@ -210,7 +234,32 @@ def _inspect(args: argparse.Namespace) -> int:
     for skipped in manifest.skipped:
         print(f"skipped: {skipped.function} [{skipped.structure_index}] on {skipped.platform}: "
               f"{skipped.reason}")
+    _print_executables(manifest)
     return 0
+
+
+def _print_executables(manifest: Any) -> None:
+    """The precompiled executables, one row each, with whether this process would use it."""
+    if not manifest.executables:
+        return
+    from hatch_jaxexport.runtime._shipped import mismatch, this_host
+
+    host = this_host()
+    rows = [("artifact", "target", "arguments", "jaxlib", "bytes", "on this machine")]
+    usable = 0
+    for record in sorted(manifest.executables, key=lambda r: r.id):
+        why = mismatch(record, host)
+        usable += why is None
+        rows.append((record.artifact, record.target, signature_text(record.inputs),
+                     record.jaxlib_version, f"{record.size:,}", "usable" if why is None else
+                     f"not used: {why}"))
+    total = sum(r.size for r in manifest.executables)
+    print(f"precompiled executables: {len(manifest.executables)}, {total:,} bytes; this machine "
+          f"({host.machine}, jaxlib {host.jaxlib_version}) can use {usable}")
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+              .rstrip())
 
 
 def _verify(args: argparse.Namespace) -> int:

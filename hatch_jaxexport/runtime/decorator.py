@@ -43,6 +43,11 @@ class ExportSpec(NamedTuple):
     tiered: bool | None = None
     #: Dimension symbol -> sizes of the portable static-shape variants (``portable``).
     concrete: Mapping[str, tuple[int, ...]] | None = None
+    #: Precompiled executables: ``None`` follows the build's ``executables`` option, ``False``
+    #: none, ``True`` the builder's targets, or these targets (``formats._cpu_targets``).
+    executables: bool | tuple[str, ...] | None = None
+    #: Dimension symbol -> the sizes executables are compiled for (default: ``concrete``).
+    executable_sizes: Mapping[str, tuple[int, ...]] | None = None
     #: Mesh variants (``formats._mesh.MeshVariants``; ``None`` in it is the single-device variant),
     #: or ``None`` for a function that is never sharded.
     mesh: tuple[Any, ...] | None = None
@@ -302,10 +307,39 @@ def _structure_layout(fn_name: str, index: int, structure: Structure,
         raise SpecError(f"{where}: {err}") from None
 
 
+def _split_name(specs: tuple[Any, ...], name: str | None) -> tuple[str | None,
+                                                                   tuple[Any, ...]]:
+    """The name and the structures of ``@exportable("name", structure, ...)`` (the econpizza
+    form) or ``@exportable(structure, ..., name=...)``; refuses a bare ``@exportable``."""
+    if specs and isinstance(specs[0], str):
+        if name is not None:
+            raise SpecError("@exportable: the name is given twice (first argument and name=)")
+        name, specs = specs[0], specs[1:]
+    if specs and callable(specs[0]) and not isinstance(specs[0], Mapping):
+        raise SpecError(f"@exportable needs a spec: use @exportable({{'x': ('n', 'float32')}}) "
+                        f"on {getattr(specs[0], '__qualname__', specs[0])!r}")
+    return name, specs
+
+
+def _check_executables(fn_name: str, executables: Any) -> bool | tuple[str, ...] | None:
+    """``executables=``: ``None``, a bool, or a list of known targets (``SpecError`` if not)."""
+    if executables is None or isinstance(executables, bool):
+        return executables
+    from hatch_jaxexport.formats._cpu_targets import TARGETS
+
+    known = ", ".join(map(repr, TARGETS))
+    if isinstance(executables, str) or not isinstance(executables, Sequence) or \
+            not executables or any(t not in TARGETS for t in executables):
+        raise SpecError(f"@exportable spec of {fn_name}: executables must be None, True, False "
+                        f"or a non-empty list of {known}, got {_given(executables)}")
+    return tuple(dict.fromkeys(executables))
+
+
 def _wrap(fn: Callable[..., Any], name: str | None, specs: tuple[Any, ...], *,
           platforms: Any, vjp_order: Any, export_with_kwargs: Any, skip_jitting: Any,
           static: Any, constraints: Any, ad_order: Any, vmap: Any, tiered: Any, concrete: Any,
-          mesh: Any, in_specs: Any, out_specs: Any, x64: Any) -> ExportableFunction:
+          mesh: Any, in_specs: Any, out_specs: Any, x64: Any, executables: Any,
+          executable_sizes: Any) -> ExportableFunction:
     """Validate ``@exportable``'s arguments for ``fn`` and wrap it (``SpecError`` if bad)."""
     default_name = f"{getattr(fn, '__module__', '__main__')}:" \
                    f"{getattr(fn, '__qualname__', repr(fn))}"
@@ -334,18 +368,21 @@ def _wrap(fn: Callable[..., Any], name: str | None, specs: tuple[Any, ...], *,
                     for index, structure in enumerate(structures))
     sharded = _check_sharding(fn_name, structures, params, static_values, mesh, in_specs,
                               out_specs)
-    concrete_sizes = None
-    if concrete is not None:
+    concrete_sizes = exe_sizes = None
+    if concrete is not None or executable_sizes is not None:
         from hatch_jaxexport.formats._concrete import check_concrete
 
         concrete_sizes = check_concrete(fn_name, concrete, structures)
+        exe_sizes = check_concrete(fn_name, executable_sizes, structures,
+                                   option="executable_sizes")
     spec = ExportSpec(
         name=fn_name, structures=structures,
         platforms=_check_platforms(fn_name, platforms), vjp_order=vjp_order,
         export_with_kwargs=export_with_kwargs, skip_jitting=skip_jitting,
         static=static_values, ad_order=ad_order, vmap=vmap, concrete=concrete_sizes,
         tiered=tiered, jax_config=jax_config,
-        x64_variants=x64_variants, **sharded,
+        x64_variants=x64_variants, executables=_check_executables(fn_name, executables),
+        executable_sizes=exe_sizes, **sharded,
     )
     return ExportableFunction(fn, spec, signature, layouts)
 
@@ -359,6 +396,8 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
                mesh: Mapping[str, int] | Sequence[Mapping[str, int] | None] | None = None,
                in_specs: Mapping[str, Any] | None = None, out_specs: Any = None,
                x64: bool | str | None = None,
+               executables: bool | Sequence[str] | None = None,
+               executable_sizes: Mapping[str, Sequence[int]] | None = None,
                ) -> Callable[[Callable[..., Any]], ExportableFunction]:
     """Mark a function for export at build time; traces nothing.
 
@@ -401,6 +440,10 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
             per value, the loader picks the one matching the process. A call in a process with
             another value traces the source (``FallbackWarning``). Structures with 64-bit
             dtypes are always exported with x64 on.
+        executables: Its precompiled executables: ``None`` (the build's option), ``False``,
+            ``True`` (the builder's targets) or a list such as ``["x86_64-avx2"]``.
+        executable_sizes: Dimension symbol to the sizes to compile executables for (like
+            ``concrete``, its default); a function without symbols needs none.
 
     Returns:
         A decorator producing an [ExportableFunction][hatch_jaxexport.ExportableFunction].
@@ -408,19 +451,13 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
     Raises:
         SpecError: A malformed spec, naming the function, the argument and the problem.
     """
-    if specs and isinstance(specs[0], str):
-        if name is not None:
-            raise SpecError("@exportable: the name is given twice (first argument and name=)")
-        name, specs = specs[0], specs[1:]
-    if specs and callable(specs[0]) and not isinstance(specs[0], Mapping):
-        raise SpecError(f"@exportable needs a spec: use @exportable({{'x': ('n', 'float32')}}) "
-                        f"on {getattr(specs[0], '__qualname__', specs[0])!r}")
-
+    name, specs = _split_name(specs, name)
     options = {"platforms": platforms, "vjp_order": vjp_order,
                "export_with_kwargs": export_with_kwargs, "skip_jitting": skip_jitting,
                "static": static, "constraints": constraints, "ad_order": ad_order,
                "vmap": vmap, "tiered": tiered, "concrete": concrete, "mesh": mesh,
-               "in_specs": in_specs, "out_specs": out_specs, "x64": x64}
+               "in_specs": in_specs, "out_specs": out_specs, "x64": x64,
+               "executables": executables, "executable_sizes": executable_sizes}
 
     def decorate(fn: Callable[..., Any]) -> ExportableFunction:
         wrapper = _wrap(fn, name, specs, **options)

@@ -56,9 +56,10 @@ def test_all_errors_reported_together_with_full_paths():
            "platfroms": ["cpu"], "colour": "blue"}
     assert errors_of(raw) == [
         f"{HATCH}.colour is not an option of hatch-jaxexport; known options: packages, "
-        "platforms, jobs, on-error, jax-requirement, editable",
+        "platforms, jobs, on-error, jax-requirement, editable, executables",
         f"{HATCH}.platfroms is not an option of hatch-jaxexport (did you mean `platforms`?); "
-        "known options: packages, platforms, jobs, on-error, jax-requirement, editable",
+        "known options: packages, platforms, jobs, on-error, jax-requirement, editable, "
+        "executables",
         f"{HATCH}.packages[1] must be the import name of a top-level package (like "
         "\"my_pkg\"), got 'not-a-name'",
         f"{HATCH}.packages[2] must be the import name of a top-level package (like "
@@ -201,7 +202,7 @@ def test_setuptools_plugin_reports_config_errors(tmp_path):
     assert info.value.errors == [
         "tool.jaxexport.platform is not an option of hatch-jaxexport (did you mean "
         "`platforms`?); known options: packages, platforms, jobs, on-error, jax-requirement, "
-        "editable",
+        "editable, executables",
         "tool.jaxexport.jobs must be an int >= 1 or \"auto\", got -1"]
 
 
@@ -266,7 +267,7 @@ def test_an_uncaught_config_error_prints_its_message_alone(run_python):
     assert proc.stderr == (
         "error: invalid hatch-jaxexport configuration: tool.jaxexport.job is not an option of "
         "hatch-jaxexport (did you mean `jobs`?); known options: packages, platforms, jobs, "
-        "on-error, jax-requirement, editable\n")
+        "on-error, jax-requirement, editable, executables\n")
 
 
 def test_other_uncaught_errors_keep_their_traceback(run_python):
@@ -282,3 +283,22 @@ def test_caught_config_errors_keep_their_type_in_process():
     brief_uncaught_config_errors()
     with pytest.raises(ConfigError):
         parse_options({"job": 2}, HATCH)
+
+
+def test_executables_option():
+    import platform
+
+    from hatch_jaxexport.formats._cpu_targets import default_targets, machine_name
+
+    assert parse_options({}, HATCH).executables == ()
+    assert parse_options({"executables": False}, HATCH).executables == ()
+    assert parse_options({"executables": True}, HATCH).executables == tuple(
+        default_targets(machine_name(platform.machine())))
+    assert parse_options({"executables": ["x86_64-avx2", "x86_64-avx2"]},
+                         HATCH).executables == ("x86_64-avx2",)
+    with pytest.raises(ConfigError) as caught:
+        parse_options({"executables": ["x86_64-avx2", "avx3"], "jobs": 0}, HATCH)
+    assert f"{HATCH}.executables[1] must be one of 'x86_64-avx2', 'x86_64-avx512', " \
+           f"'aarch64', got 'avx3'" in str(caught.value)
+    with pytest.raises(ConfigError, match=r"executables must be true, false or an array"):
+        parse_options({"executables": "yes"}, HATCH)

@@ -72,3 +72,27 @@ def test_valid_flags_and_orders_are_kept_as_given():
         (True, False, True, None)
     assert (spec.vjp_order, spec.ad_order) == (2, 2)
     assert exportable(SPEC, tiered=False)(_twice).export_spec.tiered is False
+
+
+@pytest.mark.parametrize(("value", "given"), [
+    ("x86_64-avx2", "'x86_64-avx2' (str)"), (["avx3"], "['avx3'] (list)"), ([], "[] (list)"),
+    (1, "1 (int)"),
+])
+def test_executables_takes_none_a_bool_or_known_targets(value, given):
+    message = _refusal(executables=value)
+    assert message == (f"{_WHERE}executables must be None, True, False or a non-empty list of "
+                       f"'x86_64-avx2', 'x86_64-avx512', 'aarch64', got {given}")
+
+
+def test_executable_options_are_kept():
+    spec = exportable(SPEC, executables=["x86_64-avx2", "x86_64-avx2"],
+                      executable_sizes={"n": [4, 8]})(_twice).export_spec
+    assert spec.executables == ("x86_64-avx2",) and spec.executable_sizes == {"n": (4, 8)}
+    assert exportable(SPEC)(_twice).export_spec.executables is None
+    assert exportable(SPEC, executables=False)(_twice).export_spec.executables is False
+
+
+def test_executable_sizes_are_checked_like_concrete_under_their_own_name():
+    message = _refusal(executable_sizes={"m": [4]})
+    assert "executable_sizes names 'm', which is not a dimension symbol" in message
+    assert "must be ints >= 1" in _refusal(executable_sizes={"n": [0]})

@@ -39,6 +39,8 @@ calls = {
     "solve": lambda: m.solve(np.eye(6, dtype=f32) * 3 + 1, np.arange(6, dtype=f32)),
     "square4": lambda: m.square(np.arange(4, dtype=f32)),
     "unsized": lambda: m.unsized(np.arange(-2, 3, dtype=f32)),
+    "opted_out": lambda: m.opted_out(np.ones(4, f32)),
+    "avx2_only": lambda: m.avx2_only(np.ones(4, f32)),
 }
 out = {"results": {}, "compiles": {}, "types": {}}
 with warnings.catch_warnings(record=True) as caught:
@@ -56,7 +58,9 @@ with warnings.catch_warnings(record=True) as caught:
 out["warnings"] = [str(w.message) for w in caught]
 out["tiers"] = {name: sorted(t for c in tiered_calls(getattr(m, name)) for t in c.tiers.values())
                 for name in ("chain", "square", "poly", "combine", "stats", "solve", "wide",
-                             "unsized")}
+                             "unsized", "opted_out", "avx2_only")}
+out["avx2_only"] = sorted(t for c in tiered_calls(m.avx2_only) if c.shipped is not None
+                          for t in c.shipped.used.values())
 out["targets"] = sorted(t for c in tiered_calls(m.chain) if c.shipped is not None
                         for t in c.shipped.used.values())
 out["traced"] = m.TRACES["count"]
@@ -112,6 +116,9 @@ def test_first_calls_load_shipped_executables_and_compile_nothing(exec_site, ref
     assert shipped["tiers"]["square"] == ["compiled", "shipped", "shipped"]
     assert shipped["tiers"]["poly"] == ["shipped", "shipped"]
     assert shipped["tiers"]["unsized"] == ["compiled"]
+    assert shipped["tiers"]["opted_out"] == ["compiled"]  # executables=False
+    assert shipped["tiers"]["avx2_only"] == ["shipped"]
+    assert shipped["avx2_only"] == ["x86_64-avx2"]  # its own target list, not the build's
     for name in ("chain", "combine", "stats", "solve", "wide"):
         assert shipped["tiers"][name] == ["shipped"], name
     # both targets match a CPU with AVX-512: the one compiled for more of its features runs
