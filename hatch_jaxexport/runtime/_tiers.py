@@ -78,13 +78,20 @@ class _Pending:
 
 
 class _Entry:
+    """A signature's executable: its tier, the optimized key, the compile in flight, and the
+    key it is still to be written under once it has run (``save_key``: a fresh compile)."""
+
     def __init__(self, compiled: Any, tier: str, key: str | None = None,
-                 pending: _Pending | None = None) -> None:
+                 pending: _Pending | None = None, save_key: str | None = None,
+                 quick_key: str | None = None) -> None:
         self.compiled = compiled
         self.tier = tier
         self.key = key
         self.pending = pending
-        self.unsaved = tier == "compiled" and key is not None
+        self.save_key = save_key
+        self.unsaved = save_key is not None
+        #: Where the quick tier is cached: removed once the optimized executable is in.
+        self.quick_key = quick_key
 
 
 class EagerCall:
@@ -142,7 +149,8 @@ class EagerCall:
 
     @property
     def tiers(self) -> dict[Any, str]:
-        """Signature to tier: ``shipped``, ``cached``, ``compiled``, ``quick`` or ``optimized``."""
+        """Signature to tier: ``shipped``, ``cached``, ``compiled``, ``quick``, ``cached-quick``
+        (a quick tier an earlier process compiled) or ``optimized``."""
         return {sig: entry.tier for sig, entry in self.entries.items()}
 
     def signature(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -179,8 +187,8 @@ class EagerCall:
         out = entry.compiled(*args, **kwargs)
         if entry.unsaved:  # dispatched: now cache the executable for the next process
             entry.unsaved = False
-            assert self.folder is not None and entry.key is not None
-            executables.store(self.folder, entry.key, entry.compiled)
+            assert self.folder is not None and entry.save_key is not None
+            executables.store(self.folder, entry.save_key, entry.compiled)
         return out
 
     def _any_tracer(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
@@ -222,20 +230,41 @@ class EagerCall:
                     initialize_lapack()
                 compiled = executables.load(self.folder, key)
                 if compiled is not None:
+                    if self.tiered:  # a quick tier an earlier process cached is stale now
+                        executables.entry_path(self.folder, self._quick_key(sig)).unlink(
+                            missing_ok=True)
                     entry = self.entries[sig] = _Entry(compiled, "cached", key)
                     return entry
-            lowered = self._lower(args, kwargs)
-            if self.folder is None:
-                key = None  # a fallback to the source: not the artifact's executable
-            if self.tiered and key is not None:
-                quick = lowered.compile(compiler_options=QUICK_OPTIONS[self.platform])
-                pending = self._start_optimizer(key, sig)
-                entry = _Entry(quick, "quick", key, pending)
-            else:
-                compiled, fresh = executables.compile_fresh(lowered)
-                entry = _Entry(compiled, "compiled", key if fresh else None)
+            entry = self._compile(sig, key, args, kwargs)
             self.entries[sig] = entry
             return entry
+
+    def _quick_key(self, sig: Any) -> str:
+        """The cache entry of this signature's quick tier."""
+        assert self.folder is not None
+        return "quick-" + executables.entry_key(self.folder, self.job["sha256"], sig,
+                                                self.platform, "quick")
+
+    def _compile(self, sig: Any, key: str | None, args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> _Entry:
+        """A signature with no shipped or cached executable: compile, or with tiering run the
+        quick tier (cached too, so a process started right after this one compiles nothing)
+        while the optimized one compiles in the background."""
+        if self.tiered and key is not None and self.folder is not None:
+            quick_key = self._quick_key(sig)
+            quick = executables.load(self.folder, quick_key)
+            if quick is not None:
+                return _Entry(quick, "cached-quick", key, self._start_optimizer(key, sig),
+                              quick_key=quick_key)
+            lowered = self._lower(args, kwargs)
+            quick, fresh = executables.compile_fresh(lowered, QUICK_OPTIONS[self.platform])
+            return _Entry(quick, "quick", key, self._start_optimizer(key, sig),
+                          save_key=quick_key if fresh else None, quick_key=quick_key)
+        lowered = self._lower(args, kwargs)
+        if self.folder is None:
+            key = None  # a fallback to the source: not the artifact's executable
+        compiled, fresh = executables.compile_fresh(lowered)
+        return _Entry(compiled, "compiled", key, save_key=key if fresh else None)
 
     def _lower(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         with lapack_init_skipped(not self.lapack):
@@ -289,6 +318,8 @@ class EagerCall:
         if compiled is not None:
             if pending.log is not None:
                 pending.log.unlink(missing_ok=True)
+            if entry.quick_key is not None:  # the optimized one is in: the quick one is stale
+                executables.entry_path(self.folder, entry.quick_key).unlink(missing_ok=True)
             entry = self.entries[sig] = _Entry(compiled, "optimized", pending.key)
             return entry
         if pending.proc is not None:  # ours died without removing its lock: remove it

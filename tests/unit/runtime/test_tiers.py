@@ -1,5 +1,6 @@
 """Tiered compilation: quick tier first, the optimized executable from a background process,
-an exit that never waits, warm starts, one compile per signature, failures, the off switch."""
+an exit that never waits, warm starts, the quick tier cached for a process started right after,
+one compile per signature, failures, the off switch."""
 
 from __future__ import annotations
 
@@ -76,7 +77,8 @@ def _run(run_python, site: Path, cache: Path, mode: str, tiered: str = "1") -> d
 
 
 def _entries(folder: str | Path) -> list[Path]:
-    return sorted(Path(folder).glob("*.xla"))
+    """The optimized executables in a cache folder (not the cached quick tiers)."""
+    return sorted(p for p in Path(folder).glob("*.xla") if not p.name.startswith("quick-"))
 
 
 def test_quick_tier_first_then_optimized_with_equal_results(heavy_site, tmp_path, run_python):
@@ -110,6 +112,24 @@ def test_exit_during_background_compile_does_not_wait(heavy_site, tmp_path, run_
     assert entries[0].stat().st_mtime > out["exit_at"]
 
 
+def test_a_process_started_right_after_reuses_the_quick_tier(heavy_site, tmp_path,
+                                                              run_python):
+    cache = tmp_path / "cache"
+    first = _run(run_python, heavy_site, cache, "exit-now")
+    assert first["tiers"] == [["quick"]]
+    quick = list(Path(first["folder"]).glob("quick-*.xla"))
+    assert len(quick) == 1  # written as soon as it had run, for the next process
+    second = _run(run_python, heavy_site, cache, "exit-now")
+    # the optimized compile of the first may still run (then: its quick tier, no compile) or
+    # be done (then: the optimized executable): either way nothing was compiled here
+    assert second["tiers"] in ([["cached-quick"]], [["cached"]]), second
+    assert second["workers"] == []  # the first process's background compile is not repeated
+    # once the optimized executable is in, the stale quick tier goes
+    third = _run(run_python, heavy_site, cache, "wait")
+    assert third["after"] == [["optimized"]] or third["tiers"] == [["cached"]], third
+    assert list(Path(first["folder"]).glob("quick-*.xla")) == []
+
+
 def test_concurrent_first_calls_compile_once(heavy_site, tmp_path, run_python):
     out = _run(run_python, heavy_site, tmp_path / "cache", "threads")
     assert out["threads_equal"]
@@ -139,7 +159,9 @@ def test_failed_background_compile_keeps_the_quick_tier_with_a_warning(heavy_sit
     assert out["later_vs_source"] < 1e-5
     assert any(w.startswith("TieredCompileWarning") and "optimized compile failed" in w
                for w in out["warnings"]), out["warnings"]
-    assert not [e for e in out["entries_after_kill"] if e.endswith(".xla")]  # quick: not cached
+    # the killed compile wrote no optimized entry; the quick tier is cached under its own name
+    assert [e for e in out["entries_after_kill"] if e.endswith(".xla")] == [
+        e for e in out["entries_after_kill"] if e.startswith("quick-")]
 
 
 def test_calls_inside_the_users_jit_are_not_tiered(heavy_site, tmp_path, run_python):
