@@ -15,7 +15,7 @@ from hatch_jaxexport import exportable
 STEPS = 400
 
 
-@exportable({"x": ("batch, n", "float32")})
+@exportable({"x": ("batch, n", "float32")}, executable_sizes={"batch": [8], "n": [16]})
 def elementwise_chain(x):
     """``STEPS`` unrolled steps of ``x = sin(x) * 1.01 + 0.1 * cos(x)``."""
     for _ in range(STEPS):

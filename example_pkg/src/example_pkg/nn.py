@@ -32,20 +32,22 @@ def _forward(params, x):
     return x @ params[-1]["w"] + params[-1]["b"]
 
 
-@exportable({"params": PARAMS_SPEC, "x": ("batch, 8", "float32")}, concrete={"batch": [4]})
+@exportable({"params": PARAMS_SPEC, "x": ("batch, 8", "float32")}, concrete={"batch": [4]},
+            ad_order=1, executable_sizes={"batch": [32]})
 def mlp_apply(params, x):
     """The MLP's outputs for a batch of any size: (batch, 8) -> (batch, 4)."""
     return _forward(params, x)
 
 
 @exportable({"params": PARAMS_SPEC, "x": ("batch, 8", "float32"), "y": ("batch, 4", "float32")},
-            vjp_order=1)
+            vjp_order=1, executable_sizes={"batch": [32]})
 def mlp_loss(params, x, y):
     """Mean squared error; exported with its VJP, so ``jax.grad`` works on the artifact."""
     return jnp.mean((_forward(params, x) - y) ** 2)
 
 
-@exportable({"x": ("batch, n", "float32")}, static={"kind": ["relu", "gelu", "tanh"]})
+@exportable({"x": ("batch, n", "float32")}, static={"kind": ["relu", "gelu", "tanh"]},
+            executable_sizes={"batch": [4], "n": [8]})
 def activate(x, kind="gelu"):
     """An activation chosen by a static option: one artifact per kind."""
     if kind == "relu":

@@ -47,3 +47,10 @@ def test_no_other_module_reads_a_hatch_jaxexport_variable_itself() -> None:
             if isinstance(node, ast.Constant) and node.value in names:
                 found.append(f"{path.relative_to(PACKAGE_DIR)}:{node.lineno} {node.value}")
     assert found == []
+
+
+def test_shipped_executables_are_on_unless_turned_off():
+    assert settings.shipped_executables_wanted({})
+    assert settings.shipped_executables_wanted({settings.EXECUTABLES_ENV: "yes"})
+    assert settings.shipped_executables_wanted({settings.EXECUTABLES_ENV: "maybe"})
+    assert not settings.shipped_executables_wanted({settings.EXECUTABLES_ENV: " Off "})
