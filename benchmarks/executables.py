@@ -82,12 +82,16 @@ if mode in ("floor-write", "floor"):
         return source(*full)
     if mode == "floor-write":
         compiled = jax.jit(call).lower(*dynamic).compile()
+        lapack = "lapack" in compiled.as_text().lower()
         with open(floor_file, "wb") as f:
-            pickle.dump(se.serialize(compiled), f)
+            pickle.dump((se.serialize(compiled), lapack), f)
         sys.exit(0)
     start = time.perf_counter()
     with open(floor_file, "rb") as f:
-        payload, in_tree, out_tree = pickle.load(f)
+        (payload, in_tree, out_tree), lapack = pickle.load(f)
+    if lapack:  # what the executable needs to run: part of the floor
+        from hatch_jaxexport.runtime._jaxcompat import initialize_lapack
+        initialize_lapack()
     compiled = se.deserialize_and_load(payload, in_tree, out_tree)
     jax.block_until_ready(compiled(*dynamic))
 else:
@@ -95,7 +99,7 @@ else:
     start = time.perf_counter()
     jax.block_until_ready(target(*args))
 out["first_call_s"] = time.perf_counter() - start
-if mode in ("stablehlo", "shipped"):
+if mode == "loaded":
     from hatch_jaxexport.runtime.loader import tiered_calls
     fn = {"grad_vjp": nn.mlp_loss, "grad_ad": nn.mlp_apply}.get(workload) or \
         workloads.WORKLOADS[workload]()[0]

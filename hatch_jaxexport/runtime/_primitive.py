@@ -165,13 +165,15 @@ mlir.register_lowering(family_call_p, _family_lowering)
 # Forward mode: the JVP rule and its helpers
 
 
-def _instantiate(tangent: Any) -> Any:
-    """A tangent as an array: members take dense operands, never symbolic zeros. Evaluated
-    eagerly (``jax.grad`` outside ``jax.jit``), the zeros are numpy's: a jax ``zeros`` would
-    compile an XLA computation of its own in every fresh process."""
+def _instantiate(tangent: Any, known: bool = False) -> Any:
+    """A tangent as an array: members take dense operands, never symbolic zeros.
+
+    When the values it goes with are concrete (``known``: an eager ``jax.grad`` linearizes with
+    concrete primals) or nothing is traced, the zeros are numpy's: a jax ``zeros`` would be an
+    operation of its own, compiled by XLA in every fresh process."""
     if type(tangent) is not ad.Zero:
         return tangent
-    if evaluating_eagerly():
+    if known or evaluating_eagerly():
         aval = tangent.aval
         return np.zeros(aval.shape, aval.dtype)
     return ad.instantiate_zeros(tangent)
@@ -192,17 +194,22 @@ def _add(total: list[Any] | None, more: list[Any]) -> list[Any]:
     return more if total is None else [p + q for p, q in zip(total, more, strict=True)]
 
 
-def _x_tangents(family: Family, tangents: Sequence[Any]) -> list[Any] | None:
+def _x_tangents(family: Family, tangents: Sequence[Any],
+                primals: Sequence[Any] = (None,)) -> list[Any] | None:
     """The tangents of the differentiable primal inputs as arrays; ``None`` when all are zero
-    (the primal inputs do not move, so no higher-order member is needed)."""
+    (the primal inputs do not move, so no higher-order member is needed). With concrete
+    ``primals`` their zeros are numpy's (``_instantiate``)."""
     dx = [tangents[i] for i in family.din]
-    return [_instantiate(t) for t in dx] if _any_nonzero(dx) else None
+    if not _any_nonzero(dx):
+        return None
+    known = not any(isinstance(p, jax.core.Tracer) for p in primals)
+    return [_instantiate(t, known) for t in dx]
 
 
 def _jvp_of_primal(family: Family, batched: bool, primals: Sequence[Any],
                    tangents: Sequence[Any], outs: Sequence[Any]) -> list[Any]:
     """Output tangents of the primal: the ``jvp`` member, for the differentiable outputs."""
-    dxi = _x_tangents(family, tangents)
+    dxi = _x_tangents(family, tangents, primals)
     tan = None if dxi is None else call_member(
         family, "jvp", batched, [*primals[:family.n_in], *dxi],
         "forward-mode differentiation (jax.jvp, jax.grad, jax.jacfwd...)")
