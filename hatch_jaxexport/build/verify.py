@@ -42,8 +42,11 @@ class VerifyReport:
         if self.manifest is None:
             return f"{self.package}: no manifest"
         total = sum(record.size for record in self.manifest.artifacts)
+        executables = self.manifest.executables
+        also = f" and {len(executables)} precompiled executable(s), " \
+            f"{sum(e.size for e in executables):,} bytes," if executables else ""
         return (f"{self.package}: OK, {len(self.manifest.artifacts)} artifact(s), {total:,} "
-                f"bytes match {ARTIFACT_DIR}/{MANIFEST_NAME} (schema "
+                f"bytes{also} match {ARTIFACT_DIR}/{MANIFEST_NAME} (schema "
                 f"{self.manifest.schema_version}, built with jax {self.manifest.jax_version})")
 
 
@@ -64,13 +67,28 @@ def _foreign_type_problem(ref: str, package: str) -> str:
             f"{', '.join(providers) or 'no installed distribution'})")
 
 
+def _check_executables(root: Any, manifest: Manifest, listed: set[str]) -> list[str]:
+    """Each precompiled executable: present with its size and SHA-256, and compiled from an
+    artifact the manifest lists with that SHA-256 (adds their files to ``listed``)."""
+    artifacts = {record.id: record.sha256 for record in manifest.artifacts}
+    problems = []
+    for record in manifest.executables:
+        listed.add(record.file)
+        problems += _check_blob(root, record.file, record.size, record.sha256, record.id)
+        if artifacts.get(record.artifact) != record.artifact_sha256:
+            problems.append(f"{record.id}: compiled from artifact {record.artifact}, which the "
+                            "manifest does not list with that SHA-256")
+    return problems
+
+
 def verify_package(package: str) -> list[str]:
     """Every problem with ``package``'s ``_jaxexport/`` folder; an empty list if it is intact.
 
     Checks that the manifest parses and validates, that every file name it lists is a safe bare
     name, that every blob is present (a regular file, not a link out of the folder) with the
-    recorded size and SHA-256, that pytree types are named inside the package or a distribution
-    it declares, and that the folder holds no file the manifest does not list.
+    recorded size and SHA-256, likewise every precompiled executable (and that its artifact is
+    listed), that pytree types are named inside the package or a distribution it declares, and
+    that the folder holds no file the manifest does not list.
     """
     return verify_report(package).problems
 
@@ -102,6 +120,7 @@ def verify_report(package: str) -> VerifyReport:
         problems += _check_blob(root, record.file, record.size, record.sha256, record.id)
         problems += [f"{record.id}: {problem}" for ref in record.pytree_types
                      if (problem := _foreign_type_problem(ref, package))]
+    problems += _check_executables(root, manifest, listed)
     # portable.json and the files it lists
     from hatch_jaxexport.build._portable_bundle import verify_files
 

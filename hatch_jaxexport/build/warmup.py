@@ -2,8 +2,10 @@
 
 For container images and deploy steps: run once on the target machine, and the first call of
 every warmed (function, structure, static values, shapes) in later processes loads a compiled
-executable instead of compiling. Symbolic dimensions need values (``--dims n=1024``); a
-structure whose symbols are not all given is skipped and reported, and the result names every
+executable instead of compiling. Symbolic dimensions take the sizes the function names at build
+(``executable_sizes=``, else ``concrete=``) and those given on the command line
+(``--dims n=1024``, which win); a structure whose symbols are not all sized is skipped and
+reported, and the result names every
 symbol that lacked a size, so the command line can say how to give them all at once.
 """
 
@@ -73,8 +75,10 @@ def _warmup(package: str, dims: Mapping[str, Sequence[int]], log: Callable[[str]
     all_missing: set[str] = set()
     functions = discover(package)
     for fn in functions:
+        # the sizes named at build (executable_sizes=, else concrete=), the command line's first
+        named = {**(fn.export_spec.executable_sizes or fn.export_spec.concrete or {}), **dims}
         for index, structure in enumerate(fn.export_spec.structures):
-            missing = sorted(structure.symbols - set(dims))
+            missing = sorted(structure.symbols - set(named))
             if missing:
                 all_missing.update(missing)
                 give = " ".join(f"--dims {symbol}=SIZE" for symbol in missing)
@@ -82,7 +86,7 @@ def _warmup(package: str, dims: Mapping[str, Sequence[int]], log: Callable[[str]
                                f"{', '.join(missing)} (give {give})")
                 continue
             names = sorted(structure.symbols)
-            for sizes in itertools.product(*(dims[n] for n in names)):
+            for sizes in itertools.product(*(named[n] for n in names)):
                 env = dict(zip(names, sizes, strict=True))
                 for static in fn.export_spec.static_combinations():
                     plans.append((fn, index, static, env))

@@ -77,7 +77,8 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
                           "sizes, so later processes load compiled executables from the cache.")
     warm.add_argument("package", metavar="PACKAGE", help="import name of an installed package")
     warm.add_argument("--dims", action="append", default=[], metavar="SYMBOL=SIZE[,SIZE...]",
-                      help="sizes for a symbolic dimension (repeatable), e.g. --dims n=64,1024")
+                      help="sizes for a symbolic dimension (repeatable), e.g. --dims n=64,1024; "
+                      "default: the sizes each function names (executable_sizes=, concrete=)")
     add_portable_command(sub)
     return parser, dict(sub.choices)
 

@@ -209,3 +209,33 @@ def test_verify_never_imports_jax_or_the_package_modules(site: Path) -> None:
             "'jxe_demo.funcs' in sys.modules)")
     proc = run([sys.executable, "-c", code], env={"PYTHONPATH": str(site)})
     assert proc.stdout.split() == ["[]", "False", "False"]
+
+
+@pytest.fixture
+def exec_copy(exec_site: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "exec-site"
+    shutil.copytree(exec_site, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def test_precompiled_executables_are_verified_too(exec_copy: Path) -> None:
+    art = exec_copy / "jxe_exec" / "_jaxexport"
+    manifest = json.loads((art / "manifest.json").read_text())
+    records = manifest["executables"]
+    intact = verify(exec_copy, "jxe_exec")
+    assert intact.returncode == 0, intact.stdout
+    assert f"and {len(records)} precompiled executable(s), " \
+           f"{sum(r['size'] for r in records):,} bytes, match" in intact.stdout
+    damaged, orphan = records[0], records[1]
+    blob = bytearray((art / damaged["file"]).read_bytes())
+    blob[100] ^= 0xFF
+    (art / damaged["file"]).write_bytes(bytes(blob))
+    orphan["artifact_sha256"] = "0" * 64  # as if compiled from another artifact
+    (art / "manifest.json").write_text(json.dumps(manifest))
+    (art / "stray.x86_64-avx2.0.xla").write_bytes(b"not listed")
+    broken = verify(exec_copy, "jxe_exec")
+    assert broken.returncode == 1
+    assert damaged["file"] in broken.stdout and "SHA-256" in broken.stdout
+    assert f"compiled from artifact {orphan['artifact']}, which the manifest does not list " \
+           "with that SHA-256" in broken.stdout
+    assert "_jaxexport/stray.x86_64-avx2.0.xla: file not listed in the manifest" in broken.stdout

@@ -59,3 +59,19 @@ def test_a_package_without_exportables_is_an_error(tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1] == (
         "jaxexport: error: warmed nothing: jxe_empty has no @exportable functions")
+
+
+def test_without_dims_the_sizes_named_at_build_are_warmed(exec_site, tmp_path):
+    proc = run([sys.executable, "-m", "hatch_jaxexport", "warmup", "jxe_exec"],
+               env=_env(exec_site, tmp_path))
+    assert proc.stdout.startswith("warmed ")
+    # square's concrete= sizes, solve's executable_sizes=, loss's sizes: all without --dims
+    assert "jxe_exec:square [0] {'n': 3}" in proc.stdout + proc.stderr
+    assert "jxe_exec:square [0] {'n': 5}" in proc.stdout + proc.stderr
+    assert "jxe_exec:solve [0] {'n': 6}" in proc.stdout + proc.stderr
+    # a function that names no sizes still needs --dims
+    assert "jxe_exec:unsized structure 0 (x: float32[n]): no value for n" in proc.stderr
+    with_dims = run([sys.executable, "-m", "hatch_jaxexport", "warmup", "jxe_exec", "--dims",
+                     "n=7"], env=_env(exec_site, tmp_path))
+    assert "jxe_exec:square [0] {'n': 7}" in with_dims.stdout + with_dims.stderr  # --dims wins
+    assert "no value for n" not in with_dims.stderr
