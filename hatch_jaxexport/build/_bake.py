@@ -160,7 +160,8 @@ def export_one(name: str, folder: Path, options: ExportOptions, reporter: Report
     try:
         result = export_package(name, folder, platforms=options.platforms, jobs=options.jobs,
                                 on_error=options.on_error, search_path=search_path, log=log,
-                                progress=progress, executables=options.executables)
+                                progress=progress, executables=options.executables,
+                                executable_jaxlibs=options.executable_jaxlibs)
     except ExportError as err:
         reporter.export_failed(name, err.failures, lacks_module=lacks_module(err),
                                on_error=options.on_error)

@@ -27,7 +27,7 @@ EDITABLE = ("in-place", "trace")
 DEFAULT_JAX_REQUIREMENT = "jax>={version}"
 
 OPTION_NAMES = ("packages", "platforms", "jobs", "on-error", "jax-requirement", "editable",
-                "executables")
+                "executables", "executable-jaxlibs")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +49,9 @@ class ExportOptions:
     #: Targets of precompiled executables to ship (``formats._cpu_targets.TARGETS``); none by
     #: default. ``true`` in the table: the targets of the builder's machine.
     executables: tuple[str, ...] = ()
+    #: Other jax/jaxlib versions to compile the executables with too (each in an environment of
+    #: its own), so users of any of them skip the compile.
+    executable_jaxlibs: tuple[str, ...] = ()
 
     def requirement_for(self, jax_version: str) -> str | None:
         """The requirement to add to the wheel's metadata, for artifacts made by ``jax_version``."""
@@ -268,6 +271,23 @@ def _check_executables(value: Any, path: str) -> Checked:
     return tuple(dict.fromkeys(map(str, value))), errors
 
 
+def _check_jaxlibs(value: Any, path: str) -> Checked:
+    """``executable-jaxlibs``: an array of jax versions (``"0.10.1"``), each installable."""
+    from packaging.version import InvalidVersion, Version
+
+    if not isinstance(value, list):
+        return None, [_must_be(path, "an array of jax versions such as [\"0.10.1\"]", value)]
+    def valid(item: Any) -> bool:
+        try:
+            return isinstance(item, str) and bool(Version(item))
+        except InvalidVersion:
+            return False
+
+    errors = [f"{path}[{i}] must be a jax version such as \"0.10.1\", got {item!r}"
+              for i, item in enumerate(value) if not valid(item)]
+    return tuple(dict.fromkeys(map(str, value))), errors
+
+
 #: Each option's key, in message order: the ``ExportOptions`` field it sets and its validation.
 _OPTION_STEPS: dict[str, tuple[str, Callable[[Any, str], Checked]]] = {
     "packages": ("packages", _check_packages),
@@ -277,6 +297,7 @@ _OPTION_STEPS: dict[str, tuple[str, Callable[[Any, str], Checked]]] = {
     "jax-requirement": ("jax_requirement", _check_jax_requirement),
     "editable": ("editable", _check_editable),
     "executables": ("executables", _check_executables),
+    "executable-jaxlibs": ("executable_jaxlibs", _check_jaxlibs),
 }
 
 

@@ -57,7 +57,8 @@ def compile_plan(plan: Mapping[str, Any], target: str, out_dir: Path, package: s
         inputs = [[list(a.shape), a.dtype.name] for a in avals]
         outputs = [[list(o.shape), o.dtype.name] for o in jax.tree_util.tree_leaves(
             compiled.out_info)]
-        digest = hashlib.sha256(json.dumps([plan["sha256"], inputs]).encode()).hexdigest()
+        digest = hashlib.sha256(json.dumps([plan["sha256"], inputs, jaxlib.__version__])
+                                .encode()).hexdigest()
         file = f"{Path(plan['file']).stem}.{target}.{digest[:16]}{EXECUTABLE_SUFFIX}"
         (out_dir / file).write_bytes(blob)
         records.append(ExecutableRecord(

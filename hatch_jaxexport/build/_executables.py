@@ -12,7 +12,9 @@ must match (``formats.manifest.ExecutableRecord``).
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import platform as platform_module
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
@@ -91,10 +93,71 @@ def plans_for_worker(functions: Mapping[str, Any], records: Sequence[Mapping[str
 
 
 def compile_executables(staging: Path, package: str, plans: Sequence[Mapping[str, Any]],
-                        env: Mapping[str, str], python: str,
-                        log: Callable[[str], None]) -> list[ExecutableRecord]:
+                        env: Mapping[str, str], python: str, log: Callable[[str], None],
+                        jaxlibs: Sequence[str] = ()) -> list[ExecutableRecord]:
     """Compile every plan for each of its targets (one process per target, in turn) into
-    ``staging``."""
+    ``staging``: with the builder's jaxlib, then with each of ``jaxlibs`` in an environment of
+    its own (``jaxlib_python``)."""
+    import shutil
+
+    records = _compile_with(staging, package, plans, env, python, log)
+    for version in jaxlibs if plans else ():
+        other, other_env = jaxlib_python(version, env, log)
+        try:
+            records += _compile_with(staging, package, plans, other_env, other, log)
+        finally:
+            shutil.rmtree(other_env["PYTHONPATH"].split(os.pathsep)[0], ignore_errors=True)
+    return records
+
+
+def jaxlib_python(version: str, env: Mapping[str, str], log: Callable[[str], None]
+                  ) -> tuple[str, dict[str, str]]:
+    """A Python with ``jax`` and ``jaxlib`` ``version`` (a virtual environment kept in the
+    user's cache folder, made on first use), and the environment to run it in: this
+    hatch-jaxexport and the package's folders importable, none of the builder's jax."""
+    import shutil
+    import sys
+
+    from hatch_jaxexport.runtime._compile_cache import default_cache_dir
+
+    tag = f"py{sys.version_info[0]}.{sys.version_info[1]}-jax{version}"
+    venv = default_cache_dir().parent / "build-envs" / tag
+    python = venv / "bin" / "python"
+    pins = [f"jax=={version}", f"jaxlib=={version}", "flatbuffers"]
+    marker = venv / "hatch-jaxexport-pins.txt"  # written once everything is installed
+    if not marker.is_file() or marker.read_text() != "\n".join(pins):
+        log(f"making a build environment with jax {version} in {venv}")
+        shutil.rmtree(venv, ignore_errors=True)
+        uv = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
+        commands = [[uv, "venv", "-q", "-p", sys.executable, str(venv)],
+                    [uv, "pip", "install", "-q", "-p", str(python), *pins]] \
+            if Path(uv).exists() else \
+            [[sys.executable, "-m", "venv", str(venv)],
+             [str(python), "-m", "pip", "install", "-q", *pins]]
+        for command in commands:
+            done = subprocess.run(command, capture_output=True, text=True)
+            if done.returncode:
+                shutil.rmtree(venv, ignore_errors=True)
+                raise ExportError([f"cannot make an environment with jax {version} for its "
+                                   f"executables ({' '.join(command[:3])}...): "
+                                   f"{done.stderr.strip()[-1500:]}"])
+        marker.write_text("\n".join(pins))
+    # only hatch-jaxexport itself (a folder holding a link to it), never the builder's
+    # site-packages, which would bring its own jax
+    ours = venv / f"src-{os.getpid()}"  # removed by compile_executables when done
+    shutil.rmtree(ours, ignore_errors=True)
+    ours.mkdir()
+    (ours / "hatch_jaxexport").symlink_to(Path(__file__).resolve().parents[1])
+    here = Path(__file__).resolve().parents[2]
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+             if p and Path(p).resolve() != here]
+    return str(python), {**env, "PYTHONPATH": os.pathsep.join([str(ours), *paths])}
+
+
+def _compile_with(staging: Path, package: str, plans: Sequence[Mapping[str, Any]],
+                  env: Mapping[str, str], python: str, log: Callable[[str], None]
+                  ) -> list[ExecutableRecord]:
+    """Every plan for each of its targets, with ``python``'s jaxlib."""
     targets = sorted({target for plan in plans for target in plan["targets"]})
     records: list[ExecutableRecord] = []
     here = builder_machine()
@@ -107,8 +170,9 @@ def compile_executables(staging: Path, package: str, plans: Sequence[Mapping[str
             log(f"warning: executables for {name} need a {target.machine} builder; this one "
                 f"is {here}: none compiled")
             continue
-        request = staging / f".executables-{name}.json"
-        result = staging / f".executables-{name}.result.json"
+        tag = hashlib.sha256(python.encode()).hexdigest()[:12]
+        request = staging / f".executables-{name}-{tag}.json"
+        result = staging / f".executables-{name}-{tag}.result.json"
         request.write_text(json.dumps({"package": package, "target": name, "plans": mine,
                                        "out_dir": str(staging), "result": str(result)}))
         flags = " ".join(target.xla_flags)  # only the target's: the builder's own never leak
@@ -126,4 +190,5 @@ def compile_executables(staging: Path, package: str, plans: Sequence[Mapping[str
 
 
 __all__ = ["EXECUTABLE_SUFFIX", "builder_machine", "compile_executables", "plan_for",
-           "function_targets", "plans_for_worker", "resolve_targets"]
+           "function_targets", "jaxlib_python", "plans_for_worker",
+           "resolve_targets"]

@@ -176,7 +176,8 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
                    log: Callable[[str], None] | None = None,
                    captured_warn_bytes: int = CAPTURED_WARN_BYTES,
                    progress: Callable[[dict[str, Any]], None] | None = None,
-                   executables: bool | Sequence[str] = False) -> BuildResult:
+                   executables: bool | Sequence[str] = False,
+                   executable_jaxlibs: Sequence[str] = ()) -> BuildResult:
     """Export every ``@exportable`` of ``package`` into ``out_dir`` (manifest + blobs).
 
     ``platforms`` is the default for functions that name none. With ``on_error="fail"`` any
@@ -186,7 +187,7 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
     gets the workers' progress events as they happen (``_progress.FunctionProgress`` turns them
     into one report per finished function). ``executables`` (``True``: this machine's targets,
     or target names) also compiles precompiled executables of the artifacts that have concrete
-    signatures.
+    signatures, also with each jax version of ``executable_jaxlibs``.
     """
     if on_error not in ON_ERROR_CHOICES:
         raise ValueError(f"on_error must be one of {ON_ERROR_CHOICES}, got {on_error!r}")
@@ -229,7 +230,7 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
                                  variant=f["task"].get("variant", {})) for f in failures]
         compiled = compile_executables(
             staging, package, [p for res in results for p in res.get("executable_plans", [])],
-            _worker_env(search_path), python or sys.executable, emit)
+            _worker_env(search_path), python or sys.executable, emit, executable_jaxlibs)
         manifest = Manifest(package=package, generator=f"hatch-jaxexport {__version__}",
                             jax_version=results[0]["jax_version"],
                             jaxlib_version=results[0]["jaxlib_version"],

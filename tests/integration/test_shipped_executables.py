@@ -124,3 +124,32 @@ def test_a_wheel_with_executables_of_another_jaxlib_runs_from_the_stablehlo(venv
     assert other["tiers"] == ["compiled", "compiled"] and other["traced"] == 0
     for key in ("chain", "solve", "grad"):
         assert other[key] == reference[key], key
+
+
+def other_jax() -> str:
+    """A jax release beside this one that installs on this Python (both on 3.11 and 3.12+:
+    the suite's slow tests run on the default interpreter, jax 0.10.x)."""
+    return "0.10.1" if version("jaxlib") != "0.10.1" else "0.10.2"
+
+
+def test_one_wheel_serves_several_jaxlib_versions(tmp_path_factory, project_wheel):
+    from conftest import export_into_copy
+
+    other = other_jax()
+    site = export_into_copy(tmp_path_factory.mktemp("two-jaxlibs"), "jxe_exec",
+                            executables=["x86_64-avx2"], executable_jaxlibs=[other])
+    manifest = json.loads((site / "jxe_exec" / "_jaxexport" / "manifest.json").read_text())
+    by_version: dict[str, set[str]] = {}
+    for record in manifest["executables"]:
+        by_version.setdefault(record["jaxlib_version"], set()).add(record["artifact"])
+    assert set(by_version) == {version("jaxlib"), other}
+    assert by_version[other] == by_version[version("jaxlib")]  # the same artifacts, twice
+    python = make_venv(tmp_path_factory.mktemp("other-jax") / "venv", project_wheel,
+                       f"jax=={other}", f"jaxlib=={other}")
+    cwd = tmp_path_factory.mktemp("calls")
+    shipped = calls(python, cwd, PYTHONPATH=str(site))
+    reference = calls(python, cwd, PYTHONPATH=str(site), HATCH_JAXEXPORT_EXECUTABLES="0")
+    assert shipped["tiers"] == ["shipped", "shipped"] and shipped["traced"] == 0
+    assert reference["tiers"] == ["compiled", "compiled"]
+    for key in ("chain", "solve", "grad"):
+        assert shipped[key] == reference[key], key

@@ -56,10 +56,10 @@ def test_all_errors_reported_together_with_full_paths():
            "platfroms": ["cpu"], "colour": "blue"}
     assert errors_of(raw) == [
         f"{HATCH}.colour is not an option of hatch-jaxexport; known options: packages, "
-        "platforms, jobs, on-error, jax-requirement, editable, executables",
+        "platforms, jobs, on-error, jax-requirement, editable, executables, executable-jaxlibs",
         f"{HATCH}.platfroms is not an option of hatch-jaxexport (did you mean `platforms`?); "
         "known options: packages, platforms, jobs, on-error, jax-requirement, editable, "
-        "executables",
+        "executables, executable-jaxlibs",
         f"{HATCH}.packages[1] must be the import name of a top-level package (like "
         "\"my_pkg\"), got 'not-a-name'",
         f"{HATCH}.packages[2] must be the import name of a top-level package (like "
@@ -202,7 +202,7 @@ def test_setuptools_plugin_reports_config_errors(tmp_path):
     assert info.value.errors == [
         "tool.jaxexport.platform is not an option of hatch-jaxexport (did you mean "
         "`platforms`?); known options: packages, platforms, jobs, on-error, jax-requirement, "
-        "editable, executables",
+        "editable, executables, executable-jaxlibs",
         "tool.jaxexport.jobs must be an int >= 1 or \"auto\", got -1"]
 
 
@@ -267,7 +267,7 @@ def test_an_uncaught_config_error_prints_its_message_alone(run_python):
     assert proc.stderr == (
         "error: invalid hatch-jaxexport configuration: tool.jaxexport.job is not an option of "
         "hatch-jaxexport (did you mean `jobs`?); known options: packages, platforms, jobs, "
-        "on-error, jax-requirement, editable, executables\n")
+        "on-error, jax-requirement, editable, executables, executable-jaxlibs\n")
 
 
 def test_other_uncaught_errors_keep_their_traceback(run_python):
@@ -302,3 +302,15 @@ def test_executables_option():
            f"'aarch64', got 'avx3'" in str(caught.value)
     with pytest.raises(ConfigError, match=r"executables must be true, false or an array"):
         parse_options({"executables": "yes"}, HATCH)
+
+
+def test_executable_jaxlibs_option():
+    assert parse_options({}, HATCH).executable_jaxlibs == ()
+    assert parse_options({"executable-jaxlibs": ["0.10.1", "0.10.1", "0.9.2"]},
+                         HATCH).executable_jaxlibs == ("0.10.1", "0.9.2")
+    assert errors_of({"executable-jaxlibs": ["0.10.1", "latest", 3]}) == [
+        f"{HATCH}.executable-jaxlibs[1] must be a jax version such as \"0.10.1\", got 'latest'",
+        f"{HATCH}.executable-jaxlibs[2] must be a jax version such as \"0.10.1\", got 3"]
+    assert errors_of({"executable-jaxlibs": "0.10.1"}) == [
+        f"{HATCH}.executable-jaxlibs must be an array of jax versions such as [\"0.10.1\"], "
+        "got '0.10.1'"]
