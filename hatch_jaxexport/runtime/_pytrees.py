@@ -247,3 +247,25 @@ def load_type(ref: str, package: str) -> type:
         raise ArtifactError(f"cannot register pytree type {ref!r} named by the manifest: "
                             f"{type(err).__name__}: {err}") from None
     return cls
+
+
+def plain_tree(text: str) -> Any | None:
+    """The ``PyTreeDef`` that ``text`` (its ``str``, as the manifest records an artifact's
+    trees) describes, when it is built of dicts, lists, tuples and ``None`` only; ``None`` for
+    anything else (namedtuples, dataclasses, registered classes: deserialize the artifact).
+
+    Lets a shipped executable run without reading the artifact's StableHLO (about 4 ms).
+    """
+    import ast
+
+    import jax
+
+    if not (text.startswith("PyTreeDef(") and text.endswith(")")):
+        return None
+    body = text[len("PyTreeDef("):-1].replace("*", "0")
+    try:
+        value = ast.literal_eval(body)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    tree = jax.tree_util.tree_structure(value)
+    return tree if str(tree) == text else None

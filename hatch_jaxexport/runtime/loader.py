@@ -145,6 +145,10 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
     job = {"package": fn.package, "file": record.file, "sha256": record.sha256,
            "platform": platform, "function": fn.name}
     def out_tree() -> Any:
+        from hatch_jaxexport.runtime._pytrees import plain_tree
+
+        if exported is None and (tree := plain_tree(record.out_tree)) is not None:
+            return tree  # no need to read the StableHLO
         loaded = exported if exported is not None else \
             deserialize_record(package, record, blob)
         return loaded.out_tree

@@ -250,3 +250,27 @@ def test_without_shipped_executables_a_second_process_compiles_no_member(exec_si
     assert len(ours(first["compiled"])) >= 2
     assert ours(second["compiled"]) == []  # the executable cache served every member
     assert second["grad"] == first["grad"] and second["jvp"] == first["jvp"]
+
+
+@pytest.mark.parametrize("tree", [
+    {"a": 0, "b": (0, 0)}, [0, None, (0,)], (), 0, {1: 0}, {"x": [0, {"y": 0}]}, None])
+def test_plain_output_trees_are_read_from_the_manifest_text(tree):
+    import jax
+
+    from hatch_jaxexport.runtime._pytrees import plain_tree
+
+    expected = jax.tree_util.tree_structure(tree)
+    assert plain_tree(str(expected)) == expected
+
+
+def test_other_trees_need_the_artifact():
+    import collections
+
+    import jax
+
+    from hatch_jaxexport.runtime._pytrees import plain_tree
+
+    pair = collections.namedtuple("Pair", "a b")
+    assert plain_tree(str(jax.tree_util.tree_structure(pair(0, 0)))) is None
+    assert plain_tree("PyTreeDef(CustomNode(Foo[()], [*]))") is None
+    assert plain_tree("not a tree") is None and plain_tree("PyTreeDef(__import__('os'))") is None
