@@ -149,8 +149,13 @@ def main() -> None:
 
     results = _run({**_flax_cases(fn, flax_models), **_eqx_cases(fn, eqx_models),
                     **_ode_cases(fn)})
+    from hatch_jaxexport.runtime.loader import tiered_calls
+
+    tiers = {name: sorted(t for call in tiered_calls(loaded) for t in call.tiers.values())
+             for name, loaded in (("eqx_make_linear", eqx_models.eqx_make_linear),
+                                  ("ode_solve", ode.solve))} if artifact else {}
     print(json.dumps({"traces": jxe_ecosystem.TRACES["count"], "cases": results,
-                      **_x64_config()}))
+                      "tiers": tiers, **_x64_config()}))
 
 
 if __name__ == "__main__":

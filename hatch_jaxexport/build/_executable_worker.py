@@ -10,6 +10,7 @@ compile the StableHLO as before.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import sys
 import traceback
@@ -36,6 +37,9 @@ def compile_plan(plan: Mapping[str, Any], target: str, out_dir: Path, package: s
     )
     from hatch_jaxexport.runtime._pytrees import load_type
 
+    if plan["pytree_types"]:  # the function's module first, as a user's process has it: the
+        # types of the libraries it imports (flax, equinox...) are then allowed to resolve
+        importlib.import_module(plan["function"].partition(":")[0])
     for ref in plan["pytree_types"]:
         load_type(ref, package)
     exported = jax.export.deserialize(bytearray((out_dir / plan["file"]).read_bytes()))

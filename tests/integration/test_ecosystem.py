@@ -56,6 +56,15 @@ def ecosystem_runs(tmp_path_factory: pytest.TempPathFactory, project_wheel: Path
 
 
 @pytest.mark.slow
+def test_static_shape_functions_ran_their_shipped_executables(
+        ecosystem_runs: dict[str, dict[str, Any]]) -> None:
+    # an equinox Module as output, a diffrax solve: loaded from the wheel's executables (the
+    # loaded-equals-source cases below check their results)
+    assert ecosystem_runs["artifact"]["tiers"]["eqx_make_linear"] == ["shipped"]
+    assert "shipped" in ecosystem_runs["artifact"]["tiers"]["ode_solve"]
+
+
+@pytest.mark.slow
 def test_no_body_ran_from_the_wheel(ecosystem_runs: dict[str, dict[str, Any]]) -> None:
     assert ecosystem_runs["artifact"]["traces"] == 0
     assert ecosystem_runs["source"]["traces"] > 0
