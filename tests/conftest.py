@@ -26,6 +26,22 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["HATCH_JAXEXPORT_CACHE"] = tempfile.mkdtemp(prefix="jaxexport-test-cache-")
 
 
+#: The head of a script run in a fresh process that counts XLA's backend compiles in
+#: ``compiles`` (one event per executable XLA compiled, none for one loaded from disk), and
+#: imports ``jxe_exec`` as ``m`` with numpy, jax and the loader's ``tiered_calls``.
+COUNT_COMPILES = """
+import json, sys, warnings
+import numpy as np, jax
+compiles = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, secs, **kw: compiles.append(event)
+    if event == "/jax/core/compile/backend_compile_duration" else None)
+import jxe_exec as m
+from hatch_jaxexport.runtime.loader import tiered_calls
+f32 = np.float32
+"""
+
+
 def run(cmd: Sequence[str | os.PathLike[str]], *, cwd: str | os.PathLike[str] | None = None,
         env: dict[str, str] | None = None, check: bool = True, timeout: float = 900,
         ) -> subprocess.CompletedProcess[str]:

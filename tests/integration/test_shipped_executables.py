@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from _buildkit import copy_project, hatch_pyproject, links_env, wheel_tag
-from conftest import FIXTURES, make_venv, run
+from conftest import COUNT_COMPILES, FIXTURES, make_venv, run
 
 from hatch_jaxexport.formats._cpu_targets import default_targets, machine_name
 
@@ -23,16 +23,7 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(platform.machine() != "x86_64",
                                  reason="compares the two x86-64 targets")]
 
-CALLS = """
-import json, sys
-import numpy as np, jax
-compiles = []
-jax.monitoring.register_event_duration_secs_listener(
-    lambda event, secs, **kw: compiles.append(event)
-    if event == "/jax/core/compile/backend_compile_duration" else None)
-import jxe_exec as m
-from hatch_jaxexport.runtime.loader import tiered_calls
-f32 = np.float32
+CALLS = COUNT_COMPILES + """
 out = {"chain": np.asarray(m.chain(np.ones((8, 4), f32), np.full(4, 0.5, f32))["a"]).tolist(),
        "solve": np.asarray(m.solve(np.eye(6, dtype=f32) * 3 + 1,
                                    np.arange(6, dtype=f32))).tolist(),

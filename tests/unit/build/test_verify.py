@@ -20,11 +20,15 @@ def verify(site: Path, package: str = "jxe_demo"):
                env={"PYTHONPATH": str(site), "JAX_PLATFORMS": "cpu"}, check=False)
 
 
+def _copy_site(site: Path, copy: Path) -> Path:
+    """A site of baked packages copied, for a test to damage."""
+    shutil.copytree(site, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
 @pytest.fixture
 def site(demo_site: Path, tmp_path: Path) -> Path:
-    copy = tmp_path / "site"
-    shutil.copytree(demo_site, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    return copy
+    return _copy_site(demo_site, tmp_path / "site")
 
 
 def _art(site: Path) -> Path:
@@ -213,9 +217,7 @@ def test_verify_never_imports_jax_or_the_package_modules(site: Path) -> None:
 
 @pytest.fixture
 def exec_copy(exec_site: Path, tmp_path: Path) -> Path:
-    copy = tmp_path / "exec-site"
-    shutil.copytree(exec_site, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    return copy
+    return _copy_site(exec_site, tmp_path / "exec-site")
 
 
 def test_precompiled_executables_are_verified_too(exec_copy: Path) -> None:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run
+from conftest import COUNT_COMPILES, run
 
 from hatch_jaxexport.formats._cpu_targets import linux_cpu_flags, missing_features
 from hatch_jaxexport.formats.manifest import MANIFEST_NAME
@@ -18,16 +18,7 @@ from hatch_jaxexport.formats.manifest import MANIFEST_NAME
 pytestmark = pytest.mark.skipif(platform.machine() != "x86_64",
                                 reason="the fixture compiles the x86-64 targets")
 
-SCRIPT = """
-import json, warnings
-import numpy as np, jax
-compiles = []
-jax.monitoring.register_event_duration_secs_listener(
-    lambda event, secs, **kw: compiles.append(event)
-    if event == "/jax/core/compile/backend_compile_duration" else None)
-import jxe_exec as m
-from hatch_jaxexport.runtime.loader import tiered_calls
-f32 = np.float32
+SCRIPT = COUNT_COMPILES + """
 calls = {
     "chain": lambda: m.chain(np.ones((8, 4), f32), np.full(4, 0.5, f32)),
     "square3": lambda: m.square(np.arange(3, dtype=f32)),
