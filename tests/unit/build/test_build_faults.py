@@ -58,6 +58,14 @@ def _alive(pid: int) -> bool:
         return True
 
 
+def _interruptible() -> None:
+    """In the child, before exec: Ctrl-C as a terminal delivers it. A suite started in the
+    background of a non-interactive shell (``cmd &``, as some CI runners do) ignores SIGINT,
+    and an ignored signal stays ignored across exec: the build would never see the Ctrl-C
+    these tests send."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Build:
     """One ``python -m hatch_jaxexport export`` run with its own TMPDIR and marker folder."""
 
@@ -78,7 +86,7 @@ class Build:
             [sys.executable, "-m", "hatch_jaxexport", "export", self.package, "--out",
              str(self.out), "--path", str(self.site), *options],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            start_new_session=group)
+            start_new_session=group, preexec_fn=_interruptible)
         return self.proc
 
     def finish(self, timeout: float = 240) -> tuple[int, str, str]:
