@@ -58,12 +58,14 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def _interruptible() -> None:
-    """In the child, before exec: Ctrl-C as a terminal delivers it. A suite started in the
-    background of a non-interactive shell (``cmd &``, as some CI runners do) ignores SIGINT,
-    and an ignored signal stays ignored across exec: the build would never see the Ctrl-C
-    these tests send."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+#: ``python -m hatch_jaxexport`` with Ctrl-C as a terminal delivers it. A suite started in the
+#: background of a non-interactive shell (``cmd &``, as some CI runners do) ignores SIGINT, an
+#: ignored signal stays ignored across exec, and the build would never see the Ctrl-C these
+#: tests send; Python's own handler is what an interactive start installs (and exec resets a
+#: handled signal to its default, so the workers get theirs too).
+INTERRUPTIBLE = ("import runpy, signal\n"
+                 "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+                 "runpy.run_module('hatch_jaxexport', run_name='__main__', alter_sys=True)\n")
 
 
 class Build:
@@ -83,10 +85,10 @@ class Build:
         env = {**os.environ, "TMPDIR": str(self.tmpdir), "JXE_MARKERS": str(self.markers),
                "JAX_PLATFORMS": "cpu", "HATCH_JAXEXPORT_CACHE": "0"}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hatch_jaxexport", "export", self.package, "--out",
+            [sys.executable, "-c", INTERRUPTIBLE, "export", self.package, "--out",
              str(self.out), "--path", str(self.site), *options],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            start_new_session=group, preexec_fn=_interruptible)
+            start_new_session=group)
         return self.proc
 
     def finish(self, timeout: float = 240) -> tuple[int, str, str]:
