@@ -255,12 +255,11 @@ def _check_editable(value: Any, path: str) -> Checked:
 
 def _check_executables(value: Any, path: str) -> Checked:
     """``executables``: true (the builder's targets), false (none) or an array of targets."""
-    from hatch_jaxexport.formats._cpu_targets import TARGETS, default_targets, machine_name
+    from hatch_jaxexport.build._executables import resolve_targets
+    from hatch_jaxexport.formats._cpu_targets import TARGETS
 
     if value is True:
-        import platform
-
-        return tuple(default_targets(machine_name(platform.machine()))), []
+        return tuple(resolve_targets(True)), []
     if value is False:
         return (), []
     known = ", ".join(map(repr, TARGETS))

@@ -168,13 +168,9 @@ def _targets(named: list[str] | None) -> tuple[str, ...]:
     """``--executables``: none given (no executables), empty (this machine's targets), names."""
     if named is None:
         return ()
-    if named:
-        return tuple(dict.fromkeys(named))
-    import platform
+    from hatch_jaxexport.build._executables import resolve_targets
 
-    from hatch_jaxexport.formats._cpu_targets import default_targets, machine_name
-
-    return tuple(default_targets(machine_name(platform.machine())))
+    return tuple(resolve_targets(list(dict.fromkeys(named)) or True))
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -226,10 +222,7 @@ def _inspect(args: argparse.Namespace) -> int:
         meshes = ["mesh"] + [" x ".join(f"{a}={s}" for a, s in mesh_from_record(r.mesh) or ())
                              or "-" for r in sorted(manifest.artifacts, key=lambda r: r.id)]
         rows = [(*row[:4], mesh, *row[4:]) for row, mesh in zip(rows, meshes, strict=True)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-              .rstrip())
+    _print_table(rows)
     print(summarize(manifest.artifacts))
     _print_captured(manifest.artifacts)
     for skipped in manifest.skipped:
@@ -237,6 +230,14 @@ def _inspect(args: argparse.Namespace) -> int:
               f"{skipped.reason}")
     _print_executables(manifest)
     return 0
+
+
+def _print_table(rows: Sequence[Sequence[str]]) -> None:
+    """Rows of cells in left-aligned columns (the first row is the header)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+              .rstrip())
 
 
 def _print_executables(manifest: Any) -> None:
@@ -257,10 +258,7 @@ def _print_executables(manifest: Any) -> None:
     total = sum(r.size for r in manifest.executables)
     print(f"precompiled executables: {len(manifest.executables)}, {total:,} bytes; this machine "
           f"({host.machine}, jaxlib {host.jaxlib_version}) can use {usable}")
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-              .rstrip())
+    _print_table(rows)
 
 
 def _verify(args: argparse.Namespace) -> int:
