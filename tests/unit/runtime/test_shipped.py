@@ -265,3 +265,18 @@ def test_other_trees_need_the_artifact():
     assert plain_tree(str(jax.tree_util.tree_structure(pair(0, 0)))) is None
     assert plain_tree("PyTreeDef(CustomNode(Foo[()], [*]))") is None
     assert plain_tree("not a tree") is None and plain_tree("PyTreeDef(__import__('os'))") is None
+
+
+def test_inspect_lists_each_executable_and_whether_this_machine_uses_it(exec_site, tmp_path):
+    site = copy_site(exec_site, tmp_path)
+    edit_manifest(site, lambda r: r.update(jaxlib_version="0.4.1")
+                  if r["target"] == "x86_64-avx2" else None)
+    out = run([sys.executable, "-m", "hatch_jaxexport", "inspect", "jxe_exec"],
+              env={"PYTHONPATH": str(site)}).stdout
+    records = json.loads((site / "jxe_exec" / "_jaxexport" / MANIFEST_NAME).read_text())[
+        "executables"]
+    usable = sum(r["target"] == "x86_64-avx512" for r in records) if "avx512f" in \
+        linux_cpu_flags(Path("/proc/cpuinfo").read_text()) else 0
+    assert f"precompiled executables: {len(records)}, " in out
+    assert f"can use {usable}\n" in out
+    assert "not used: compiled for jaxlib 0.4.1, this process has" in out
