@@ -14,7 +14,15 @@
    - ``stablehlo``: the installed artifacts with shipped executables ignored
      (``HATCH_JAXEXPORT_EXECUTABLES=0``): compiled on the first call;
    - ``shipped``: the installed artifacts, shipped executables used where they match;
-   - ``floor``: an executable of the same computation deserialized from disk and run.
+   - ``floor``: an executable of the same computation deserialized from disk and run
+     (for the gradients: ``jax.jit(jax.grad(...))`` as one executable);
+   - ``eager_floor`` (the gradients): what an eager ``jax.grad`` runs at the least, the
+     function's and its VJP's executables deserialized from disk under a ``jax.custom_vjp``, no
+     loader, jax's own eager seed included.
+
+4. For the gradients, without shipped executables and with the caches on as a user has them:
+   a first process on an empty cache and a second one right after it, against the source with
+   jax's persistent cache (every entry kept), with the XLA compiles each process ran.
 
 Then the ratios the issue targets: shipped / floor and shipped / source. ``--write-docs``
 appends the tables to ``docs/performance-results.md`` under "Precompiled executables".
@@ -38,13 +46,18 @@ ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = {"off": None, "x86_64-avx2": ["x86_64-avx2"], "x86_64-avx512": ["x86_64-avx512"],
             "both": ["x86_64-avx2", "x86_64-avx512"]}
 WORKLOADS = ["tiny", "mlp", "solve", "deep", "trace_heavy", "grad_vjp", "grad_ad"]
-MODES = ["source", "stablehlo", "shipped", "floor"]
+MODES = ["source", "stablehlo", "shipped", "floor", "eager_floor"]
+GRADS = ("grad_vjp", "grad_ad")
 
 PROBE = r'''
 import json, os, sys, time
 mode, workload, floor_file = sys.argv[1], sys.argv[2], sys.argv[3]
 start_all = time.perf_counter()
 import jax, numpy as np
+compiles = []  # XLA compiles in this process (a persistent-cache hit is not one)
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, secs, **kw: compiles.append(event)
+    if event == "/jax/core/compile/backend_compile_duration" else None)
 import example_pkg.benchmarks as workloads
 from example_pkg import nn
 
@@ -68,7 +81,33 @@ def case():
 
 loaded, source, args = case()
 out = {}
-if mode in ("floor-write", "floor"):
+if mode in ("eager-floor-write", "eager-floor"):
+    # an eager jax.grad's floor: the same two executables a loader runs (the function's and its
+    # VJP's, from its Python body) deserialized from disk under a jax.custom_vjp, no loader
+    from jax.experimental import serialize_executable as se
+    import pickle
+    body, post = {"grad_vjp": (nn.mlp_loss.__wrapped__, lambda r: r),
+                  "grad_ad": (nn.mlp_apply.__wrapped__, lambda r: r.sum())}[workload]
+    primals = args[:2] if workload == "grad_ad" else args
+    leaves, tree = jax.tree_util.tree_flatten(primals)
+    flat_body = lambda *ls: body(*jax.tree_util.tree_unflatten(tree, ls))
+    if mode == "eager-floor-write":
+        fwd = jax.jit(flat_body).lower(*leaves).compile()
+        ct = np.ones(fwd.out_info.shape, fwd.out_info.dtype)
+        bwd = jax.jit(lambda *a: jax.vjp(flat_body, *a[:-1])[1](a[-1])).lower(
+            *leaves, ct).compile()
+        with open(floor_file + ".eager", "wb") as f:
+            pickle.dump((se.serialize(fwd), se.serialize(bwd)), f)
+        sys.exit(0)
+    start = time.perf_counter()
+    with open(floor_file + ".eager", "rb") as f:
+        fwd_blob, bwd_blob = pickle.load(f)
+    fwd, bwd = se.deserialize_and_load(*fwd_blob), se.deserialize_and_load(*bwd_blob)
+    g = jax.custom_vjp(lambda *ls: fwd(*ls))
+    g.defvjp(lambda *ls: (fwd(*ls), ls), lambda res, ct: tuple(bwd(*res, ct)))
+    grad = jax.grad(lambda *p: post(g(*jax.tree_util.tree_leaves(p))))  # as loaded: argnums 0
+    jax.block_until_ready(grad(*primals))
+elif mode in ("floor-write", "floor"):
     # the floor: the source's executable, deserialized from disk (measured only, never shipped)
     from jax.experimental import serialize_executable as se
     import pickle
@@ -99,6 +138,7 @@ else:
     start = time.perf_counter()
     jax.block_until_ready(target(*args))
 out["first_call_s"] = time.perf_counter() - start
+out["compiles"] = len(compiles)
 if mode == "loaded":
     from hatch_jaxexport.runtime.loader import tiered_calls
     fn = {"grad_vjp": nn.mlp_loss, "grad_ad": nn.mlp_apply}.get(workload) or \
@@ -154,14 +194,32 @@ def install(work: Path, wheel: str) -> Path:
     return python
 
 
-def probe(python: Path, work: Path, mode: str, workload: str) -> dict:
+def probe(python: Path, work: Path, mode: str, workload: str, **extra: str) -> dict:
     env = {"HATCH_JAXEXPORT_CACHE": "0", "JAX_PLATFORMS": "cpu",
-           "HATCH_JAXEXPORT_EXECUTABLES": "0" if mode == "stablehlo" else "1"}
-    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+           "HATCH_JAXEXPORT_EXECUTABLES": "0" if mode == "stablehlo" else "1", **extra}
     floor = work / f"floor-{workload}.pkl"
-    probe_mode = {"stablehlo": "loaded", "shipped": "loaded"}.get(mode, mode)
+    probe_mode = {"stablehlo": "loaded", "shipped": "loaded", "eager_floor": "eager-floor"
+                  }.get(mode, mode)
     out = sh([python, work / "probe.py", probe_mode, workload, floor], env=env, cwd=work)
     return json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
+
+
+def cache_pairs(python: Path, work: Path, workload: str, run: int) -> dict[str, float]:
+    """Without shipped executables, caches on as a user has them: a first process on an empty
+    cache, then a second right after it. Source: ``jax.jit`` with jax's persistent cache (every
+    entry kept); loaded: the loader's own caches (``HATCH_JAXEXPORT_CACHE``)."""
+    jax_cache = {"JAX_COMPILATION_CACHE_DIR": str(work / f"jax-cache-{workload}-{run}"),
+                 "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+                 "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+    ours = {"HATCH_JAXEXPORT_CACHE": str(work / f"our-cache-{workload}-{run}")}
+    found = {}
+    for name, mode, env in (("source_cache", "source", jax_cache),
+                            ("loaded_cache", "stablehlo", ours)):
+        for phase in ("cold", "warm"):
+            result = probe(python, work, mode, workload, **env)
+            found[f"{name}_{phase}"] = result["first_call_s"] * 1e3
+            found[f"{name}_{phase}_compiles"] = result["compiles"]
+    return found
 
 
 def measure(python: Path, work: Path, runs: int) -> dict[str, dict[str, list[float]]]:
@@ -169,15 +227,22 @@ def measure(python: Path, work: Path, runs: int) -> dict[str, dict[str, list[flo
     results: dict[str, dict[str, list[float]]] = {}
     for workload in WORKLOADS:
         probe(python, work, "floor-write", workload)
-        results[workload] = {mode: [] for mode in MODES}
+        modes = MODES if workload in GRADS else MODES[:-1]
+        if workload in GRADS:
+            probe(python, work, "eager-floor-write", workload)
+        results[workload] = {mode: [] for mode in modes}
         for _ in range(runs):
-            for mode in MODES:  # interleaved: machine load hits every mode alike
+            for mode in modes:  # interleaved: machine load hits every mode alike
                 found = probe(python, work, mode, workload)
                 results[workload][mode].append(found["first_call_s"] * 1e3)
                 if "tiers" in found:
                     results[workload].setdefault(f"{mode}_tiers", found["tiers"])
+            if workload in GRADS:
+                for key, value in cache_pairs(python, work, workload, len(
+                        results[workload]["source"])).items():
+                    results[workload].setdefault(key, []).append(value)
         print(f"  {workload}: " + ", ".join(
-            f"{m} {statistics.median(results[workload][m]):.0f} ms" for m in MODES), flush=True)
+            f"{m} {statistics.median(results[workload][m]):.0f} ms" for m in modes), flush=True)
     return results
 
 
@@ -189,17 +254,40 @@ def tables(built: dict, results: dict) -> list[str]:
         lines.append(f"| {name} | {b['bytes']:,} | {b['executables']} | "
                      f"{b['executable_bytes']:,} | {b['build_s']:.1f} s |")
     lines += ["", "First call in a fresh process, every cache empty, ms: median (min-max)", "",
-              "| workload | " + " | ".join(MODES) + " | shipped/floor | shipped/source | "
-              "stablehlo/source | shipped tier |", "|---|" + "---:|" * (len(MODES) + 3) + "---|"]
+              "| workload | " + " | ".join(MODES) + " | shipped/floor | shipped/eager_floor | "
+              "shipped/source | stablehlo/source | shipped tier |",
+              "|---|" + "---:|" * (len(MODES) + 4) + "---|"]
     for workload, by_mode in results.items():
         cells = [f"{med(by_mode[m]):.0f} ({min(by_mode[m]):.0f}-{max(by_mode[m]):.0f})"
-                 for m in MODES]
-        ratios = [med(by_mode["shipped"]) / med(by_mode["floor"]),
-                  med(by_mode["shipped"]) / med(by_mode["source"]),
-                  med(by_mode["stablehlo"]) / med(by_mode["source"])]
+                 if m in by_mode else "-" for m in MODES]
+        shipped = med(by_mode["shipped"])
+        ratios = [f"{shipped / med(by_mode['floor']):.2f}",
+                  f"{shipped / med(by_mode['eager_floor']):.2f}" if "eager_floor" in by_mode
+                  else "-", f"{shipped / med(by_mode['source']):.2f}",
+                  f"{med(by_mode['stablehlo']) / med(by_mode['source']):.2f}"]
         tier = ",".join(by_mode.get("shipped_tiers", [])) or "-"
-        lines.append(f"| {workload} | " + " | ".join(cells) + " | " +
-                     " | ".join(f"{r:.2f}" for r in ratios) + f" | {tier} |")
+        lines.append(f"| {workload} | " + " | ".join(cells + ratios) + f" | {tier} |")
+    return lines + cache_table(results)
+
+
+def cache_table(results: dict) -> list[str]:
+    """The gradients without shipped executables: a first and a second process, caches on."""
+    med = statistics.median
+    lines = ["", "Without shipped executables, caches on (empty before the first process), "
+             "ms: median; XLA compiles in the process", "",
+             "| workload | source 1st | loaded 1st | loaded/source 1st | source 2nd | "
+             "loaded 2nd | loaded/source 2nd | compiles 1st: source, loaded | "
+             "compiles 2nd: source, loaded |", "|---|" + "---:|" * 6 + "---|---|"]
+    for workload, found in results.items():
+        if "source_cache_cold" not in found:
+            continue
+        cold_s, cold_l = med(found["source_cache_cold"]), med(found["loaded_cache_cold"])
+        warm_s, warm_l = med(found["source_cache_warm"]), med(found["loaded_cache_warm"])
+        counts = [f"{max(found[f'source_cache_{p}_compiles'])}, "
+                  f"{max(found[f'loaded_cache_{p}_compiles'])}" for p in ("cold", "warm")]
+        lines.append(f"| {workload} | {cold_s:.0f} | {cold_l:.0f} | {cold_l / cold_s:.2f} | "
+                     f"{warm_s:.0f} | {warm_l:.0f} | {warm_l / warm_s:.2f} | {counts[0]} | "
+                     f"{counts[1]} |")
     return lines
 
 

@@ -25,7 +25,41 @@ from hatch_jaxexport.formats.manifest import ExecutableRecord, sha256_hex
 
 def compile_plan(plan: Mapping[str, Any], target: str, out_dir: Path, package: str,
                  notes: list[str]) -> list[ExecutableRecord]:
-    """Every executable of one artifact for ``target``."""
+    """Every executable of one artifact for ``target``: its call for each concrete signature
+    and, for an artifact serialized with jax's VJP (``vjp_order``), that VJP's too."""
+    import jax
+
+    from hatch_jaxexport.runtime._pytrees import load_type
+
+    if plan["pytree_types"]:  # the function's module first, as a user's process has it: the
+        # types of the libraries it imports (flax, equinox...) are then allowed to resolve
+        importlib.import_module(plan["function"].partition(":")[0])
+    for ref in plan["pytree_types"]:
+        load_type(ref, package)
+    exported = jax.export.deserialize(bytearray((out_dir / plan["file"]).read_bytes()))
+    calls = [(0, exported)]
+    if plan.get("native_vjp"):
+        vjp = exported.vjp()
+        if any(a.dtype == jax.dtypes.float0 for a in vjp.in_avals):
+            notes.append(f"no {target} executable for the VJP of {plan['artifact']}: integer "
+                         "outputs have float0 cotangents; its eager gradients compile the "
+                         "StableHLO")
+        else:
+            calls.append((1, vjp))
+    records = []
+    for sizes in plan["sizes"]:
+        for native_vjp, call in calls:
+            record = _compile_signature(plan, target, out_dir, call, sizes, native_vjp, notes)
+            if record is not None:
+                records.append(record)
+    return records
+
+
+def _compile_signature(plan: Mapping[str, Any], target: str, out_dir: Path, exported: Any,
+                       sizes: Mapping[str, int], native_vjp: int, notes: list[str]
+                       ) -> ExecutableRecord | None:
+    """One executable: ``exported``'s call for the concrete ``sizes`` (``None``, with a note,
+    where it would not stand alone)."""
     import jax
     import jaxlib
 
@@ -35,43 +69,36 @@ def compile_plan(plan: Mapping[str, Any], target: str, out_dir: Path, package: s
         serialize_compiled,
         x64_context,
     )
-    from hatch_jaxexport.runtime._pytrees import load_type
 
-    if plan["pytree_types"]:  # the function's module first, as a user's process has it: the
-        # types of the libraries it imports (flax, equinox...) are then allowed to resolve
-        importlib.import_module(plan["function"].partition(":")[0])
-    for ref in plan["pytree_types"]:
-        load_type(ref, package)
-    exported = jax.export.deserialize(bytearray((out_dir / plan["file"]).read_bytes()))
+    avals = [jax.ShapeDtypeStruct(concrete_shape(a.shape, sizes), a.dtype)
+             for a in exported.in_avals]
+    args, kwargs = exported.in_tree.unflatten(avals)
+    with x64_context(plan["x64"]):
+        compiled = jax.jit(exported.call, keep_unused=True).lower(*args, **kwargs).compile()
+    blob = serialize_compiled(compiled, len(avals))
+    what = "the VJP of " if native_vjp else ""
+    if blob is None:
+        notes.append(f"no {target} executable for {what}{plan['artifact']} with "
+                     f"{dict(sizes) or 'its static shapes'}: it does not stand alone as an "
+                     "executable (constants as arguments or host callbacks); its calls compile "
+                     "the StableHLO")
+        return None
+    inputs = [[list(a.shape), a.dtype.name] for a in avals]
+    outputs = [[list(o.shape), o.dtype.name] for o in jax.tree_util.tree_leaves(
+        compiled.out_info)]
+    digest = hashlib.sha256(json.dumps([plan["sha256"], inputs, jaxlib.__version__, native_vjp])
+                            .encode()).hexdigest()
+    vjp = ".vjp" if native_vjp else ""
+    file = f"{Path(plan['file']).stem}{vjp}.{target}.{digest[:16]}{EXECUTABLE_SUFFIX}"
+    (out_dir / file).write_bytes(blob)
     backend, version = backend_identity("cpu")
-    records = []
-    for sizes in plan["sizes"]:
-        avals = [jax.ShapeDtypeStruct(concrete_shape(a.shape, sizes), a.dtype)
-                 for a in exported.in_avals]
-        args, kwargs = exported.in_tree.unflatten(avals)
-        with x64_context(plan["x64"]):
-            compiled = jax.jit(exported.call, keep_unused=True).lower(*args, **kwargs).compile()
-        blob = serialize_compiled(compiled, len(avals))
-        where = f"{plan['artifact']} with {dict(sizes) or 'its static shapes'}"
-        if blob is None:
-            notes.append(f"no {target} executable for {where}: it does not stand alone as an "
-                         "executable (constants as arguments or host callbacks); its calls "
-                         "compile the StableHLO")
-            continue
-        inputs = [[list(a.shape), a.dtype.name] for a in avals]
-        outputs = [[list(o.shape), o.dtype.name] for o in jax.tree_util.tree_leaves(
-            compiled.out_info)]
-        digest = hashlib.sha256(json.dumps([plan["sha256"], inputs, jaxlib.__version__])
-                                .encode()).hexdigest()
-        file = f"{Path(plan['file']).stem}.{target}.{digest[:16]}{EXECUTABLE_SUFFIX}"
-        (out_dir / file).write_bytes(blob)
-        records.append(ExecutableRecord(
-            artifact=plan["artifact"], artifact_sha256=plan["sha256"], target=target,
-            inputs=inputs, outputs=outputs, file=file, sha256=sha256_hex(blob), size=len(blob),
-            jax_version=jax.__version__, jaxlib_version=jaxlib.__version__, backend=backend,
-            platform_version=version, machine=builder_machine(),
-            xla_flags=list(TARGETS[target].xla_flags), cpu_features=required_features(blob)))
-    return records
+    return ExecutableRecord(
+        artifact=plan["artifact"], artifact_sha256=plan["sha256"], target=target,
+        inputs=inputs, outputs=outputs, file=file, sha256=sha256_hex(blob), size=len(blob),
+        jax_version=jax.__version__, jaxlib_version=jaxlib.__version__, backend=backend,
+        platform_version=version, machine=builder_machine(),
+        xla_flags=list(TARGETS[target].xla_flags), cpu_features=required_features(blob),
+        native_vjp=native_vjp)
 
 
 def main(request_path: str) -> int:

@@ -88,7 +88,8 @@ def plans_for_worker(functions: Mapping[str, Any], records: Sequence[Mapping[str
             plans.append({"artifact": record.id, "file": record.file, "sha256": record.sha256,
                           "sizes": sizes, "pytree_types": record.pytree_types,
                           "x64": bool(record.jax_config.get("jax_enable_x64", False)),
-                          "function": record.function, "targets": targets})
+                          "function": record.function, "targets": targets,
+                          "native_vjp": record.vjp_order > 0})
     return plans
 
 

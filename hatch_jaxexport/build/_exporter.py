@@ -334,10 +334,17 @@ _CALLBACK_TARGET = re.compile(r"custom_call @(\w*callback\w*)")
 _CUSTOM_CALL = re.compile(r"custom_call @([\w.]+)")
 
 
-def custom_call_targets(exported: Any, full_text: str | None = None) -> list[str]:
-    """The custom-call targets a module uses (LAPACK kernels, shape assertions...)."""
+def custom_call_targets(exported: Any, full_text: str | None = None, vjp_order: int = 0
+                        ) -> list[str]:
+    """The custom-call targets a blob's modules use (LAPACK kernels, shape assertions...):
+    the artifact's and, serialized with it, its VJPs' (a loader running a VJP on its own must
+    know that it calls LAPACK even where the primal does not)."""
     text = full_text if full_text is not None else exported.mlir_module()
-    return sorted(set(_CUSTOM_CALL.findall(text)))
+    found = set(_CUSTOM_CALL.findall(text))
+    for _ in range(vjp_order):
+        exported = exported.vjp()
+        found |= set(_CUSTOM_CALL.findall(exported.mlir_module()))
+    return sorted(found)
 
 
 _CALLBACK_MESSAGE = ("the function calls back into Python ({targets}: jax.debug.print, "
@@ -378,6 +385,7 @@ def export_task(fn: ExportableFunction, task: ExportTask) -> tuple[bytes, Artifa
         with lowering_context(config):
             vjp_order = spec.vjp_order if task.kind == "primal" and not task.batched else 0
             blob = bytes(exported.serialize(vjp_order=vjp_order))
+            custom_calls = custom_call_targets(exported, full_text, vjp_order)
     except ValueError as err:
         if "PyTreeDef" in str(err):
             raise ValueError(f"{fn.name}: {err} hatch-jaxexport registers the pytree types it "
@@ -390,7 +398,7 @@ def export_task(fn: ExportableFunction, task: ExportTask) -> tuple[bytes, Artifa
         platform=task.platform, file=task.file_name(structure), sha256=sha256_hex(blob),
         size=len(blob), fingerprint=fingerprint(exported, vjp_order, full_text),
         vjp_order=vjp_order, kwargs=spec.export_with_kwargs, kind=task.kind,
-        batched=task.batched, custom_calls=custom_call_targets(exported, full_text),
+        batched=task.batched, custom_calls=custom_calls,
         calling_convention=exported.calling_convention_version,
         in_tree=str(exported.in_tree), out_tree=str(exported.out_tree),
         in_avals=[str(a) for a in exported.in_avals],

@@ -122,12 +122,17 @@ class ExecutableRecord(NamedTuple):
     xla_flags: list[str]
     #: The LLVM features it was compiled for (``+`` entries of its feature string), sorted.
     cpu_features: list[str]
+    #: What it computes: ``0`` the artifact's own call, ``1`` the VJP jax serialized with it
+    #: (``Exported.vjp()`` of an artifact with ``vjp_order >= 1``: primal inputs and output
+    #: cotangents in, input cotangents out), which an eager ``jax.grad`` runs.
+    native_vjp: int = 0
 
     @property
     def id(self) -> str:
         """``<artifact id>@<target>[float32[8,4],float32[4]] jaxlib 0.10.2``: unique in a
         manifest (one wheel may carry executables of several jaxlib versions)."""
-        return f"{self.artifact}@{self.target}[{signature_text(self.inputs)}] " \
+        vjp = " vjp" if self.native_vjp else ""
+        return f"{self.artifact}{vjp}@{self.target}[{signature_text(self.inputs)}] " \
             f"jaxlib {self.jaxlib_version}"
 
 
@@ -424,6 +429,9 @@ def _parse_executables(raw: Any, seen: set[str]) -> tuple[ExecutableRecord, ...]
             raise ArtifactError(f"corrupt manifest: executables[{i}] has a malformed SHA-256")
         if not 0 <= record.size <= _MAX_BLOB:
             raise ArtifactError(f"corrupt manifest: executables[{i}].size is out of range")
+        if record.native_vjp not in (0, 1):
+            raise ArtifactError(f"corrupt manifest: executables[{i}].native_vjp must be 0 or 1, "
+                                f"got {record.native_vjp}")
         for name in ("inputs", "outputs"):
             if not all(_is_leaf_type(leaf) for leaf in getattr(record, name)):
                 raise ArtifactError(f"corrupt manifest: executables[{i}].{name} must be "

@@ -134,6 +134,8 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
                 _resolve(fn, plan, platform, mismatch=str(err))  # warns, or raises when strict
                 return _source_without_static(fn, plan)
         if not fn.export_spec.uses_family:
+            if record.vjp_order and not mesh:
+                return _native_vjp(fn, package, record, loaded, platform, call)
             return jax.jit(loaded.call)
         from hatch_jaxexport.runtime._primitive import jitted_primal
 
@@ -153,21 +155,45 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
             deserialize_record(package, record, blob)
         return loaded.out_tree
 
-    return _eager(fn, make_jitted, record.size, job, needs_lapack(record.custom_calls),
-                  _shipped(fn, package, record, out_tree)), ""
+    call = _eager(fn, make_jitted, record.size, job, needs_lapack(record.custom_calls),
+                  _shipped(fn, package, record, out_tree))
+    return call, ""
 
 
 def _shipped(fn: ExportableFunction, package: PackageArtifacts, record: ArtifactRecord,
-             out_tree: Callable[[], Any]) -> Any:
-    """The wheel's precompiled executables of ``record`` (``None`` when it ships none);
-    ``out_tree`` gives the tree the call returns (read only when one is used)."""
+             out_tree: Callable[[], Any], native_vjp: int = 0) -> Any:
+    """The wheel's precompiled executables of ``record`` (of its serialized VJP with
+    ``native_vjp=1``; ``None`` when it ships none); ``out_tree`` gives the tree the call
+    returns (read only when one is used)."""
     records = [e for e in package.manifest.executables
-               if e.artifact == record.id and e.artifact_sha256 == record.sha256]
+               if e.artifact == record.id and e.artifact_sha256 == record.sha256
+               and e.native_vjp == native_vjp]
     if not records:
         return None
     from hatch_jaxexport.runtime._shipped import ShippedExecutables
 
     return ShippedExecutables(records, package.read_blob, out_tree, fn.name)
+
+
+def _native_vjp(fn: ExportableFunction, package: PackageArtifacts, record: ArtifactRecord,
+                exported: Any, platform: str, primal: Callable[..., Any]) -> Any:
+    """The jitted call of an artifact serialized with jax's VJP, whose eager gradients run
+    the primal's eager call and an eager call of the VJP (``_native_vjp``)."""
+    from hatch_jaxexport.runtime._jaxcompat import needs_lapack
+    from hatch_jaxexport.runtime._native_vjp import NativeVjpCall
+    from hatch_jaxexport.runtime._tiers import EagerCall
+
+    def vjp_call() -> Any:
+        import jax
+
+        job = {"package": fn.package, "file": record.file, "sha256": record.sha256,
+               "platform": platform, "function": fn.name, "convention": "native-vjp"}
+        leaves = len(exported.in_avals)
+        shipped = _shipped(fn, package, record, lambda: _flat_tree(leaves), native_vjp=1)
+        return EagerCall(lambda: jax.jit(exported.vjp().call), job, False,
+                         needs_lapack(record.custom_calls), shipped)
+
+    return NativeVjpCall(exported, primal, vjp_call)
 
 
 def _family(fn: ExportableFunction, plan: CallPlan, package: PackageArtifacts,

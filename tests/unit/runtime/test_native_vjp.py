@@ -1,0 +1,115 @@
+"""jax's own serialized VJP (``vjp_order`` without the family): an eager ``jax.grad`` of a loaded
+function runs the wheel's executables of the primal and of the VJP, or the executable cache, and
+compiles none of them; traced gradients keep jax's own rule."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import COUNT_COMPILES, run
+
+pytestmark = pytest.mark.skipif(platform.machine() != "x86_64",
+                                reason="the fixture compiles the x86-64 targets")
+
+SCRIPT = COUNT_COMPILES + """
+w, x = np.array([0.5, -1.0, 2.0, 0.25], f32), np.linspace(-1, 1, 12, dtype=f32).reshape(3, 4)
+jax.block_until_ready(jax.grad(lambda v: v)(f32(1.0)))  # jax's own eager seed, compiled once
+before = len(compiles)
+grad = jax.grad(m.native_loss, argnums=(0, 1))(w, x)
+out = {"eager_compiles": len(compiles) - before,
+       "grad": [np.asarray(g).tolist() for g in grad],
+       "tiers": sorted(t for c in tiered_calls(m.native_loss) for t in c.tiers.values()),
+       "vjp_tiers": sorted(t for c in tiered_calls(m.native_loss)
+                           for t in (c.jitted._vjp.tiers.values() if c.jitted._vjp else ()))}
+out["jit_grad"] = np.asarray(jax.jit(jax.grad(m.native_loss))(w, x)).tolist()
+value, vjp = jax.vjp(m.native_loss, w, x)
+out["vjp"] = [float(value), np.asarray(vjp(f32(2.0))[0]).tolist()]
+out["pair"] = np.asarray(jax.grad(lambda v: m.native_pair(v)[0])(np.arange(5, dtype=f32))).tolist()
+try:
+    jax.grad(jax.grad(m.native_loss))(w, x)
+    out["second_order"] = "ran"
+except Exception as err:
+    out["second_order"] = type(err).__name__ + ": " + str(err)[:200]
+out["traced"] = m.TRACES["count"]
+print(json.dumps(out))
+"""
+
+
+def run_grads(site: Path, **env: str) -> dict:
+    proc = run([sys.executable, "-c", SCRIPT], env={
+        "PYTHONPATH": str(site), "HATCH_JAXEXPORT_STRICT": "1", "HATCH_JAXEXPORT_TIERED": "0",
+        "HATCH_JAXEXPORT_CACHE": "0", **env})
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def source_grads() -> dict:
+    """What the Python bodies give, traced in this process."""
+    import jax
+
+    sys.path.insert(0, str(Path(__file__).parents[2] / "fixtures"))
+    try:
+        import jxe_exec
+    finally:
+        sys.path.pop(0)
+    f32 = np.float32
+    w, x = np.array([0.5, -1.0, 2.0, 0.25], f32), np.linspace(-1, 1, 12, dtype=f32).reshape(3, 4)
+    loss = jxe_exec.native_loss.__wrapped__
+    pair = jxe_exec.native_pair.__wrapped__
+    return {"grad": jax.grad(loss, argnums=(0, 1))(w, x), "jit_grad": jax.grad(loss)(w, x),
+            "vjp_value": loss(w, x), "vjp": jax.vjp(loss, w, x)[1](f32(2.0))[0],
+            "pair": jax.grad(lambda v: pair(v)[0])(np.arange(5, dtype=f32))}
+
+
+def assert_like_source(found: dict) -> None:
+    want = source_grads()
+    for got, expected in zip(found["grad"], want["grad"], strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    for name in ("jit_grad", "pair"):
+        np.testing.assert_allclose(found[name], want[name], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(found["vjp"][0], want["vjp_value"], rtol=1e-6)
+    np.testing.assert_allclose(found["vjp"][1], want["vjp"], rtol=1e-5, atol=1e-6)
+    assert found["traced"] == 0  # no Python body ran: every path used the artifacts
+
+
+def test_the_wheel_ships_executables_of_the_serialized_vjp(exec_site):
+    exec_manifest_json = json.loads(
+        (exec_site / "jxe_exec" / "_jaxexport" / "manifest.json").read_text())
+    vjp = [e for e in exec_manifest_json["executables"] if e["native_vjp"]]
+    assert {e["artifact"] for e in vjp} == {"jxe_exec:native_loss/0/cpu"}
+    assert {e["target"] for e in vjp} == {"x86_64-avx2", "x86_64-avx512"}
+    (record,) = [e for e in vjp if e["target"] == "x86_64-avx2"]
+    # primal inputs, then the output's cotangent; out: the inputs' cotangents
+    assert record["inputs"] == [[[4], "float32"], [[3, 4], "float32"], [[], "float32"]]
+    assert record["outputs"] == [[[4], "float32"], [[3, 4], "float32"]]
+    assert ".vjp." in record["file"]
+    primal = [e for e in exec_manifest_json["executables"]
+              if e["artifact"] == record["artifact"] and not e["native_vjp"]]
+    assert len(primal) == 2  # and the primal's own, per target
+    pair = [e for e in exec_manifest_json["executables"]
+            if e["artifact"].startswith("jxe_exec:native_pair/")]
+    assert [e["native_vjp"] for e in pair] == [0, 0]  # float0 cotangent: no VJP executable
+
+
+def test_eager_grad_runs_the_shipped_executables_and_compiles_nothing(exec_site):
+    found = run_grads(exec_site)
+    assert found["eager_compiles"] == 0
+    assert found["tiers"] == ["shipped"] and found["vjp_tiers"] == ["shipped"]
+    assert_like_source(found)
+    assert "second_order" in found and found["second_order"] != "ran"  # vjp_order=1 only
+
+
+def test_without_shipped_executables_a_second_process_compiles_nothing(exec_site, tmp_path):
+    cache = str(tmp_path / "cache")
+    first = run_grads(exec_site, HATCH_JAXEXPORT_EXECUTABLES="0", HATCH_JAXEXPORT_CACHE=cache)
+    assert first["eager_compiles"] == 2  # the primal and the VJP, once each
+    assert first["tiers"] == ["compiled"] and first["vjp_tiers"] == ["compiled"]
+    second = run_grads(exec_site, HATCH_JAXEXPORT_EXECUTABLES="0", HATCH_JAXEXPORT_CACHE=cache)
+    assert second["eager_compiles"] == 0
+    assert second["tiers"] == ["cached"] and second["vjp_tiers"] == ["cached"]
+    assert_like_source(first)
+    assert_like_source(second)
