@@ -6,7 +6,9 @@ executable instead of compiling. Symbolic dimensions take the sizes the function
 (``executable_sizes=``, else ``concrete=``) and those given on the command line
 (``--dims n=1024``, which win); a structure whose symbols are not all sized is skipped and
 reported, and the result names every
-symbol that lacked a size, so the command line can say how to give them all at once.
+symbol that lacked a size, so the command line can say how to give them all at once. A function
+with gradients baked is also run through one ``jax.vjp`` and its pullback, which warms the
+executables an eager ``jax.grad`` loads.
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ def _warmup(package: str, dims: Mapping[str, Sequence[int]], log: Callable[[str]
         try:
             with x64:
                 fn(*args, **kwargs)
+                _warm_gradient(fn, args, kwargs)
         except Exception as err:
             skipped.append(f"{fn.name} structure {index} at {env}: {type(err).__name__}: {err}")
             continue
@@ -114,6 +117,34 @@ def _warmup(package: str, dims: Mapping[str, Sequence[int]], log: Callable[[str]
         log(f"[{number}/{len(plans)}] {fn.name} [{index}] {env or ''}"
             f"{' ' + str(static) if static else ''}: {time.perf_counter() - started:.2f} s")
     return WarmupResult(warmed, skipped, tuple(sorted(all_missing)), len(functions))
+
+
+def _warm_gradient(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """For a function with gradients baked (``vjp_order``, ``ad_order``): one ``jax.vjp`` and
+    its pullback, so that a later eager ``jax.grad`` loads the forward and backward
+    executables from the cache too."""
+    spec = fn.export_spec
+    if not (spec.vjp_order or spec.ad_order):
+        return
+    import jax
+    import numpy as np
+
+    def is_static(value: Any) -> bool:  # static values are JSON scalars, arguments arrays
+        return value is None or isinstance(value, str | int | float | bool)
+
+    arrays = [i for i, value in enumerate(args) if not is_static(value)]
+
+    def call(*values: Any) -> Any:
+        full = list(args)
+        for position, value in zip(arrays, values, strict=True):
+            full[position] = value
+        return fn(*full, **kwargs)  # keyword arrays: held constant
+
+    out, pullback = jax.vjp(call, *(args[i] for i in arrays))
+    jax.block_until_ready(pullback(jax.tree_util.tree_map(
+        lambda leaf: np.ones(leaf.shape, leaf.dtype)
+        if jax.numpy.issubdtype(leaf.dtype, jax.numpy.inexact)
+        else np.zeros(leaf.shape, jax.dtypes.float0), out)))
 
 
 __all__ = ["WarmupResult", "warmup_package"]

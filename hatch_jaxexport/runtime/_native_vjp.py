@@ -48,6 +48,12 @@ class NativeVjpCall:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.plain(*args, **kwargs)
 
+    @property
+    def backward_call(self) -> Callable[..., Any] | None:
+        """The VJP's eager call (its ``EagerCall``: tiers, shipped executables used), ``None``
+        before the first eager backward pass."""
+        return self._vjp
+
     def traced(self, *args: Any, **kwargs: Any) -> Any:
         """The call under a transformation: jax differentiates the custom VJP's halves."""
         import jax

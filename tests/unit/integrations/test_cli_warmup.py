@@ -6,9 +6,10 @@ how to give every missing symbol in one command line.
 
 from __future__ import annotations
 
+import json
 import sys
 
-from conftest import run
+from conftest import COUNT_COMPILES, run
 
 WARMUP = [sys.executable, "-m", "hatch_jaxexport", "warmup", "jxe_demo"]
 EVERY_SYMBOL = ("jaxexport warmup jxe_demo --dims a=SIZE --dims b=SIZE --dims c=SIZE "
@@ -75,3 +76,24 @@ def test_without_dims_the_sizes_named_at_build_are_warmed(exec_site, tmp_path):
                      "n=7"], env=_env(exec_site, tmp_path))
     assert "jxe_exec:square [0] {'n': 7}" in with_dims.stdout + with_dims.stderr  # --dims wins
     assert "no value for n" not in with_dims.stderr
+
+
+GRADIENTS = COUNT_COMPILES + """
+w, x = np.linspace(-1, 1, 4).astype(f32), np.ones((3, 4), f32)
+jax.block_until_ready(jax.grad(lambda v: v)(f32(1.0)))  # jax's own eager seed
+before = len(compiles)
+jax.block_until_ready((jax.grad(m.native_loss)(w, x), jax.grad(m.loss)(w, x)))
+native = tiered_calls(m.native_loss)[0]
+print(json.dumps({"compiles": len(compiles) - before, "primal": list(native.tiers.values()),
+                  "vjp": list(native.jitted.backward_call.tiers.values())}))
+"""
+
+
+def test_warmup_fills_the_cache_for_eager_gradients_too(exec_site, tmp_path):
+    """A function with gradients (jax's own VJP, or the family's vjp member) is warmed through
+    its pullback as well: a later process's eager jax.grad compiles none of them."""
+    env = {**_env(exec_site, tmp_path), "HATCH_JAXEXPORT_EXECUTABLES": "0",
+           "HATCH_JAXEXPORT_TIERED": "0"}
+    run([sys.executable, "-m", "hatch_jaxexport", "warmup", "jxe_exec"], env=env)
+    found = json.loads(run([sys.executable, "-c", GRADIENTS], env=env).stdout.splitlines()[-1])
+    assert found == {"compiles": 0, "primal": ["cached"], "vjp": ["cached"]}

@@ -24,8 +24,8 @@ grad = jax.grad(m.native_loss, argnums=(0, 1))(w, x)
 out = {"eager_compiles": len(compiles) - before,
        "grad": [np.asarray(g).tolist() for g in grad],
        "tiers": sorted(t for c in tiered_calls(m.native_loss) for t in c.tiers.values()),
-       "vjp_tiers": sorted(t for c in tiered_calls(m.native_loss)
-                           for t in (c.jitted._vjp.tiers.values() if c.jitted._vjp else ()))}
+       "vjp_tiers": sorted(t for c in tiered_calls(m.native_loss) if c.jitted.backward_call
+                           for t in c.jitted.backward_call.tiers.values())}
 out["jit_grad"] = np.asarray(jax.jit(jax.grad(m.native_loss))(w, x)).tolist()
 value, vjp = jax.vjp(m.native_loss, w, x)
 out["vjp"] = [float(value), np.asarray(vjp(f32(2.0))[0]).tolist()]
