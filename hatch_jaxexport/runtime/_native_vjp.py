@@ -36,6 +36,7 @@ class NativeVjpCall:
         self._run_primal = run_primal
         self._make_vjp = run_vjp
         self._vjp: Callable[..., Any] | None = None
+        self._prepared: set[Any] = set()
         self._tracer = jax.core.Tracer
         avals = [*exported.in_avals, *exported.out_avals]
         # integer inputs or outputs have float0 cotangents: jax's own backward pass fixes them
@@ -74,7 +75,43 @@ class NativeVjpCall:
         return jax.tree_util.tree_leaves(run(*args, **kwargs))
 
     def _forward_with_residuals(self, *leaves: Any) -> tuple[list[Any], tuple[Any, ...]]:
+        if self._eager_backward and self._concrete(leaves):
+            self._prepare_backward(leaves)
         return self._forward_flat(*leaves), leaves  # the primal inputs are the residuals
+
+    def _prepare_backward(self, leaves: tuple[Any, ...]) -> None:
+        """Under differentiation the backward pass comes next: settle its executable in a
+        thread while the forward pass runs, so that on a cold machine the two compiles
+        overlap (XLA compiles without the GIL). Once per argument signature; a failure here
+        is left to the backward pass, which settles the executable again and says why."""
+        import threading
+
+        import jax
+
+        from hatch_jaxexport.runtime._jaxcompat import x64_context
+
+        if self._vjp is None:
+            self._vjp = self._make_vjp()
+        vjp = self._vjp
+        key = tuple((leaf.shape, str(leaf.dtype)) for leaf in leaves)  # concrete arrays
+        if key in self._prepared:
+            return
+        self._prepared.add(key)
+        x64 = bool(jax.config.jax_enable_x64)  # a thread does not see a jax.enable_x64 block
+
+        def settle() -> None:
+            try:
+                with x64_context(x64):
+                    args, kwargs = self.exported.in_tree.unflatten(leaves)
+                    out = jax.eval_shape(self.plain, *args, **kwargs)
+                    cotangents = [jax.ShapeDtypeStruct(o.shape, o.dtype)
+                                  for o in jax.tree_util.tree_leaves(out)]
+                    vjp.prepare((*leaves, *cotangents))  # type: ignore[attr-defined]
+            except Exception:  # the backward pass settles it again and reports why
+                pass
+
+        # not a daemon: a thread inside XLA's compiler at interpreter exit aborts the process
+        threading.Thread(target=settle, name="hatch-jaxexport-vjp").start()
 
     def _backward(self, residuals: tuple[Any, ...], cotangents: Sequence[Any]
                   ) -> tuple[Any, ...]:

@@ -133,6 +133,7 @@ class EagerCall:
         self._canonical = jax.dtypes.canonicalize_dtype
         self._array, self._ndarray = concrete_array_type(), np.ndarray
         self._tracer = jax.core.Tracer
+        self._shape_dtype = jax.ShapeDtypeStruct
 
     @property
     def jitted(self) -> Callable[..., Any]:
@@ -169,6 +170,8 @@ class EagerCall:
                 # what an eager transformation hands a primitive), typed by their aval
                 weak = bool(getattr(getattr(leaf, "aval", None), "weak_type", False))
                 sig.append((leaf.shape, self._canonical(leaf.dtype).name, weak))
+            elif kind is self._shape_dtype:  # the types of a call to come (``prepare``)
+                sig.append((leaf.shape, leaf.dtype.name, bool(leaf.weak_type)))
             else:
                 return None  # tracers, Python scalars...: the caller's compile decides
         return str(treedef), tuple(sig)
@@ -190,6 +193,14 @@ class EagerCall:
             assert self.folder is not None and entry.save_key is not None
             executables.store(self.folder, entry.save_key, entry.compiled)
         return out
+
+    def prepare(self, args: tuple[Any, ...]) -> None:
+        """Settle the executable of a call to come, with these positional arguments (concrete
+        arrays or ``jax.ShapeDtypeStruct``s): shipped, cached or compiled now, e.g. in a thread
+        while another compile runs. A later call of the same types finds it."""
+        sig = self.signature(args, {})
+        if sig is not None and sig not in self.entries:
+            self._settle(sig, args, {})
 
     def _any_tracer(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Whether a transformation or ``jax.jit`` traces this call."""

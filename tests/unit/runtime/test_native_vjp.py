@@ -113,3 +113,38 @@ def test_without_shipped_executables_a_second_process_compiles_nothing(exec_site
     assert second["tiers"] == ["cached"] and second["vjp_tiers"] == ["cached"]
     assert_like_source(first)
     assert_like_source(second)
+
+
+OVERLAP = COUNT_COMPILES + """
+import threading
+w, x = np.array([0.5, -1.0, 2.0, 0.25], f32), np.linspace(-1, 1, 12, dtype=f32).reshape(3, 4)
+value, pullback = jax.vjp(m.native_loss, w, x)  # the forward pass only
+for thread in threading.enumerate():
+    if thread.name == "hatch-jaxexport-vjp":
+        thread.join()
+backward = tiered_calls(m.native_loss)[0].jitted.backward_call
+settled = sorted(backward.tiers.values())
+one = jax.device_put(f32(1.0))
+before = len(compiles)
+cotangents = pullback(one)
+print(json.dumps({"settled_before_the_backward_pass": settled,
+                  "compiles_in_the_backward_pass": len(compiles) - before,
+                  "tiers_after": sorted(backward.tiers.values()),
+                  "grad": [np.asarray(c).tolist() for c in cotangents]}))
+"""
+
+
+def test_the_backward_executable_is_settled_while_the_forward_pass_runs(exec_site, tmp_path):
+    """On a cold machine the VJP compiles in a thread during the forward pass (the two compiles
+    overlap); the backward pass then finds it and compiles nothing."""
+    proc = run([sys.executable, "-c", OVERLAP], env={
+        "PYTHONPATH": str(exec_site), "HATCH_JAXEXPORT_STRICT": "1",
+        "HATCH_JAXEXPORT_TIERED": "0", "HATCH_JAXEXPORT_EXECUTABLES": "0",
+        "HATCH_JAXEXPORT_CACHE": str(tmp_path / "cache")})
+    found = json.loads(proc.stdout.splitlines()[-1])
+    assert found["settled_before_the_backward_pass"] == ["compiled"]
+    assert found["compiles_in_the_backward_pass"] == 0
+    assert found["tiers_after"] == ["compiled"]
+    want = source_grads()["grad"]
+    for got, expected in zip(found["grad"], want, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
