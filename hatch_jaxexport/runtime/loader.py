@@ -144,8 +144,8 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
 
     if mesh:  # sharded variants: always through the family, never tiered
         return make_jitted(), ""
-    job = {"package": fn.package, "file": record.file, "sha256": record.sha256,
-           "platform": platform, "function": fn.name}
+    job = _job(fn, record, platform)
+
     def out_tree() -> Any:
         from hatch_jaxexport.runtime._pytrees import plain_tree
 
@@ -158,6 +158,18 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
     call = _eager(fn, make_jitted, record.size, job, needs_lapack(record.custom_calls),
                   _shipped(fn, package, record, out_tree))
     return call, ""
+
+
+def _job(fn: ExportableFunction, record: ArtifactRecord, platform: str, convention: str = ""
+         ) -> dict[str, str]:
+    """What an ``EagerCall`` needs to find the artifact again and key its cache entries; the
+    convention (``flat`` for a family member, ``native-vjp`` for jax's serialized VJP) keeps
+    different calls of one artifact apart."""
+    job = {"package": fn.package, "file": record.file, "sha256": record.sha256,
+           "platform": platform, "function": fn.name}
+    if convention:
+        job["convention"] = convention
+    return job
 
 
 def _shipped(fn: ExportableFunction, package: PackageArtifacts, record: ArtifactRecord,
@@ -186,8 +198,7 @@ def _native_vjp(fn: ExportableFunction, package: PackageArtifacts, record: Artif
     def vjp_call() -> Any:
         import jax
 
-        job = {"package": fn.package, "file": record.file, "sha256": record.sha256,
-               "platform": platform, "function": fn.name, "convention": "native-vjp"}
+        job = _job(fn, record, platform, "native-vjp")
         leaves = len(exported.in_avals)
         shipped = _shipped(fn, package, record, lambda: _flat_tree(leaves), native_vjp=1)
         return EagerCall(lambda: jax.jit(exported.vjp().call), job, False,
@@ -232,8 +243,7 @@ def _member_calls(fn: ExportableFunction, package: PackageArtifacts, base: tuple
 
     def eager(member: tuple[str, bool], make_jitted: Callable[[], Any]) -> Any:
         record = package.by_key[(*base, *member)]  # type: ignore[index]
-        job = {"package": fn.package, "file": record.file, "sha256": record.sha256,
-               "platform": platform, "function": fn.name, "convention": "flat"}
+        job = _job(fn, record, platform, "flat")
         shipped = _shipped(fn, package, record, lambda: _flat_tree(len(record.out_avals)))
         return EagerCall(make_jitted, job, False, needs_lapack(record.custom_calls), shipped)
     return eager
