@@ -22,19 +22,20 @@ class NativeVjpCall:
     Args:
         exported: The artifact, serialized with ``vjp_order >= 1``.
         run_primal: The artifact's eager call (its ``EagerCall``), given concrete arguments.
-        run_vjp: The VJP's eager call on flat concrete arrays (primal inputs, then output
-            cotangents), returning the input cotangents; made on the first backward pass.
+        make_vjp: Makes the VJP's eager call on flat concrete arrays (primal inputs, then
+            output cotangents), which returns the input cotangents; called once, when the
+            first eager backward pass is prepared or run.
     """
 
     def __init__(self, exported: Any, run_primal: Callable[..., Any],
-                 run_vjp: Callable[[], Callable[..., Any]]) -> None:
+                 make_vjp: Callable[[], Callable[..., Any]]) -> None:
         import jax
 
         self.exported = exported
         self.plain = jax.jit(exported.call)
         self.lower = self.plain.lower
         self._run_primal = run_primal
-        self._make_vjp = run_vjp
+        self._make_vjp = make_vjp
         self._vjp: Callable[..., Any] | None = None
         self._prepared: set[Any] = set()
         self._tracer = jax.core.Tracer
@@ -53,6 +54,11 @@ class NativeVjpCall:
     def backward_call(self) -> Callable[..., Any] | None:
         """The VJP's eager call (its ``EagerCall``: tiers, shipped executables used), ``None``
         before the first eager backward pass."""
+        return self._vjp
+
+    def _eager_vjp(self) -> Callable[..., Any]:
+        if self._vjp is None:
+            self._vjp = self._make_vjp()
         return self._vjp
 
     def traced(self, *args: Any, **kwargs: Any) -> Any:
@@ -90,9 +96,7 @@ class NativeVjpCall:
 
         from hatch_jaxexport.runtime._jaxcompat import x64_context
 
-        if self._vjp is None:
-            self._vjp = self._make_vjp()
-        vjp = self._vjp
+        vjp = self._eager_vjp()
         key = tuple((leaf.shape, str(leaf.dtype)) for leaf in leaves)  # concrete arrays
         if key in self._prepared:
             return
@@ -118,9 +122,7 @@ class NativeVjpCall:
         import jax
 
         if self._eager_backward and self._concrete([*residuals, *cotangents]):
-            if self._vjp is None:
-                self._vjp = self._make_vjp()
-            found = self._vjp(*residuals, *cotangents)
+            found = self._eager_vjp()(*residuals, *cotangents)
         else:  # jax's own backward pass (Exported.call's)
             vjp = self.exported.vjp()
             fixed = [ct if aval.dtype != jax.dtypes.float0 else
