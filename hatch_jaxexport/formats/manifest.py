@@ -358,7 +358,14 @@ def _check_config(values: Mapping[str, Any], where: str, variant: bool = False) 
 
 
 def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
-    """Parse and validate manifest bytes; every problem is an ``ArtifactError``."""
+    """Parse and validate manifest bytes, every record of it; every problem is an
+    ``ArtifactError``."""
+    return read_manifest_index(data, where=where).full()
+
+
+def read_manifest_index(data: bytes, *, where: str = MANIFEST_NAME) -> ManifestIndex:
+    """Parse manifest bytes and validate the header and what ties each record to its function;
+    the records themselves are validated by ``ManifestIndex.function`` or ``full``."""
     try:
         raw = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
@@ -378,11 +385,85 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
     for key in ("artifacts", "skipped"):
         if not isinstance(raw.get(key), list):
             raise ArtifactError(f"corrupt manifest {where}: {key!r} must be a list")
+    if not isinstance(raw.setdefault("executables", []), list):
+        raise ArtifactError("corrupt manifest: 'executables' must be a list")
+    for key, owner in (("artifacts", "function"), ("skipped", "function"),
+                       ("executables", "artifact")):
+        for i, item in enumerate(raw[key]):
+            _owner_of(item, owner, f"{key}[{i}]")
+    return ManifestIndex(raw, where)
+
+
+def _owner_of(item: Any, field: str, where: str) -> str:
+    """The function a raw record belongs to (``field``: its ``function``, or the ``artifact``
+    id of an executable, which starts with ``<function>/``), checked as ``_from_json`` would."""
+    if not isinstance(item, Mapping):
+        raise ArtifactError(f"corrupt manifest: {where} must be an object, got "
+                            f"{type(item).__name__}")
+    if field not in item:
+        raise ArtifactError(f"corrupt manifest: {where} lacks {field!r}")
+    if not isinstance(item[field], str):
+        raise ArtifactError(f"corrupt manifest: {where}.{field} must be str, got "
+                            f"{item[field]!r:.80}")
+    return item[field].split("/", 1)[0]
+
+
+class ManifestIndex:
+    """A parsed manifest whose records are validated one function at a time.
+
+    A process that calls one function of a package with hundreds validates that function's
+    records only, the first time it calls it (``function``): the rest of the manifest is never
+    looked at, so the cost of a first call does not grow with the package. ``full`` validates
+    everything, as ``inspect``, ``verify`` and the build need. A record is never used before it
+    is validated: every path and hash is checked on the way in, whichever way it is read.
+    """
+
+    __slots__ = ("generator", "jax_version", "jaxlib_version", "package", "raw",
+                 "schema_version", "where")
+
+    def __init__(self, raw: dict[str, Any], where: str) -> None:
+        self.raw, self.where = raw, where
+        self.package: str = raw["package"]
+        self.generator: str = raw["generator"]
+        self.jax_version: str = raw["jax_version"]
+        self.jaxlib_version: str = raw["jaxlib_version"]
+        self.schema_version: int = raw["schema_version"]
+
+    def function(self, name: str) -> Manifest:
+        """The records of function ``name`` (artifacts, skipped exports, executables) as a
+        manifest of their own, validated as ``full`` validates them; ``ArtifactError`` if one
+        of them is corrupt."""
+        def mine(key: str, field: str) -> list[tuple[int, Any]]:
+            return [(i, item) for i, item in enumerate(self.raw[key])
+                    if _owner_of(item, field, key) == name]
+
+        return self._validated(mine("artifacts", "function"), mine("skipped", "function"),
+                               mine("executables", "artifact"))
+
+    def full(self) -> Manifest:
+        """Every record, validated, and no id or file listed twice across functions."""
+        return self._validated(*(list(enumerate(self.raw[key]))
+                                 for key in ("artifacts", "skipped", "executables")))
+
+    def _validated(self, artifacts: list[tuple[int, Any]], skipped: list[tuple[int, Any]],
+                   executables: list[tuple[int, Any]]) -> Manifest:
+        seen: set[str] = set()
+        records = _checked_artifacts(artifacts, skipped, seen)
+        return Manifest(package=self.package, generator=self.generator,
+                        jax_version=self.jax_version, jaxlib_version=self.jaxlib_version,
+                        artifacts=records[0], skipped=records[1],
+                        schema_version=self.schema_version,
+                        executables=_parse_executables(executables, seen))
+
+
+def _checked_artifacts(raw_artifacts: list[tuple[int, Any]], raw_skipped: list[tuple[int, Any]],
+                       seen: set[str]
+                       ) -> tuple[tuple[ArtifactRecord, ...], tuple[SkippedRecord, ...]]:
+    """Artifact and skipped records from their ``(index, JSON)`` pairs, validated; ``seen``
+    collects the ids, files and calls taken (a second record for one is corrupt)."""
     artifacts = tuple(_from_json(ArtifactRecord, item, f"artifacts[{i}]")
-                      for i, item in enumerate(raw["artifacts"]))
-    skipped = tuple(_from_json(SkippedRecord, item, f"skipped[{i}]")
-                    for i, item in enumerate(raw["skipped"]))
-    seen: set[str] = set()
+                      for i, item in raw_artifacts)
+    skipped = tuple(_from_json(SkippedRecord, item, f"skipped[{i}]") for i, item in raw_skipped)
     for record in (*artifacts, *skipped):
         if record.kind not in KNOWN_KINDS:
             raise ArtifactError(f"corrupt manifest: unknown artifact kind {record.kind!r:.40}")
@@ -393,9 +474,8 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
                 raise ArtifactError(f"corrupt manifest: bad mesh of {record.function:.80}: "
                                     f"{err}") from None
         _check_config(record.variant, f"variant of {record.function:.80}", variant=True)
-    for record in artifacts:
+    for (i, _), record in zip(raw_artifacts, artifacts, strict=True):
         _check_config(record.jax_config, f"jax_config of {record.function:.80}")
-    for i, record in enumerate(artifacts):
         check_file_name(record.file)
         _check_captured(record.captured_constants, f"artifacts[{i}]")
         if not SHA256_HEX.match(record.sha256):
@@ -410,19 +490,15 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
         if record.id in seen or record.file in seen or call_key in seen:
             raise ArtifactError(f"corrupt manifest: artifact {record.id} listed twice")
         seen |= {record.id, record.file, call_key}
-    return Manifest(package=raw["package"], generator=raw["generator"],
-                    jax_version=raw["jax_version"], jaxlib_version=raw["jaxlib_version"],
-                    artifacts=artifacts, skipped=skipped, schema_version=version,
-                    executables=_parse_executables(raw.get("executables", []), seen))
+    return artifacts, skipped
 
 
-def _parse_executables(raw: Any, seen: set[str]) -> tuple[ExecutableRecord, ...]:
-    """The manifest's ``executables`` list, validated like the artifacts (``seen``: the file
-    names and ids taken so far)."""
-    if not isinstance(raw, list):
-        raise ArtifactError("corrupt manifest: 'executables' must be a list")
+def _parse_executables(raw: list[tuple[int, Any]], seen: set[str]
+                       ) -> tuple[ExecutableRecord, ...]:
+    """Executable records from their ``(index, JSON)`` pairs, validated like the artifacts
+    (``seen``: the file names and ids taken so far)."""
     records = []
-    for i, item in enumerate(raw):
+    for i, item in raw:
         record = _from_json(ExecutableRecord, item, f"executables[{i}]")
         check_file_name(record.file)
         if not (SHA256_HEX.match(record.sha256) and SHA256_HEX.match(record.artifact_sha256)):
@@ -452,8 +528,9 @@ def _is_leaf_type(leaf: Any) -> bool:
 
 
 __all__ = ["ARTIFACT_DIR", "ArtifactRecord", "BLOB_SUFFIX", "CONFIG_TYPES",
-           "ExecutableRecord", "KNOWN_KINDS",
+           "ExecutableRecord", "KNOWN_KINDS", "ManifestIndex",
            "MANIFEST_NAME", "Manifest", "MeshShape", "SCHEMA_VERSION", "SHA256_HEX",
            "SkippedRecord", "VARIANT_CONFIG", "artifact_id", "byte_text", "captured_by_function",
            "check_file_name", "constant_text", "member_name", "mesh_from_record", "mesh_text",
-           "parse_manifest", "sha256_hex", "signature_text", "summarize", "variant_text"]
+           "parse_manifest", "read_manifest_index", "sha256_hex", "signature_text", "summarize",
+           "variant_text"]

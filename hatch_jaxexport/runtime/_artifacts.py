@@ -9,6 +9,7 @@ deserializing. Every refusal is an ``ArtifactError`` that says which file and wh
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 import os
 import pathlib
@@ -21,9 +22,10 @@ from hatch_jaxexport.formats.manifest import (
     MANIFEST_NAME,
     ArtifactRecord,
     Manifest,
+    ManifestIndex,
     mesh_from_record,
     mesh_text,
-    parse_manifest,
+    read_manifest_index,
     sha256_hex,
     variant_text,
 )
@@ -33,13 +35,43 @@ from hatch_jaxexport.formats.spec import static_key
 ArtifactKey = tuple[str, str, str, str, str, str, str, bool]
 
 
-class PackageArtifacts(NamedTuple):
-    """A package's validated manifest and where its blobs are."""
+class FunctionArtifacts(NamedTuple):
+    """One function's validated records, its artifacts indexed by key."""
 
-    package: str
-    manifest: Manifest
-    root: Any  # importlib.resources Traversable
+    manifest: Manifest  # the function's records only
     by_key: dict[ArtifactKey, ArtifactRecord]
+
+
+class PackageArtifacts:
+    """A package's manifest and where its blobs are; each function's records are validated
+    the first time that function asks for them (``records``), the whole manifest only when
+    something needs all of it (``manifest``: ``inspect``)."""
+
+    def __init__(self, package: str, index: ManifestIndex, root: Any) -> None:
+        self.package, self.index = package, index
+        self.root = root  # importlib.resources Traversable
+        self._functions: dict[str, FunctionArtifacts | ArtifactError] = {}
+        self._lock = threading.Lock()
+
+    @functools.cached_property
+    def manifest(self) -> Manifest:
+        """Every record of the manifest, validated."""
+        return self.index.full()
+
+    def records(self, function: str) -> FunctionArtifacts:
+        """``function``'s records, validated once; ``ArtifactError`` (each time) if corrupt."""
+        with self._lock:
+            if function not in self._functions:
+                try:
+                    manifest = self.index.function(function)
+                    self._functions[function] = FunctionArtifacts(
+                        manifest, {record_key(r): r for r in manifest.artifacts})
+                except ArtifactError as err:
+                    self._functions[function] = err
+            found = self._functions[function]
+        if isinstance(found, ArtifactError):
+            raise ArtifactError(str(found))
+        return found
 
     def read_blob(self, record: ArtifactRecord) -> bytes:
         path = self.root / record.file
@@ -116,9 +148,8 @@ def _read_package_artifacts(package: str) -> PackageArtifacts | None:
         data = manifest_path.read_bytes()
     except OSError as err:
         raise ArtifactError(f"cannot read the manifest of {package}: {err}") from None
-    manifest = parse_manifest(data, where=f"{package}/{ARTIFACT_DIR}/{MANIFEST_NAME}")
-    by_key = {record_key(r): r for r in manifest.artifacts}
-    return PackageArtifacts(package, manifest, root, by_key)
+    index = read_manifest_index(data, where=f"{package}/{ARTIFACT_DIR}/{MANIFEST_NAME}")
+    return PackageArtifacts(package, index, root)
 
 
 def forget_package(package: str) -> None:
@@ -163,7 +194,7 @@ def _unusable(package: PackageArtifacts, record: ArtifactRecord, err: ArtifactEr
     import jax
 
     return ArtifactError(
-        f"artifact {record.file} (built with jax {package.manifest.jax_version}, running "
+        f"artifact {record.file} (built with jax {package.index.jax_version}, running "
         f"jax {jax.__version__}) is unusable: {err}")
 
 
@@ -181,7 +212,7 @@ def deserialize_record(package: PackageArtifacts, record: ArtifactRecord, data: 
     """Deserialize one checked artifact; ``ArtifactError`` says why it is unusable."""
     try:
         return deserialize_checked(data, record.pytree_types, package.package,
-                                   package.manifest.jax_version)
+                                   package.index.jax_version)
     except ArtifactError as err:
         raise _unusable(package, record, err) from None
 

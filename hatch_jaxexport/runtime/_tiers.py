@@ -418,7 +418,8 @@ def optimize(job: dict[str, Any]) -> int:
         package = load_package_artifacts(job["package"])
         if package is None:
             raise RuntimeError(f"package {job['package']!r} has no baked artifacts")
-        record = next(r for r in package.manifest.artifacts if r.file == job["file"])
+        record = next(r for r in package.records(job["function"]).manifest.artifacts
+                      if r.file == job["file"])
         exported = load_record(package, record)
         leaves = [jax.ShapeDtypeStruct(tuple(shape), dtype, weak_type=weak)
                   for shape, dtype, weak in job["leaves"]]

@@ -62,10 +62,11 @@ def _missing_reason(fn: ExportableFunction, package: PackageArtifacts, plan: Cal
     """Why the manifest holds no artifact for this call, in the words a user can act on."""
     structure = fn.export_spec.structures[plan.structure_index]
     wanted = artifact_key(fn.name, structure.key, plan.static_key, platform, mesh, variant)
-    for skipped in package.manifest.skipped:
+    records = package.records(fn.name).manifest
+    for skipped in records.skipped:
         if record_key(skipped) == wanted:
             return f"its export failed at build time and was skipped: {skipped.reason}"
-    built = sorted({r.platform for r in package.manifest.artifacts if r.function == fn.name})
+    built = sorted({r.platform for r in records.artifacts})
     if not built:
         return "the build baked no artifact for this function"
     if platform not in built:
@@ -102,8 +103,9 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
     structure = fn.export_spec.structures[plan.structure_index]
     variant = variant_text({"jax_enable_x64": config["jax_enable_x64"]}
                            if fn.export_spec.x64_variants else None)
-    record = package.by_key.get(artifact_key(fn.name, structure.key, plan.static_key, platform,
-                                             mesh, variant))
+    by_key = package.records(fn.name).by_key
+    record = by_key.get(artifact_key(fn.name, structure.key, plan.static_key, platform, mesh,
+                                     variant))
     if record is None:
         return None, _missing_reason(fn, package, plan, platform, mesh, variant)
     mismatch = _config_mismatch(record.jax_config, config)
@@ -117,7 +119,7 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
     # the same jax wrote the blob: check its hash now, deserialize on the first compile (a warm
     # start never does); a blob from another jax is deserialized now, to fall back early
     lazy = not mesh and not record.pytree_types and \
-        package.manifest.jax_version == jax.__version__
+        package.index.jax_version == jax.__version__
     try:
         blob = read_record(package, record)
         exported = None if lazy else deserialize_record(package, record, blob)
@@ -177,7 +179,7 @@ def _shipped(fn: ExportableFunction, package: PackageArtifacts, record: Artifact
     """The wheel's precompiled executables of ``record`` (of its serialized VJP with
     ``native_vjp=1``; ``None`` when it ships none); ``out_tree`` gives the tree the call
     returns (read only when one is used)."""
-    records = [e for e in package.manifest.executables
+    records = [e for e in package.records(fn.name).manifest.executables
                if e.artifact == record.id and e.artifact_sha256 == record.sha256
                and e.native_vjp == native_vjp]
     if not records:
@@ -219,7 +221,7 @@ def _family(fn: ExportableFunction, plan: CallPlan, package: PackageArtifacts,
     lapack_free = {("primal", False)} if not needs_lapack(record.custom_calls) else set()
     loaders = {}
     base = (fn.name, structure.key, plan.static_key, platform, mesh, variant)
-    for (*rest, kind, batched), member in package.by_key.items():
+    for (*rest, kind, batched), member in package.records(fn.name).by_key.items():
         if tuple(rest) == base and (kind, batched) != ("primal", False):
             loaders[(kind, batched)] = functools.partial(load_record, package, member)
             if not needs_lapack(member.custom_calls):
@@ -242,7 +244,7 @@ def _member_calls(fn: ExportableFunction, package: PackageArtifacts, base: tuple
     from hatch_jaxexport.runtime._tiers import EagerCall
 
     def eager(member: tuple[str, bool], make_jitted: Callable[[], Any]) -> Any:
-        record = package.by_key[(*base, *member)]  # type: ignore[index]
+        record = package.records(fn.name).by_key[(*base, *member)]  # type: ignore[index]
         job = _job(fn, record, platform, "flat")
         shipped = _shipped(fn, package, record, lambda: _flat_tree(len(record.out_avals)))
         return EagerCall(make_jitted, job, False, needs_lapack(record.custom_calls), shipped)

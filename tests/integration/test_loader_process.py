@@ -107,6 +107,28 @@ def test_truncated_blob_with_matching_hash_is_refused_by_jax_cleanly(damaged_sit
     assert "ARTIFACTERROR" in proc.stdout and "jax could not deserialize" in proc.stdout
 
 
+def test_a_corrupt_record_of_another_function_leaves_this_one_running(damaged_site,
+                                                                      run_python):
+    site, manifest, _ = damaged_site
+    other = next(r for r in manifest["artifacts"] if r["function"] == "jxe_demo.funcs:poly")
+    other["file"] = "../../outside.jaxexport"  # refused, but only where poly is called
+    (site / "jxe_demo" / "_jaxexport" / "manifest.json").write_text(json.dumps(manifest))
+    proc = run_python(CALL_SCALE, env=_env(site, HATCH_JAXEXPORT_STRICT="1"))
+    assert "RESULT 1.68294" in proc.stdout and proc.stdout.split()[2] == "0", \
+        proc.stdout + proc.stderr  # from the artifact: traced 0 times
+    poly = run_python("from jxe_demo import funcs\nimport jax.numpy as jnp\n"
+                      "from hatch_jaxexport import ArtifactError\n"
+                      "try:\n    funcs.poly(jnp.ones(3))\n"
+                      "except ArtifactError as err:\n    print('ARTIFACTERROR', err)\n",
+                      env=_env(site, HATCH_JAXEXPORT_STRICT="1"))
+    assert "ARTIFACTERROR" in poly.stdout and "unsafe artifact file" in poly.stdout, \
+        poly.stdout + poly.stderr
+    inspect = run_python("import sys\nfrom hatch_jaxexport.integrations.cli import main\n"
+                         "sys.exit(main(['inspect', 'jxe_demo']))\n", env=_env(site),
+                         check=False)
+    assert inspect.returncode != 0 and "unsafe artifact file" in inspect.stdout + inspect.stderr
+
+
 def test_corrupt_manifest_is_an_artifact_error_not_a_crash(damaged_site, run_python):
     site, _, _ = damaged_site
     (site / "jxe_demo" / "_jaxexport" / "manifest.json").write_bytes(b'{"schema_version": 1,')

@@ -176,3 +176,39 @@ def test_an_executable_listed_twice_is_refused(exec_manifest_json):
     data["executables"].append(data["executables"][0])
     with pytest.raises(ArtifactError, match="listed twice"):
         parse_manifest(_bytes(data))
+
+
+def test_the_index_validates_one_function_and_full_validates_every_record(manifest_json):
+    from hatch_jaxexport.formats.manifest import read_manifest_index
+
+    victim = next(r for r in manifest_json["artifacts"] if r["function"] == "jxe_demo.funcs:poly")
+    victim["sha256"] = "not a digest"
+    index = read_manifest_index(_bytes(manifest_json))
+    scale = index.function("jxe_demo.funcs:scale")  # another function's record is not read
+    assert {r.function for r in scale.artifacts} == {"jxe_demo.funcs:scale"}
+    assert scale.artifacts == tuple(r for r in parse_manifest(
+        _bytes({**manifest_json, "artifacts": [
+            r for r in manifest_json["artifacts"] if r is not victim]})).artifacts
+        if r.function == "jxe_demo.funcs:scale")
+    with pytest.raises(ArtifactError, match=r"artifacts\[\d+\]\.sha256 is not a SHA-256"):
+        index.function("jxe_demo.funcs:poly")
+    with pytest.raises(ArtifactError, match=r"artifacts\[\d+\]\.sha256 is not a SHA-256"):
+        index.full()
+    assert index.function("jxe_demo.funcs:nothing_by_this_name").artifacts == ()
+
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda m: m["artifacts"].append(7), r"artifacts\[\d+\] must be an object, got int"),
+    (lambda m: m["artifacts"][0].pop("function"), r"artifacts\[0\] lacks 'function'"),
+    (lambda m: m["skipped"].append({"function": 3}), r"skipped\[0\]\.function must be str"),
+    (lambda m: m.update(executables=[{"artifact": None}]),
+     r"executables\[0\]\.artifact must be str"),
+    (lambda m: m.update(executables={}), r"'executables' must be a list"),
+])
+def test_a_record_no_function_can_be_told_from_is_corrupt_for_every_function(
+        manifest_json, mutate, message):
+    from hatch_jaxexport.formats.manifest import read_manifest_index
+
+    mutate(manifest_json)
+    with pytest.raises(ArtifactError, match=message):
+        read_manifest_index(_bytes(manifest_json))
