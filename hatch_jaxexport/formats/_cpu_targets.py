@@ -74,11 +74,14 @@ NOT_INSTRUCTIONS = re.compile(r"^(prefer-|fast-|slow-|tuning-|false-deps-|idiom-
 #: ``XLA_FLAGS`` entries that do not change the code XLA generates (dumps, device counts);
 #: any other flag in the user's ``XLA_FLAGS`` means a shipped executable may not be what this
 #: process would compile, so it is not used.
-NEUTRAL_XLA_FLAGS = re.compile(r"^--(xla_dump_|xla_force_host_platform_device_count|"
-                               r"xla_log_|xla_hlo_profile$|xla_gpu_)")
+#: (A pattern's text: ``re`` compiles it on its first use, so a process that loads an executable
+#: without ``XLA_FLAGS`` set never pays for it.)
+NEUTRAL_XLA_FLAGS = (r"^--(xla_dump_|xla_force_host_platform_device_count|"
+                     r"xla_log_|xla_hlo_profile$|xla_gpu_)")
 
 #: A run of five or more ``+name``/``-name`` entries joined by commas: LLVM's feature string.
-_FEATURE_STRING = re.compile(rb"(?:[+-][a-z0-9][A-Za-z0-9_.\-]*,){4,}[+-][a-z0-9][A-Za-z0-9_.\-]*")
+#: (Only a build searches for it: compiled by ``re`` on that first use.)
+_FEATURE_STRING = rb"(?:[+-][a-z0-9][A-Za-z0-9_.\-]*,){4,}[+-][a-z0-9][A-Za-z0-9_.\-]*"
 
 
 def required_features(executable: bytes) -> list[str]:
@@ -88,7 +91,7 @@ def required_features(executable: bytes) -> list[str]:
     (then the loader cannot prove the executable runs here, and does not use it).
     """
     found: set[str] = set()
-    for match in _FEATURE_STRING.finditer(executable):
+    for match in re.finditer(_FEATURE_STRING, executable):
         for item in match.group(0).decode("ascii").split(","):
             if item.startswith("+"):
                 found.add(item[1:])
@@ -119,7 +122,7 @@ def missing_features(required: Iterable[str], host_flags: frozenset[str]) -> lis
 
 def codegen_xla_flags(xla_flags: str) -> list[str]:
     """The entries of an ``XLA_FLAGS`` value that may change the code XLA generates."""
-    return [flag for flag in xla_flags.split() if not NEUTRAL_XLA_FLAGS.match(flag)]
+    return [flag for flag in xla_flags.split() if not re.match(NEUTRAL_XLA_FLAGS, flag)]
 
 
 def default_targets(machine: str) -> list[str]:

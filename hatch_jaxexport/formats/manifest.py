@@ -4,11 +4,11 @@ The format is JSON (never pickle), versioned by ``schema_version``. Artifact fil
 inside the artifact folder: no separators, no ``..``, nothing absolute.
 """
 
-from __future__ import annotations
-
+import functools
 import hashlib
 import json
 import re
+import typing
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -29,7 +29,10 @@ MeshShape = tuple[tuple[str, int], ...]
 
 
 # The records are NamedTuples, not frozen dataclasses: creating a dataclass compiles its
-# generated methods (about 0.7 ms each here), which a process pays on its first call.
+# generated methods (about 0.7 ms each here), which a process pays on its first call. For the
+# same reason this module does not postpone its annotations (``from __future__ import
+# annotations``): typing.NamedTuple compiles a string annotation into a ForwardRef per field,
+# which made importing the module 1 ms slower.
 
 
 class ArtifactRecord(NamedTuple):
@@ -257,12 +260,6 @@ def check_file_name(name: Any) -> str:
     return name
 
 
-_TYPES: dict[str, type | tuple[type, ...]] = {
-    "str": str, "int": int, "bool": bool, "dict[str, Any]": dict, "list[str]": list,
-    "list[dict[str, Any]]": list, "list[Any]": list,
-}
-
-
 def _check_captured(entries: list[Any], where: str) -> None:
     """Validate a record's ``captured_constants``: each entry exactly name, shape, dtype, bytes."""
     for i, entry in enumerate(entries):
@@ -291,23 +288,35 @@ def _from_json(cls: type, raw: Any, where: str) -> Any:
         raise ArtifactError(f"corrupt manifest: {where} must be an object, got "
                             f"{type(raw).__name__}")
     values = {}
-    for name in cls._fields:
+    for name, (expected, text, items) in _field_types(cls).items():
         if name not in raw and name in cls._field_defaults:
             continue  # a field added later: older manifests lack it
         if name not in raw:
             raise ArtifactError(f"corrupt manifest: {where} lacks {name!r}")
         value = raw[name]
-        kind = cls.__annotations__[name]
-        kind = getattr(kind, "__forward_arg__", kind)  # NamedTuple keeps them as ForwardRefs
-        expected = _TYPES[kind]
         ok = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
-        if ok and kind == "list[str]":
+        if ok and items is str:
             ok = all(isinstance(item, str) for item in value)
         if not ok:
             raise ArtifactError(f"corrupt manifest: {where}.{name} must be "
-                                f"{kind}, got {value!r:.80}")
+                                f"{text}, got {value!r:.80}")
         values[name] = value
     return cls(**values)
+
+
+@functools.cache
+def _field_types(cls: type) -> dict[str, tuple[type, str, Any]]:
+    """Per field of a record type: the JSON type its value must have, the annotation as text
+    (for errors), and the type of its items (``list[str]``: each must be a ``str``)."""
+    found = {}
+    for name in cls._fields:
+        annotation = cls.__annotations__[name]
+        origin = typing.get_origin(annotation) or annotation
+        items = typing.get_args(annotation)[0] if origin is list else None
+        text = annotation.__name__ if isinstance(annotation, type) else \
+            repr(annotation).replace("typing.", "")
+        found[name] = (origin, text, items)
+    return found
 
 
 def mesh_text(shape: MeshShape | None) -> str:
@@ -363,7 +372,7 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
     return read_manifest_index(data, where=where).full()
 
 
-def read_manifest_index(data: bytes, *, where: str = MANIFEST_NAME) -> ManifestIndex:
+def read_manifest_index(data: bytes, *, where: str = MANIFEST_NAME) -> "ManifestIndex":
     """Parse manifest bytes and validate the header and what ties each record to its function;
     the records themselves are validated by ``ManifestIndex.function`` or ``full``."""
     try:

@@ -26,8 +26,10 @@ from hatch_jaxexport.formats.spec import type_name
 _REGISTERED: set[type] = set()
 #: Types whose serialization this module registered (JSON aux data): the build checks their aux.
 _JSON_AUX: set[type] = set()
-_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z")
-_REQUIREMENT_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+# Patterns as text: ``re`` compiles them on first use, which a blob without custom pytree
+# types never makes (importing this module is on the path of every first call).
+_DOTTED = r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z"
+_REQUIREMENT_NAME = r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)"
 _BUILTIN_MODULES = ("builtins", "collections")
 WAY_OUT = ("register its serialization with jax.export.register_pytree_node_serialization in "
            "the module that defines it (see the spec format page, 'Pytrees')")
@@ -179,7 +181,7 @@ def declared_dependencies(package: str) -> set[str]:
         except importlib.metadata.PackageNotFoundError:
             continue
         for requirement in requires:
-            found = _REQUIREMENT_NAME.match(requirement)
+            found = re.match(_REQUIREMENT_NAME, requirement)
             if found and "extra" not in requirement.partition(";")[2]:
                 declared.add(normalize_name(found.group(1)))
     return declared
@@ -228,7 +230,7 @@ def resolve(ref: str, package: str) -> type:
     or in a module of a distribution ``package`` declares (imported then); ``ArtifactError``
     saying why otherwise."""
     module_name, _, qualname = ref.partition(":")
-    if not _DOTTED.match(module_name) or not _DOTTED.match(qualname):
+    if not re.match(_DOTTED, module_name) or not re.match(_DOTTED, qualname):
         raise ArtifactError(f"manifest names malformed pytree type {ref!r} (expected "
                             f"'module:QualName'); refusing it for package {package!r}")
     found = _walk(_module_for(ref, module_name, package), qualname)
