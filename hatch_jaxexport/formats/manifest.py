@@ -421,8 +421,9 @@ class ManifestIndex:
     """A parsed manifest whose records are validated one function at a time.
 
     A process that calls one function of a package with hundreds validates that function's
-    records only, the first time it calls it (``function``): the rest of the manifest is never
-    looked at, so the cost of a first call does not grow with the package. ``full`` validates
+    records only, the first time it calls it (``function``): the other records are parsed as
+    JSON but never validated, which makes a first call's share of the manifest about 0.4x of
+    validating it whole (``benchmarks/manifest_scale.py``). ``full`` validates
     everything, as ``inspect``, ``verify`` and the build need. A record is never used before it
     is validated: every path and hash is checked on the way in, whichever way it is read.
     """

@@ -1,7 +1,8 @@
 """Reading and verifying a package's baked artifacts: manifest, blobs, deserialization.
 
 The manifest is read once per package through ``importlib.resources`` (works from a zipped
-package), validated, and indexed by artifact key. A blob is read only when a call needs it and
+package); a function's records are validated and indexed by artifact key on that function's
+first call, the other functions' records never. A blob is read only when a call needs it and
 checked against the manifest's size and SHA-256 before jax sees it; jax.export has no integrity
 check of its own (FIELD-NOTES). Pytree node types named by the manifest are registered before
 deserializing. Every refusal is an ``ArtifactError`` that says which file and why.
