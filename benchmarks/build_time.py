@@ -4,7 +4,7 @@
     python benchmarks/build_time.py --functions 10,50 --platforms 1,2 --jobs 1,2
 
 Generates, in a temporary folder, packages of N small, distinct ``@exportable`` functions and
-exports each with ``hatch_jaxexport.build.export_package`` for every combination of N
+exports each with ``hatch_jaxexport.bake.export_package`` for every combination of N
 (10, 50, 200), platforms (1: cpu; 2: cpu, cuda; 4: cpu, cuda, rocm, tpu) and ``jobs`` (1, 2).
 Prints one markdown table: the wall time of each export (median of ``--runs``), the sum of its
 per-artifact trace+lower+serialize times, the ideal (that sum divided by ``jobs``), wall / ideal
@@ -99,7 +99,7 @@ def time_import_jax(runs: int) -> float:
 
 def time_discovery(package: str, src: Path, runs: int) -> float:
     """Median seconds of one worker that imports jax and the package and lists its tasks."""
-    from hatch_jaxexport.build import list_tasks
+    from hatch_jaxexport.bake import list_tasks
 
     times = []
     for _ in range(runs):
@@ -112,7 +112,7 @@ def time_discovery(package: str, src: Path, runs: int) -> float:
 def measure(package: str, src: Path, out: Path, n: int, n_platforms: int, jobs: int,
             runs: int) -> Row:
     """Export ``package`` ``runs`` times; medians of wall, per-artifact sum, slowest, CPU."""
-    from hatch_jaxexport.build import export_package
+    from hatch_jaxexport.bake import export_package
 
     walls, totals, slowest, cpus = [], [], [], []
     artifacts = 0

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def export_example(out: Path) -> dict:
     """``example_pkg``'s manifest, exported here with executables for both x86-64 targets."""
-    from hatch_jaxexport.build import export_package
+    from hatch_jaxexport.bake import export_package
 
     folder = out / "_jaxexport"
     export_package("example_pkg", folder, search_path=[ROOT / "example_pkg" / "src"], jobs=2,

@@ -108,7 +108,7 @@ def run_python() -> Callable[..., subprocess.CompletedProcess[str]]:
 
 def export_into_copy(tmp: Path, package: str, **options: object) -> Path:
     """Copy a fixture package into ``tmp`` and bake its artifacts beside it (as a wheel would)."""
-    from hatch_jaxexport.build import export_package
+    from hatch_jaxexport.bake import export_package
 
     shutil.copytree(FIXTURES / package, tmp / package,
                     ignore=shutil.ignore_patterns("__pycache__"))

@@ -12,8 +12,8 @@ Layer 1 (pure: no jax, no I/O beyond parsing the bytes it is handed). A package 
 
 ``portable.json`` (its own schema, see :data:`PORTABLE_SCHEMA_VERSION`) indexes the variants with
 their sizes and SHA-256, and records what could not be made portable and why. This module holds
-the names, suffixes, versions and flags that the writer (``build/_portable_export.py``) and the
-readers (``build/_portable_bundle.py``, ``jaxexport verify``) share, and :func:`parse_index`,
+the names, suffixes, versions and flags that the writer (``bake/_portable_export.py``) and the
+readers (``bake/_portable_bundle.py``, ``jaxexport verify``) share, and :func:`parse_index`,
 which validates a document before anything trusts it.
 """
 

@@ -1,6 +1,6 @@
 """Layer 4, integrations: thin adapters between a tool and the build layer.
 
 The Hatch plugin and hook, the setuptools plugin and command, the pytest plugin and the command
-line. Each holds only what differs for its tool; what two of them need lives in ``build``. May
+line. Each holds only what differs for its tool; what two of them need lives in ``bake``. May
 import every layer below; nothing of ours imports it.
 """

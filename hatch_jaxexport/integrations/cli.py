@@ -103,7 +103,7 @@ def help_pages(width: int = 80) -> dict[str, str]:
 
 def _warmup(args: argparse.Namespace) -> int:
     """Warm the caches; exit 1, saying how to give every missing size, if nothing was warmed."""
-    from hatch_jaxexport.build.warmup import warmup_package
+    from hatch_jaxexport.bake.warmup import warmup_package
     from hatch_jaxexport.runtime._compile_cache import active_cache_dir
 
     dims: dict[str, list[int]] = {}
@@ -168,14 +168,14 @@ def _targets(named: list[str] | None) -> tuple[str, ...]:
     """``--executables``: none given (no executables), empty (this machine's targets), names."""
     if named is None:
         return ()
-    from hatch_jaxexport.build._executables import resolve_targets
+    from hatch_jaxexport.bake._executables import resolve_targets
 
     return tuple(resolve_targets(list(dict.fromkeys(named)) or True))
 
 
 def _export(args: argparse.Namespace) -> int:
-    from hatch_jaxexport.build._bake import export_one
-    from hatch_jaxexport.build._config import ExportOptions
+    from hatch_jaxexport.bake._bake import export_one
+    from hatch_jaxexport.bake._config import ExportOptions
 
     options = ExportOptions(platforms=tuple(args.platforms or DEFAULT_PLATFORMS),
                             jobs=args.jobs, on_error=args.on_error,
@@ -188,7 +188,7 @@ def _export(args: argparse.Namespace) -> int:
 
 def _print_captured(artifacts: Sequence[ArtifactRecord], file: TextIO = sys.stdout) -> None:
     """Each function's captured constants (values frozen into its artifacts at build time)."""
-    from hatch_jaxexport.build._captured import captured_lines
+    from hatch_jaxexport.bake._captured import captured_lines
 
     for function, lines in captured_lines(artifacts, indent="  ").items():
         print(f"{function}:", file=file)
@@ -262,7 +262,7 @@ def _print_executables(manifest: Any) -> None:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from hatch_jaxexport.build.verify import verify_report
+    from hatch_jaxexport.bake.verify import verify_report
 
     report = verify_report(args.package)
     if report.ok:

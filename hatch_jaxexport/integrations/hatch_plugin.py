@@ -19,7 +19,7 @@ artifacts are written into the source tree (``<package>/_jaxexport/``, which car
 ``.gitignore``), where the loader finds them.
 
 The flow itself (skip, editable, export, messages) is the bake the setuptools command shares
-(``hatch_jaxexport.build._bake``); this module holds what is Hatch's: which packages the wheel
+(``hatch_jaxexport.bake._bake``); this module holds what is Hatch's: which packages the wheel
 ships, ``force_include``, reserved paths, the project's ignore patterns, the requirement added
 to ``build_data`` and the hook's own wording.
 """
@@ -35,8 +35,8 @@ from typing import Any
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 from hatchling.plugin import hookimpl
 
-from hatch_jaxexport.build._bake import GITIGNORE, bake
-from hatch_jaxexport.build._config import (
+from hatch_jaxexport.bake._bake import GITIGNORE, bake
+from hatch_jaxexport.bake._config import (
     HATCHLING_HOOK_KEYS,
     ConfigError,
     ExportOptions,

@@ -4,7 +4,7 @@ Registered through the ``pytest11`` entry point as ``jaxexport``; inert unless a
 ``pytest --jaxexport-check PACKAGE`` (repeatable) or the ini option ``jaxexport_packages``;
 ``--jaxexport-source PATH`` (or the ini option ``jaxexport_source``) puts the source tree first on
 the import path, so the check compares the wheel with that source from any folder.
-``-p no:jaxexport`` disables it. A thin adapter over :mod:`hatch_jaxexport.build.check`: for each
+``-p no:jaxexport`` disables it. A thin adapter over :mod:`hatch_jaxexport.bake.check`: for each
 package it adds a collector ``jaxexport:PACKAGE`` whose one test function, ``jaxexport``, is
 parametrized (in ``pytest_generate_tests``) with one case per artifact id, so ids, counts, ``-k``
 and xdist behave as for any parametrized test.
@@ -25,7 +25,7 @@ import pytest
 from hatch_jaxexport.formats._options import DEFAULT_CHECK_SHAPES
 
 if TYPE_CHECKING:
-    from hatch_jaxexport.build.check import Outcome, Plan
+    from hatch_jaxexport.bake.check import Outcome, Plan
 
 FIXTURE = "jaxexport_artifact"
 _PROPERTY = "jaxexport"
@@ -45,7 +45,7 @@ class _State:
 
     def plan(self, package: str) -> Plan:
         if package not in self.plans:
-            from hatch_jaxexport.build.check import plan_check
+            from hatch_jaxexport.bake.check import plan_check
 
             self.plans[package] = plan_check(package, source_paths=self.sources)
         return self.plans[package]
@@ -92,7 +92,7 @@ def _source_paths(config: pytest.Config, options: Any) -> tuple[Path, ...]:
         or list(config.getini("jaxexport_source"))
     if not given:
         return ()
-    from hatch_jaxexport.build.check import put_source_first
+    from hatch_jaxexport.bake.check import put_source_first
     from hatch_jaxexport.errors import CheckError
 
     try:
@@ -207,7 +207,7 @@ class Artifact:
         return self.state.plan(self.ref.package)
 
     def outcome(self) -> Outcome:
-        from hatch_jaxexport.build.check import check_case
+        from hatch_jaxexport.bake.check import check_case
 
         plan = self.plan
         (case,) = [c for c in plan.cases if c.id == self.ref.id]
@@ -296,7 +296,7 @@ def _summary(state: _State, tr: Any) -> None:
         for note in not_run:
             count = sum(note in v["notes"] for v in outcomes.values())
             tr.write_line(f"  {count} x {note}")
-        from hatch_jaxexport.build.check import JAX_HINT, REBUILD_HINT
+        from hatch_jaxexport.bake.check import JAX_HINT, REBUILD_HINT
 
         if any(s in by_status for s in ("stale", "missing", "orphan")):
             tr.write_line(f"  To fix: {REBUILD_HINT}.")
@@ -310,7 +310,7 @@ def _header(state: _State, package: str) -> str:
     if plan is not None:
         return plan.header()
     try:  # xdist's controller does not collect: describe the wheel without importing the source
-        from hatch_jaxexport.build.check import find_bundle
+        from hatch_jaxexport.bake.check import find_bundle
 
         return f"{package}: {find_bundle(package).describe()}"
     except Exception as err:

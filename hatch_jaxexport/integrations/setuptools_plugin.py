@@ -11,8 +11,8 @@ project's ``pyproject.toml`` has a ``[tool.jaxexport]`` table. With the table it
 - wraps ``egg_info`` so the metadata requires ``jax>=<exporting version>`` (option
   ``jax-requirement``), merged into the project's own requirement on jax.
 
-The options are those of the Hatch hook (see ``hatch_jaxexport.build._config``); the export
-itself is the bake both share (``hatch_jaxexport.build._bake``). This module imports setuptools:
+The options are those of the Hatch hook (see ``hatch_jaxexport.bake._config``); the export
+itself is the bake both share (``hatch_jaxexport.bake._bake``). This module imports setuptools:
 only setuptools loads it (through the entry point), nothing at run time imports it.
 """
 
@@ -27,8 +27,8 @@ from typing import Any
 
 from setuptools import Command
 
-from hatch_jaxexport.build._bake import artifact_files, bake
-from hatch_jaxexport.build._config import (
+from hatch_jaxexport.bake._bake import artifact_files, bake
+from hatch_jaxexport.bake._config import (
     ConfigError,
     ExportOptions,
     brief_uncaught_config_errors,

@@ -425,7 +425,7 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
             background): ``None`` follows ``HATCH_JAXEXPORT_TIERED`` and the platform default.
         concrete: Dimension symbol to sizes (``{"n": [64, 1024]}``): also bake
             static-shape StableHLO for non-JAX runtimes such as IREE, one variant per
-            combination of sizes (see ``hatch_jaxexport.build._portable_export``).
+            combination of sizes (see ``hatch_jaxexport.bake._portable_export``).
         mesh: Also bake sharded variants: a dict of axis sizes (``{"data": 2, "model": 2}``)
             bakes the single-device variant and that mesh; a list names the variants exactly
             (``None`` for the single-device one). The loader picks by the call's mesh.

@@ -120,7 +120,7 @@ def test_api_reference_is_generated_from_docstrings(built_site: tuple[Any, Path]
     wanted = _api_identifiers((ROOT / config["docs_dir"] / "api.md").read_text(encoding="utf-8"))
     text = (site / "api" / "index.html").read_text(encoding="utf-8")
     for identifier in ("hatch_jaxexport.exportable", "hatch_jaxexport.ExportableFunction",
-                       "hatch_jaxexport.ArtifactError", "hatch_jaxexport.build.export_package",
+                       "hatch_jaxexport.ArtifactError", "hatch_jaxexport.bake.export_package",
                        "hatch_jaxexport.formats.manifest.ArtifactRecord"):
         assert identifier in wanted, f"the API page no longer documents {identifier}"
     # mkdocstrings silently drops a listed member that does not exist (e.g. after a rename)

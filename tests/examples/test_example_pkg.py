@@ -13,7 +13,7 @@ import pytest
 from _buildkit import DEMO, EXAMPLE
 from conftest import _uv, run
 
-from hatch_jaxexport.build._config import HATCHLING_HOOK_KEYS, parse_options
+from hatch_jaxexport.bake._config import HATCHLING_HOOK_KEYS, parse_options
 
 
 def test_example_configuration_is_valid():
@@ -28,7 +28,7 @@ def test_example_configuration_is_valid():
 
 
 def test_every_example_function_exports(tmp_path):
-    from hatch_jaxexport.build import export_package
+    from hatch_jaxexport.bake import export_package
 
     result = export_package("example_pkg", tmp_path / "out", platforms=("cpu",),
                             search_path=[EXAMPLE / "src"], jobs=2)

@@ -184,7 +184,7 @@ def test_exporting_leaves_the_callers_process_untouched(tmp_path, run_python):
     shutil.copytree(fixture, tmp_path / "jxe_demo")
     proc = run_python(
         "import sys, jax\n"
-        "from hatch_jaxexport.build import export_package\n"
+        "from hatch_jaxexport.bake import export_package\n"
         f"r = export_package('jxe_demo', {str(tmp_path / 'out')!r},"
         f" search_path=[{str(tmp_path)!r}])\n"
         "print(len(r.manifest.artifacts), jax.config.jax_traceback_in_locations_limit,"

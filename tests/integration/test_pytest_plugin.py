@@ -575,11 +575,11 @@ def test_example_pkg_wheel_matches_the_repository_source(tmp_path, project_wheel
 
 
 # --------------------------------------------------------------------------------------------
-# The comparison logic (hatch_jaxexport.build.check), in process
+# The comparison logic (hatch_jaxexport.bake.check), in process
 
 
 def test_solve_shapes_satisfies_dims_and_constraints():
-    from hatch_jaxexport.build.check import solve_shapes
+    from hatch_jaxexport.bake.check import solve_shapes
     from hatch_jaxexport.formats.spec import check_constraint, evaluate_dim
 
     assert solve_shapes(["3", "4"], []) == [{}]
@@ -606,7 +606,7 @@ def test_tolerances_and_array_comparison():
     import jax.numpy as jnp
     import numpy as np
 
-    from hatch_jaxexport.build.check import compare_arrays, tolerance
+    from hatch_jaxexport.bake.check import compare_arrays, tolerance
 
     assert tolerance(jnp.float32) == (1e-4, 1e-5)
     assert tolerance(jnp.float64) == (1e-10, 1e-12)
@@ -634,7 +634,7 @@ def test_tolerances_and_array_comparison():
 
 
 def test_module_diff_is_trimmed_and_windows_long_lines():
-    from hatch_jaxexport.build.check import module_diff, without_diagnostics
+    from hatch_jaxexport.bake.check import module_diff, without_diagnostics
 
     filler = "x" * 300
     old = "\n".join(["a", f'call @f() {{{filler} value = 1 {filler}}}', "b"] +
@@ -655,7 +655,7 @@ def test_module_diff_is_trimmed_and_windows_long_lines():
 
 
 def test_find_bundle_explains_a_missing_distribution():
-    from hatch_jaxexport.build.check import find_bundle
+    from hatch_jaxexport.bake.check import find_bundle
     from hatch_jaxexport.errors import CheckError
 
     with pytest.raises(CheckError, match=r"no installed distribution provides the import package "
@@ -666,16 +666,16 @@ def test_find_bundle_explains_a_missing_distribution():
 def test_plugin_module_is_light_and_the_package_does_not_import_pytest():
     code = ("import sys, hatch_jaxexport.integrations.pytest_plugin\n"
             "assert 'jax' not in sys.modules\n"
-            "assert 'hatch_jaxexport.build.check' not in sys.modules\n")
+            "assert 'hatch_jaxexport.bake.check' not in sys.modules\n")
     run([sys.executable, "-c", code])
-    code = ("import sys, hatch_jaxexport.build.check\n"
+    code = ("import sys, hatch_jaxexport.bake.check\n"
             "assert 'pytest' not in sys.modules and '_pytest' not in sys.modules\n")
     run([sys.executable, "-c", code])
 
 
 def test_put_source_first_orders_dedups_and_refuses_a_non_folder(tmp_path, monkeypatch):
     tmp_path = tmp_path.resolve()  # compared with resolved paths
-    from hatch_jaxexport.build.check import put_source_first
+    from hatch_jaxexport.bake.check import put_source_first
     from hatch_jaxexport.errors import CheckError
 
     monkeypatch.setattr(sys, "path", ["/somewhere/else", os.fspath(tmp_path / "b")])

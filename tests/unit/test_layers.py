@@ -15,9 +15,13 @@ import pytest
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "hatch_jaxexport"
 PACKAGE = "hatch_jaxexport"
 #: Rank of each layer; a module may import its own rank or lower. ``errors`` sits below all.
-LAYERS = {"errors": 0, "formats": 1, "runtime": 2, "build": 3, "integrations": 4}
-#: Modules outside the layers: the public facade, ``python -m`` and one-line shims of old paths.
-OUTSIDE = {"__init__", "__main__", "loader", "manifest", "spec", "cli", "verify", "warmup"}
+LAYERS = {"errors": 0, "formats": 1, "runtime": 2, "bake": 3, "integrations": 4}
+#: Modules outside the layers: the public facade and ``python -m``; nothing else at the top.
+OUTSIDE = {"__init__", "__main__"}
+#: Folder names that Python tools treat as build output and skip: pytest's default
+#: ``norecursedirs``, black's default exclude, GitHub's Python ``.gitignore`` template.
+TOOL_SKIPPED_NAMES = {"build", "dist", "_build", "buck-out", "venv", "env", "eggs", "sdist",
+                      "site", "node_modules", "CVS", "_darcs"}
 
 
 def module_name(path: Path) -> str:
@@ -31,7 +35,7 @@ MODULES = {module_name(p): p for p in sorted(PACKAGE_DIR.rglob("*.py"))}
 
 
 def layer_of(module: str) -> str | None:
-    """The layer a module of ours belongs to; ``None`` for the facade, ``__main__`` and shims."""
+    """The layer a module of ours belongs to; ``None`` for the facade and ``__main__``."""
     parts = module.split(".")
     if len(parts) == 1:
         return None
@@ -163,9 +167,9 @@ def test_public_modules_say_what_they_export() -> None:
 
 def test_the_checks_would_notice(tmp_path: Path) -> None:
     """The AST walk sees lazy imports, relative imports and private names."""
-    sample = ("def f():\n    from hatch_jaxexport.build._exporter import _private\n"
+    sample = ("def f():\n    from hatch_jaxexport.bake._exporter import _private\n"
               "from .. import errors\n")
-    module = "hatch_jaxexport.build.verify"
+    module = "hatch_jaxexport.bake.verify"
     source = MODULES[module].read_text()
     MODULES[module] = tmp_path / "verify.py"
     try:
@@ -174,7 +178,7 @@ def test_the_checks_would_notice(tmp_path: Path) -> None:
                                    "loader._PACKAGES.clear()\n")
         found = imports_of(module)
     finally:
-        MODULES[module] = PACKAGE_DIR / "build" / "verify.py"
+        MODULES[module] = PACKAGE_DIR / "bake" / "verify.py"
     assert source == MODULES[module].read_text()
     assert ("hatch_jaxexport.runtime.loader", "_PACKAGES", 4) in found
     assert not any(target == "hatch_jaxexport.integrations" for target, _, _ in found)
@@ -193,3 +197,31 @@ def test_the_architecture_page_maps_every_module() -> None:
                and not re.search(rf"[/`]{re.escape(path.stem)}(\.py)?[`,) ]", page)]
     assert unnamed == []
     assert all(f"{layer}/" in page for layer in LAYERS if layer != "errors")
+
+
+def test_no_folder_of_the_package_or_its_tests_has_a_name_tools_skip() -> None:
+    """A layer called ``build/`` was skipped by pytest's defaults, black and ``.gitignore``."""
+    root = PACKAGE_DIR.parent
+    folders = [p for top in (PACKAGE_DIR, root / "tests" / "unit") for p in top.rglob("*")
+               if p.is_dir() and p.name != "__pycache__"]
+    assert folders
+    assert [p for p in folders if p.name in TOOL_SKIPPED_NAMES] == []
+
+
+def test_pytest_collects_every_unit_layer_with_its_default_norecursedirs() -> None:
+    """No ``norecursedirs`` override: the layer's tests are found by pytest as configured out of
+    the box (collected in a fresh pytest, so a skipped folder would show as missing)."""
+    import subprocess
+    import sys
+    import tomllib
+
+    root = PACKAGE_DIR.parent
+    options = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert "norecursedirs" not in options
+    collected = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         "tests/unit"], cwd=root, capture_output=True, text=True, timeout=300)
+    assert collected.returncode == 0, collected.stdout[-2000:] + collected.stderr[-2000:]
+    folders = {line.split("::")[0].split("/")[2] for line in collected.stdout.splitlines()
+               if line.startswith("tests/unit/") and line.count("/") >= 3}
+    assert folders == {layer for layer in LAYERS if layer != "errors"}

@@ -245,7 +245,7 @@ def _source_getter(module: Any) -> Getter:
 
 def make_site(root: Path) -> Path:
     """Write ``jxe_fuzz`` under ``root/site`` and export it (as a wheel install would hold it)."""
-    from hatch_jaxexport.build import export_package
+    from hatch_jaxexport.bake import export_package
 
     pkg = root / "site" / PACKAGE
     pkg.mkdir(parents=True)

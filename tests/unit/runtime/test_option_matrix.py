@@ -89,7 +89,7 @@ def test_vjp_order_with_vmap_serves_reverse_mode_from_artifacts(options_site, mo
 
 
 def test_every_cell_bakes_what_its_options_ask_for() -> None:
-    from hatch_jaxexport.build._exporter import tasks_for
+    from hatch_jaxexport.bake._exporter import tasks_for
     from hatch_jaxexport.runtime.decorator import exportable
 
     def members(**options: object) -> set[tuple[str, bool]]:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from conftest import FIXTURES
 
-from hatch_jaxexport.build import export_package
+from hatch_jaxexport.bake import export_package
 
 optax = pytest.importorskip("optax")
 

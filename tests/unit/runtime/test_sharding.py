@@ -17,7 +17,7 @@ import pytest
 from conftest import TESTS, export_into_copy, run
 
 from hatch_jaxexport import ArtifactError, SpecError, exportable
-from hatch_jaxexport.build._exporter import tasks_for
+from hatch_jaxexport.bake._exporter import tasks_for
 from hatch_jaxexport.formats._mesh import PSpec, mesh_record
 from hatch_jaxexport.formats.manifest import mesh_from_record, parse_manifest
 from hatch_jaxexport.runtime._placement import CallMesh, select_variant
@@ -361,7 +361,7 @@ print(json.dumps({"specs": [list(baked[0]["w"].sharding.spec), list(baked[1]["w"
 
 
 def test_example_pkg_trains_data_parallel_on_a_2x2_mesh(tmp_path):
-    from hatch_jaxexport.build import export_package
+    from hatch_jaxexport.bake import export_package
 
     site = tmp_path / "site"
     shutil.copytree(ROOT / "example_pkg" / "src" / "example_pkg", site / "example_pkg",

@@ -14,7 +14,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hatch_jaxexport.build.check._outcome import first_line
+from hatch_jaxexport.bake.check._outcome import first_line
 from hatch_jaxexport.formats._options import DEFAULT_CHECK_SHAPES
 from hatch_jaxexport.formats.spec import (
     X64_DTYPES,

@@ -13,9 +13,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hatch_jaxexport.build._discover import discover
-from hatch_jaxexport.build._exporter import ExportTask, tasks_for
-from hatch_jaxexport.build.check._bundle import (
+from hatch_jaxexport.bake._discover import discover
+from hatch_jaxexport.bake._exporter import ExportTask, tasks_for
+from hatch_jaxexport.bake.check._bundle import (
     Bundle,
     SourceInfo,
     check_source_paths,

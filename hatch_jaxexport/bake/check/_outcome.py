@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from hatch_jaxexport.build.check._plan import Case, Plan
+from hatch_jaxexport.bake.check._plan import Case, Plan
 
 REBUILD_HINT = ("rebuild the wheel from this source and install it again (e.g. `python -m build "
                 "--wheel` then `pip install --force-reinstall dist/*.whl`), then rerun the check")

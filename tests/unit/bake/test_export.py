@@ -14,7 +14,7 @@ import pytest
 from conftest import FIXTURES, run
 
 from hatch_jaxexport import ExportError, FallbackWarning
-from hatch_jaxexport.build import discover, export_package, list_tasks
+from hatch_jaxexport.bake import discover, export_package, list_tasks
 
 
 def _tree_bytes(folder: Path) -> dict[str, bytes]:

@@ -8,11 +8,11 @@ comparison of one case) and ``_numerics`` (running both exports and comparing th
 The names below are the facade the plugin and the tests use.
 """
 
-from hatch_jaxexport.build.check._bundle import SOURCE_HINT, find_bundle, put_source_first
-from hatch_jaxexport.build.check._compare import check_case, module_diff, without_diagnostics
-from hatch_jaxexport.build.check._numerics import compare_arrays, solve_shapes, tolerance
-from hatch_jaxexport.build.check._outcome import JAX_HINT, REBUILD_HINT, Outcome
-from hatch_jaxexport.build.check._plan import Plan, plan_check
+from hatch_jaxexport.bake.check._bundle import SOURCE_HINT, find_bundle, put_source_first
+from hatch_jaxexport.bake.check._compare import check_case, module_diff, without_diagnostics
+from hatch_jaxexport.bake.check._numerics import compare_arrays, solve_shapes, tolerance
+from hatch_jaxexport.bake.check._outcome import JAX_HINT, REBUILD_HINT, Outcome
+from hatch_jaxexport.bake.check._plan import Plan, plan_check
 
 __all__ = [
     "JAX_HINT",

@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from hatch_jaxexport.build._captured import captured_lines
-from hatch_jaxexport.build._config import ExportOptions
-from hatch_jaxexport.build._orchestrate import BuildResult, export_package
-from hatch_jaxexport.build._progress import FunctionDone, FunctionProgress, function_line
+from hatch_jaxexport.bake._captured import captured_lines
+from hatch_jaxexport.bake._config import ExportOptions
+from hatch_jaxexport.bake._orchestrate import BuildResult, export_package
+from hatch_jaxexport.bake._progress import FunctionDone, FunctionProgress, function_line
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats._settings import SKIP_ENV, skip_requested
 from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, byte_text

@@ -94,7 +94,7 @@ def verify_package(package: str) -> list[str]:
 
 
 def verify_report(package: str) -> VerifyReport:
-    """Like [verify_package][hatch_jaxexport.build.verify.verify_package], with the manifest."""
+    """Like [verify_package][hatch_jaxexport.bake.verify.verify_package], with the manifest."""
     try:
         root = importlib.resources.files(package) / ARTIFACT_DIR
     except (ModuleNotFoundError, TypeError, ValueError) as err:
@@ -122,7 +122,7 @@ def verify_report(package: str) -> VerifyReport:
                      if (problem := _foreign_type_problem(ref, package))]
     problems += _check_executables(root, manifest, listed)
     # portable.json and the files it lists
-    from hatch_jaxexport.build._portable_bundle import verify_files
+    from hatch_jaxexport.bake._portable_bundle import verify_files
 
     portable_listed, portable_problems = verify_files(root, _check_blob)
     listed |= portable_listed

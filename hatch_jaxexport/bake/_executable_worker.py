@@ -1,4 +1,4 @@
-"""``python -m hatch_jaxexport.build._executable_worker REQUEST.json``: compile one target.
+"""``python -m hatch_jaxexport.bake._executable_worker REQUEST.json``: compile one target.
 
 Started by ``_executables.compile_executables`` with the target's ``XLA_FLAGS``. For each plan it
 deserializes the artifact the export workers wrote, compiles its call for each concrete
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hatch_jaxexport.build._executables import EXECUTABLE_SUFFIX, builder_machine
+from hatch_jaxexport.bake._executables import EXECUTABLE_SUFFIX, builder_machine
 from hatch_jaxexport.formats._cpu_targets import TARGETS, required_features
 from hatch_jaxexport.formats.manifest import ExecutableRecord, sha256_hex
 
@@ -102,7 +102,7 @@ def _compile_signature(plan: Mapping[str, Any], target: str, out_dir: Path, expo
 
 
 def main(request_path: str) -> int:
-    """Entry point (``python -m hatch_jaxexport.build._executable_worker``)."""
+    """Entry point (``python -m hatch_jaxexport.bake._executable_worker``)."""
     request = json.loads(Path(request_path).read_text())
     outcome: dict[str, Any] = {"records": [], "notes": []}
     try:

@@ -1,4 +1,4 @@
-"""``python -m hatch_jaxexport.build._worker REQUEST.json``: one export worker process.
+"""``python -m hatch_jaxexport.bake._worker REQUEST.json``: one export worker process.
 
 The orchestrator (``_orchestrate``) starts one per job, in a controlled environment; each exports
 its share of the package's tasks and writes blobs and a JSON result beside the request. While it
@@ -16,14 +16,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from hatch_jaxexport.build._discover import discover
-from hatch_jaxexport.build._exporter import tasks_for
-from hatch_jaxexport.build._progress import ProgressWriter
+from hatch_jaxexport.bake._discover import discover
+from hatch_jaxexport.bake._exporter import tasks_for
+from hatch_jaxexport.bake._progress import ProgressWriter
 from hatch_jaxexport.errors import ExportError
 
 
 def main(request_path: str) -> int:
-    """Entry point of one export worker process (``python -m hatch_jaxexport.build._worker``)."""
+    """Entry point of one export worker process (``python -m hatch_jaxexport.bake._worker``)."""
     request = json.loads(Path(request_path).read_text())
     result: dict[str, Any] = {"records": [], "failures": [], "fatal": None, "seconds": {}}
     progress = ProgressWriter(request.get("progress"))
@@ -44,7 +44,7 @@ def main(request_path: str) -> int:
             mine = []
         else:
             progress.write({"planned": [[task.id, fn.name] for fn, task in tasks]})
-        from hatch_jaxexport.build._exporter import export_task
+        from hatch_jaxexport.bake._exporter import export_task
 
         for fn, task in mine:
             started = time.perf_counter()
@@ -64,12 +64,12 @@ def main(request_path: str) -> int:
             progress.write({"id": task.id, "function": fn.name, "record": record._asdict(),
                             "failed": False, "seconds": result["seconds"][record.id]})
         if not request["list_only"]:  # what the executable compilers compile, per artifact
-            from hatch_jaxexport.build._executables import plans_for_worker
+            from hatch_jaxexport.bake._executables import plans_for_worker
 
             result["executable_plans"] = plans_for_worker(functions, result["records"],
                                                           request.get("executables", []))
         if not request["list_only"]:  # static-shape StableHLO for non-JAX runtimes
-            from hatch_jaxexport.build._portable_export import worker_export
+            from hatch_jaxexport.bake._portable_export import worker_export
 
             result["portable"] = worker_export(list(functions.values()), request["worker"],
                                                request["workers"], request["out_dir"],

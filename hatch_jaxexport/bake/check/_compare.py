@@ -15,10 +15,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hatch_jaxexport.build._exporter import ExportTask
-from hatch_jaxexport.build.check._bundle import source_location
-from hatch_jaxexport.build.check._numerics import compare_numerics
-from hatch_jaxexport.build.check._outcome import (
+from hatch_jaxexport.bake._exporter import ExportTask
+from hatch_jaxexport.bake.check._bundle import source_location
+from hatch_jaxexport.bake.check._numerics import compare_numerics
+from hatch_jaxexport.bake.check._outcome import (
     JAX_HINT,
     MATCH,
     MISSING,
@@ -31,7 +31,7 @@ from hatch_jaxexport.build.check._outcome import (
     failure,
     first_line,
 )
-from hatch_jaxexport.build.check._plan import Case, Plan, missing_reason, orphan_reason
+from hatch_jaxexport.bake.check._plan import Case, Plan, missing_reason, orphan_reason
 from hatch_jaxexport.errors import ArtifactError, CheckError
 from hatch_jaxexport.formats._options import DEFAULT_CHECK_SHAPES
 from hatch_jaxexport.formats.manifest import ArtifactRecord, member_name
@@ -87,7 +87,7 @@ META_FIELDS = ("in_tree", "in_avals", "out_tree", "out_avals", "platforms", "cal
 
 def metadata_differences(bundled: Any, fresh: Any) -> list[tuple[str, Any, Any]]:
     """``(field, bundled, fresh)`` for each ``Exported`` metadata field that differs."""
-    from hatch_jaxexport.build._exporter import metadata
+    from hatch_jaxexport.bake._exporter import metadata
 
     a, b = metadata(bundled), metadata(fresh)
     return [(key, a.get(key), b.get(key)) for key in (*META_FIELDS, *sorted(set(a) - set(
@@ -209,7 +209,7 @@ def _load_bundled_and_export_fresh(plan: Plan, case: Case, record: ArtifactRecor
     """``(bundled, fresh, bundled module text)``, or the outcome of a case that stops here: an
     artifact that cannot be read or loaded (``unusable``), or a source that no longer exports
     (``stale``)."""
-    from hatch_jaxexport.build._exporter import export_exported, module_text
+    from hatch_jaxexport.bake._exporter import export_exported, module_text
     from hatch_jaxexport.runtime._artifacts import deserialize_checked
 
     fn = plan.functions[case.function]
@@ -260,7 +260,7 @@ def _module_text_findings(plan: Plan, record: ArtifactRecord, bundled_text: str,
     module-text diff, or a note saying why there is none."""
     import jax
 
-    from hatch_jaxexport.build._exporter import fingerprint, module_text
+    from hatch_jaxexport.bake._exporter import fingerprint, module_text
 
     details: list[str] = []
     notes: list[str] = []
@@ -310,7 +310,7 @@ def _run_numerics(case: Case, record: ArtifactRecord, structure: Structure, vjp_
                   bundled: Any, fresh: Any, shapes: int) -> tuple[list[str], list[str]]:
     """Both exports run on a few concrete shapes (a sharded one on a mesh of its shape):
     ``(problems, notes)`` as :func:`compare_numerics` gives them."""
-    from hatch_jaxexport.build._sharded_export import mesh_context
+    from hatch_jaxexport.bake._sharded_export import mesh_context
 
     constraints = list(dict.fromkeys([*record.constraints, *structure.constraints]))
     # outside any mesh: jax derives the VJP of an in-memory export under the current mesh

@@ -21,7 +21,7 @@ import pytest
 from conftest import export_into_copy, make_venv, run
 
 from hatch_jaxexport import ExportError, SpecError, exportable
-from hatch_jaxexport.build._portable_export import (
+from hatch_jaxexport.bake._portable_export import (
     custom_call_reason,
     export_variant,
     plan_variants,

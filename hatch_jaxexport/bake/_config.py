@@ -255,7 +255,7 @@ def _check_editable(value: Any, path: str) -> Checked:
 
 def _check_executables(value: Any, path: str) -> Checked:
     """``executables``: true (the builder's targets), false (none) or an array of targets."""
-    from hatch_jaxexport.build._executables import resolve_targets
+    from hatch_jaxexport.bake._executables import resolve_targets
     from hatch_jaxexport.formats._cpu_targets import TARGETS
 
     if value is True:

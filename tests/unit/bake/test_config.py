@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from hatch_jaxexport.build._bake import describe_result
-from hatch_jaxexport.build._config import (
+from hatch_jaxexport.bake._bake import describe_result
+from hatch_jaxexport.bake._config import (
     HATCHLING_HOOK_KEYS,
     ConfigError,
     ExportOptions,
@@ -121,7 +121,7 @@ def test_hatchling_keys_pass_through_only_where_asked():
 def test_describe_result(tmp_path):
     from conftest import FIXTURES
 
-    from hatch_jaxexport.build import export_package
+    from hatch_jaxexport.bake import export_package
 
     messages: list[str] = []
     result = export_package("jxe_demo", tmp_path / "out", search_path=[FIXTURES],
@@ -248,7 +248,7 @@ def test_merge_requirement_refuses_a_bad_requirement():
 
 ESCAPE = """
 import sys
-from hatch_jaxexport.build._config import brief_uncaught_config_errors, parse_options
+from hatch_jaxexport.bake._config import brief_uncaught_config_errors, parse_options
 from hatch_jaxexport.errors import ConfigError
 try:
     parse_options({"job": 2}, "tool.jaxexport")
@@ -278,7 +278,7 @@ def test_other_uncaught_errors_keep_their_traceback(run_python):
 
 
 def test_caught_config_errors_keep_their_type_in_process():
-    from hatch_jaxexport.build._config import brief_uncaught_config_errors
+    from hatch_jaxexport.bake._config import brief_uncaught_config_errors
 
     brief_uncaught_config_errors()
     with pytest.raises(ConfigError):

@@ -18,11 +18,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hatch_jaxexport.build._captured import captured_warnings
-from hatch_jaxexport.build._discover import discover
-from hatch_jaxexport.build._executables import compile_executables, resolve_targets
-from hatch_jaxexport.build._exporter import ExportTask
-from hatch_jaxexport.build._progress import ProgressFiles
+from hatch_jaxexport.bake._captured import captured_warnings
+from hatch_jaxexport.bake._discover import discover
+from hatch_jaxexport.bake._executables import compile_executables, resolve_targets
+from hatch_jaxexport.bake._exporter import ExportTask
+from hatch_jaxexport.bake._progress import ProgressFiles
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats import __version__
 from hatch_jaxexport.formats._options import (
@@ -117,7 +117,7 @@ def _run_workers(package: str, staging: Path, jobs: int, platforms: Sequence[str
                 "progress": str(progress_files[worker]) if progress else None}))
             with log.open("wb") as output:  # a file, not a pipe: no worker blocks on output
                 proc = subprocess.Popen(
-                    [python, "-m", "hatch_jaxexport.build._worker", str(request)], env=env,
+                    [python, "-m", "hatch_jaxexport.bake._worker", str(request)], env=env,
                     stdout=output, stderr=subprocess.STDOUT, cwd=staging)
             procs.append((proc, result, log))
         results: dict[int, dict[str, Any]] = {}
@@ -215,7 +215,7 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
             emit(f"warning: skipped {message}")
         for message in captured_warnings(records, captured_warn_bytes):
             emit(f"warning: {message}")
-        from hatch_jaxexport.build._portable_export import write_index
+        from hatch_jaxexport.bake._portable_export import write_index
 
         portable_errors = write_index(staging, package, results, records, on_error=on_error,
                                       generator=f"hatch-jaxexport {__version__}", log=emit)

@@ -63,7 +63,7 @@ def _warmup(package: str, dims: Mapping[str, Sequence[int]], log: Callable[[str]
     import jax
     import numpy as np
 
-    from hatch_jaxexport.build._discover import discover
+    from hatch_jaxexport.bake._discover import discover
     from hatch_jaxexport.formats.spec import evaluate_dim, tree_map_leaves
     from hatch_jaxexport.runtime._compile_cache import ensure_compilation_cache
     from hatch_jaxexport.runtime.loader import loaded_from_artifact

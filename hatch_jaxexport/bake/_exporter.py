@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from hatch_jaxexport.build._captured import captured_constants
+from hatch_jaxexport.bake._captured import captured_constants
 from hatch_jaxexport.formats._mesh import mesh_record
 from hatch_jaxexport.formats.manifest import (
     BLOB_SUFFIX,
@@ -198,7 +198,7 @@ def _export_primal(fn: ExportableFunction,
         if mesh is None:
             values = {**abstract_args(structure, scope), **task.static}
         else:
-            from hatch_jaxexport.build import _sharded_export as sharding
+            from hatch_jaxexport.bake import _sharded_export as sharding
 
             assert spec.in_specs is not None
             abstract = sharding.abstract_mesh(mesh)
@@ -245,7 +245,7 @@ def _export_member(fn: ExportableFunction, task: ExportTask, primal: Any, scope:
     in_sh: list[Any] = [None] * len(avals)
     out_sh: Any = None
     if placement is not None:
-        from hatch_jaxexport.build._sharded_export import member_out_specs
+        from hatch_jaxexport.bake._sharded_export import member_out_specs
 
         _, flat_in, flat_out = placement
         outs = flat_out or [None] * len(out_dtypes)

@@ -188,7 +188,7 @@ def export_variant(fn: ExportableFunction, plan: VariantPlan, package: str = "")
     import jax
     from jax import export
 
-    from hatch_jaxexport.build._exporter import (
+    from hatch_jaxexport.bake._exporter import (
         custom_call_targets,
         module_text,
         raised_in_callback_lowering,

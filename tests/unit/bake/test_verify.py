@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import run
 
-from hatch_jaxexport.build.verify import verify_package, verify_report
+from hatch_jaxexport.bake.verify import verify_package, verify_report
 
 
 def verify(site: Path, package: str = "jxe_demo"):
@@ -208,7 +208,7 @@ def test_a_zipped_package_verifies(site: Path, tmp_path: Path) -> None:
 
 
 def test_verify_never_imports_jax_or_the_package_modules(site: Path) -> None:
-    code = ("import sys\nfrom hatch_jaxexport.build.verify import verify_package\n"
+    code = ("import sys\nfrom hatch_jaxexport.bake.verify import verify_package\n"
             "print(verify_package('jxe_demo'), 'jax' in sys.modules, "
             "'jxe_demo.funcs' in sys.modules)")
     proc = run([sys.executable, "-c", code], env={"PYTHONPATH": str(site)})

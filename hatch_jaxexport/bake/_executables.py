@@ -178,7 +178,7 @@ def _compile_with(staging: Path, package: str, plans: Sequence[Mapping[str, Any]
                                        "out_dir": str(staging), "result": str(result)}))
         flags = " ".join(target.xla_flags)  # only the target's: the builder's own never leak
         proc = subprocess.run(
-            [python, "-m", "hatch_jaxexport.build._executable_worker", str(request)],
+            [python, "-m", "hatch_jaxexport.bake._executable_worker", str(request)],
             env={**env, "XLA_FLAGS": flags}, cwd=staging, capture_output=True, text=True)
         if not result.exists():
             raise ExportError([f"the executable compiler for {name} died (exit "
