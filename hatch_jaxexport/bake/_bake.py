@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hatch_jaxexport.bake._captured import captured_lines
-from hatch_jaxexport.bake._config import ExportOptions
+from hatch_jaxexport.bake._config import ExportOptions, brief_uncaught_build_errors
 from hatch_jaxexport.bake._orchestrate import BuildResult, export_package
 from hatch_jaxexport.bake._progress import FunctionDone, FunctionProgress, function_line
 from hatch_jaxexport.errors import ExportError
@@ -91,6 +91,31 @@ def lacks_module(error: ExportError) -> bool:
     return any("No module named" in failure for failure in error.failures)
 
 
+#: The distribution that gives jax each accelerator platform, as ``pip install jax[...]`` does.
+PLATFORM_PLUGINS = {"cuda": ("jax-cuda12-plugin", "jax-cuda13-plugin"),
+                    "rocm": ("jax-rocm60-plugin", "jax-rocm7-plugin"), "tpu": ("libtpu",)}
+
+
+def missing_local_platform(platforms: Sequence[str]) -> str | None:
+    """The platform this machine's jax runs that ``platforms`` lacks, if none of them is one.
+
+    Read from the installed distributions (jax's plugin packages), not by starting jax's
+    backends: the build process never initializes a device. Every machine runs ``cpu``.
+    """
+    from importlib import metadata
+
+    local = ["cpu"]
+    for platform, distributions in PLATFORM_PLUGINS.items():
+        for distribution in distributions:
+            try:
+                metadata.distribution(distribution)
+            except metadata.PackageNotFoundError:
+                continue
+            local.insert(0, platform)
+            break
+    return None if set(local) & set(platforms) else local[0]
+
+
 def exports_wanted(options: ExportOptions, *, editable: bool, reporter: Reporter) -> bool:
     """Whether this build exports at all; says why not (skip variable, ``editable = "trace"``)."""
     if skip_requested():
@@ -137,6 +162,12 @@ def export_one(name: str, folder: Path, options: ExportOptions, reporter: Report
     builds, the time left), and the summary after."""
     reporter.waiting(f"jaxexport: exporting {name} for {', '.join(options.platforms)} "
                      f"({reporter.workers(options.jobs)}, on-error {options.on_error})")
+    missing = missing_local_platform(options.platforms)
+    if missing:
+        reporter.warning(f"jaxexport: warning: platforms = {list(options.platforms)} lacks "
+                         f"{missing}, the platform this machine runs: here {name}'s functions "
+                         f"will trace their source instead of loading artifacts; add "
+                         f"'{missing}' to platforms if its users may run on {missing}")
     start = time.perf_counter()
 
     def log(message: str) -> None:
@@ -165,6 +196,7 @@ def export_one(name: str, folder: Path, options: ExportOptions, reporter: Report
     except ExportError as err:
         reporter.export_failed(name, err.failures, lacks_module=lacks_module(err),
                                on_error=options.on_error)
+        brief_uncaught_build_errors()  # listed just now: not again with the backend's traceback
         raise
     # A function the progress files did not report (none, unless a file was lost) still gets
     # its line, so the output always names every function.
@@ -243,4 +275,5 @@ __all__ = [
     "exports_wanted",
     "flush_output",
     "lacks_module",
+    "missing_local_platform",
 ]

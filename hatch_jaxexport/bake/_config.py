@@ -15,8 +15,13 @@ import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from hatch_jaxexport.errors import ConfigError
+from hatch_jaxexport.errors import ConfigError, ExportError, SpecError
 from hatch_jaxexport.formats._options import DEFAULT_PLATFORMS, KNOWN_PLATFORMS, ON_ERROR_CHOICES
+from hatch_jaxexport.formats._settings import TRACEBACK_ENV, traceback_wanted
+
+#: What an uncaught ``ExportError`` prints at the end of a build, under the reporter's list.
+EXPORT_FAILED = (f"the export failed: every problem is listed above ({TRACEBACK_ENV}=1 shows "
+                 f"the whole errors with their tracebacks)")
 
 #: Hatchling's own keys of a build hook table: they reach the hook's config and are let through.
 HATCHLING_HOOK_KEYS = frozenset({
@@ -60,15 +65,18 @@ class ExportOptions:
         return self.jax_requirement.replace("{version}", jax_version)
 
 
-def brief_uncaught_config_errors() -> None:
-    """From now on, print a ``ConfigError`` that nobody catches as its message alone.
+def brief_uncaught_build_errors() -> None:
+    """From now on, print a build error that nobody catches without the backend's traceback.
 
     A build backend runs the hooks in a process of its own (pyproject_hooks for pip and build,
     uv's runner, ``hatchling build`` for hatch), and an exception that escapes it reaches
     ``sys.excepthook``, whose default prints some twenty lines of the backend's frames above the
-    message. The integrations call this just before they raise a ``ConfigError``: the error
+    message. The integrations call this just before they raise a ``ConfigError`` or
+    ``SpecError`` (printed as its message alone) or an ``ExportError`` (whose problems the
+    reporter has just listed: one line that points at them, so the list shows once). The error
     keeps its type for any caller that catches it (a build run in process, a test), and only
-    the last-resort report changes. Other exceptions go to the previous hook, untouched.
+    the last-resort report changes. Other exceptions go to the previous hook, untouched, and so
+    does everything when ``HATCH_JAXEXPORT_TRACEBACK=1`` asks for tracebacks.
     """
     import sys
 
@@ -77,8 +85,12 @@ def brief_uncaught_config_errors() -> None:
         return
 
     def report(kind: type[BaseException], value: BaseException, traceback: Any) -> None:
-        if isinstance(value, ConfigError):
+        if traceback_wanted():
+            previous(kind, value, traceback)
+        elif isinstance(value, ConfigError | SpecError):
             print(f"error: {value}", file=sys.stderr, flush=True)
+        elif isinstance(value, ExportError):
+            print(f"error: {EXPORT_FAILED}", file=sys.stderr, flush=True)
         else:
             previous(kind, value, traceback)
 
@@ -325,7 +337,8 @@ __all__ = [
     "HATCHLING_HOOK_KEYS",
     "ConfigError",
     "ExportOptions",
-    "brief_uncaught_config_errors",
+    "EXPORT_FAILED",
+    "brief_uncaught_build_errors",
     "merge_requirement",
     "parse_options",
 ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+from hatch_jaxexport.bake._diagnose import located
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.runtime._jaxcompat import lowering_config, set_lowering_config
 from hatch_jaxexport.runtime.decorator import ExportableFunction, registered_in
@@ -28,8 +29,8 @@ def discover(package: str, *, isolate_config: bool = False) -> list[ExportableFu
     try:
         module = importlib.import_module(package)
     except Exception as err:
-        raise ExportError([f"cannot import package {package!r}: {type(err).__name__}: {err}"]) \
-            from err
+        raise ExportError([f"cannot import package {package!r}: {type(err).__name__}: {err}"
+                           f"{located(err, package)}"]) from err
     errors = []
     # the config each imported package left, for its submodules (isolate_config only)
     after_package = {package: lowering_config()} if isolate_config else {}
@@ -43,7 +44,8 @@ def discover(package: str, *, isolate_config: bool = False) -> list[ExportableFu
         try:
             importlib.import_module(info.name)
         except Exception as err:
-            errors.append(f"cannot import module {info.name!r}: {type(err).__name__}: {err}")
+            errors.append(f"cannot import module {info.name!r}: {type(err).__name__}: {err}"
+                          f"{located(err, package)}")
         if isolate_config:
             now = lowering_config()
             changed_last = now if now != parent else changed_last

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hatch_jaxexport.bake._captured import captured_warnings
+from hatch_jaxexport.bake._diagnose import failures_headline, fold_failures
 from hatch_jaxexport.bake._discover import discover
 from hatch_jaxexport.bake._executables import compile_executables, resolve_targets
 from hatch_jaxexport.bake._exporter import ExportTask
@@ -30,6 +31,7 @@ from hatch_jaxexport.formats._options import (
     DEFAULT_PLATFORMS,
     ON_ERROR_CHOICES,
 )
+from hatch_jaxexport.formats._settings import traceback_wanted
 from hatch_jaxexport.formats.manifest import (
     MANIFEST_NAME,
     ArtifactRecord,
@@ -64,21 +66,6 @@ def _worker_env(search_path: Sequence[str | os.PathLike[str]]) -> dict[str, str]
     env.pop("JAX_ENABLE_X64", None)  # 64-bit structures turn x64 on for themselves
     env["PYTHONHASHSEED"] = "0"
     return env
-
-
-def _failure_message(failure: dict[str, Any]) -> str:
-    task = failure["task"]
-    static = f", static {task['static']}" if task["static"] else ""
-    if task.get("mesh"):
-        static += ", mesh " + " x ".join(f"{a}={s}" for a, s in zip(task["mesh"]["axes"],
-                                                                    task["mesh"]["sizes"],
-                                                                    strict=True))
-    for name, value in sorted(task.get("variant", {}).items()):
-        static += f", {name}={value}"
-    member = "" if (task["kind"], task["batched"]) == ("primal", False) else \
-        f", {'batched ' if task['batched'] else ''}{task['kind']} artifact"
-    return (f"{task['function']}, structure {task['structure_index']} ({failure['structure']})"
-            f"{static}, platform {task['platform']}{member}: {_short(failure['error'], 600)}")
 
 
 def _short(text: str, limit: int = 2000) -> str:
@@ -208,9 +195,9 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
                                executables=targets)
         records = [ArtifactRecord(**r) for res in results for r in res["records"]]
         failures = [f for res in results for f in res["failures"]]
-        messages = [_failure_message(f) for f in failures]
+        messages = fold_failures(failures, detail=traceback_wanted())
         if failures and on_error == "fail":
-            raise ExportError(messages)
+            raise ExportError(messages, failures_headline(package, failures, messages))
         for message in messages:
             emit(f"warning: skipped {message}")
         for message in captured_warnings(records, captured_warn_bytes):
@@ -224,7 +211,7 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
         skipped = [SkippedRecord(function=f["task"]["function"], structure=f["structure"],
                                  structure_index=f["task"]["structure_index"],
                                  static=f["task"]["static"], platform=f["task"]["platform"],
-                                 reason=f["error"], kind=f["task"]["kind"],
+                                 reason=f["message"], kind=f["task"]["kind"],
                                  batched=f["task"]["batched"],
                                  mesh=f["task"].get("mesh", {}),
                                  variant=f["task"].get("variant", {})) for f in failures]

@@ -12,14 +12,15 @@ import dataclasses
 import json
 import sys
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
+from hatch_jaxexport.bake._diagnose import describe_exception, located
 from hatch_jaxexport.bake._discover import discover
 from hatch_jaxexport.bake._exporter import tasks_for
 from hatch_jaxexport.bake._progress import ProgressWriter
 from hatch_jaxexport.errors import ExportError
+from hatch_jaxexport.formats._settings import traceback_wanted
 
 
 def main(request_path: str) -> int:
@@ -54,7 +55,7 @@ def main(request_path: str) -> int:
                 structure = fn.export_spec.structures[task.structure_index]
                 result["failures"].append({
                     "task": dataclasses.asdict(task), "structure": structure.key,
-                    "error": f"{type(err).__name__}: {err}".strip()})
+                    **describe_exception(err, request["package"])})
                 progress.write({"id": task.id, "function": fn.name, "record": None,
                                 "failed": True, "seconds": time.perf_counter() - started})
                 continue
@@ -76,8 +77,10 @@ def main(request_path: str) -> int:
                                                request["package"])
     except ExportError as err:
         result["fatal"] = err.failures
-    except Exception:
-        result["fatal"] = [traceback.format_exc()]
+    except Exception as err:  # a fault of the worker itself: its traceback only when asked for
+        described = describe_exception(err, request["package"])
+        result["fatal"] = [described["detail"] if traceback_wanted() else
+                           described["error"] + located(err, request["package"])]
     progress.close()
     Path(request["result"]).write_text(json.dumps(result))
     return 0 if result["fatal"] is None else 1

@@ -397,6 +397,40 @@ CONFIG_ERROR_FRONT_ENDS = {
 }
 
 
+BROADCAST_MODULE = """
+from hatch_jaxexport import exportable
+
+
+@exportable({"x": ("batch, 3", "float32"), "y": ("n, 3", "float32")}, ad_order=1)
+def difference(x, y):
+    return x - y
+"""
+
+
+@pytest.mark.slow
+def test_export_error_reaches_the_user_once_at_the_line_without_a_traceback(tmp_path,
+                                                                             frontend_env):
+    """Through ``python -m build``: the reporter's list (one folded line with the user's
+    file:line and a hint) and one closing line, where the problem used to be printed twice
+    (the list, then the ``ExportError`` under 30 lines of the backend's frames)."""
+    root = tiny(tmp_path / "proj", name="jxe_bcast", module=BROADCAST_MODULE)
+    source = (root / "jxe_bcast" / "__init__.py").read_text().splitlines()
+    line = source.index("    return x - y") + 1
+    proc = run(CONFIG_ERROR_FRONT_ENDS["python -m build"](root, tmp_path / "dist"),
+               env=frontend_env, check=False)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert output.count("incompatible shapes for broadcasting") == 1, output
+    assert ("jxe_bcast:difference, structure 0 (x: float32[batch, 3]; y: float32[n, 3]), "
+            f"platform cpu, primal, jvp, vjp artifacts at jxe_bcast/__init__.py:{line}: TypeError: "
+            "sub got incompatible shapes for broadcasting: (batch, 3), (n, 3).") in output
+    assert "hint: 'batch' and 'n' are independent symbols" in output
+    assert "error: the export failed: every problem is listed above" in output
+    assert "Traceback (most recent call last)" not in output
+    assert str(root) not in output.replace(f"{root}/dist", "")  # no build path in the messages
+    assert not list((tmp_path / "dist").glob("*.whl"))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("front_end", sorted(CONFIG_ERROR_FRONT_ENDS))
 def test_config_error_reaches_the_user_through_a_front_end(front_end, tmp_path, frontend_env):

@@ -162,7 +162,8 @@ def test_export_error_in_one_function_names_it_and_writes_nothing(build) -> None
     code, out, err = b.finish()
     assert code == 1 and out == ""
     error = err[err.index("jaxexport: error: "):]  # after the progress lines
-    assert error.startswith("jaxexport: error: 3 exports failed:\n"), err
+    assert error.startswith("jaxexport: error: 3 exports of jxe_failing failed, for 3 "
+                            "reasons:\n"), err
     for name in ("with_callback", "eigenvalues", "dynamic_loop"):
         assert f"  - jxe_failing:{name}, structure 0 " in error
         assert re.search(rf"^  jxe_failing:{name}: .*, 1 failed \[\d+/\d+, ", err, re.M), err

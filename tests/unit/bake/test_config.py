@@ -248,15 +248,19 @@ def test_merge_requirement_refuses_a_bad_requirement():
 
 ESCAPE = """
 import sys
-from hatch_jaxexport.bake._config import brief_uncaught_config_errors, parse_options
-from hatch_jaxexport.errors import ConfigError
+from hatch_jaxexport.bake._config import brief_uncaught_build_errors, parse_options
+from hatch_jaxexport.errors import ConfigError, ExportError, SpecError
 try:
     parse_options({"job": 2}, "tool.jaxexport")
 except ConfigError:
-    brief_uncaught_config_errors()
-    brief_uncaught_config_errors()  # twice: still one report
+    brief_uncaught_build_errors()
+    brief_uncaught_build_errors()  # twice: still one report
     if sys.argv[1] == "config":
         raise
+if sys.argv[1] == "export":
+    raise ExportError(["f, structure 0, platform cpu, primal artifact: TypeError: x"] * 2)
+if sys.argv[1] == "spec":
+    raise SpecError("@exportable spec of f: bad dtype")
 raise RuntimeError("something else")
 """
 
@@ -270,6 +274,22 @@ def test_an_uncaught_config_error_prints_its_message_alone(run_python):
         "on-error, jax-requirement, editable, executables, executable-jaxlibs\n")
 
 
+def test_an_uncaught_export_error_points_at_the_list_above_in_one_line(run_python):
+    """The reporter listed the problems just before: the last-resort report does not repeat
+    them, nor print the backend's frames; ``HATCH_JAXEXPORT_TRACEBACK=1`` gives everything."""
+    proc = run_python(ESCAPE.replace("sys.argv[1]", "'export'"), check=False)
+    assert proc.returncode == 1
+    assert proc.stderr == ("error: the export failed: every problem is listed above "
+                           "(HATCH_JAXEXPORT_TRACEBACK=1 shows the whole errors with their "
+                           "tracebacks)\n")
+    spec = run_python(ESCAPE.replace("sys.argv[1]", "'spec'"), check=False)
+    assert spec.stderr == "error: @exportable spec of f: bad dtype\n"
+    full = run_python(ESCAPE.replace("sys.argv[1]", "'export'"), check=False,
+                      env={"HATCH_JAXEXPORT_TRACEBACK": "1"})
+    assert full.stderr.startswith("Traceback (most recent call last)")
+    assert "TypeError: x" in full.stderr
+
+
 def test_other_uncaught_errors_keep_their_traceback(run_python):
     proc = run_python(ESCAPE.replace("sys.argv[1]", "'other'"), check=False)
     assert proc.returncode == 1
@@ -278,9 +298,9 @@ def test_other_uncaught_errors_keep_their_traceback(run_python):
 
 
 def test_caught_config_errors_keep_their_type_in_process():
-    from hatch_jaxexport.bake._config import brief_uncaught_config_errors
+    from hatch_jaxexport.bake._config import brief_uncaught_build_errors
 
-    brief_uncaught_config_errors()
+    brief_uncaught_build_errors()
     with pytest.raises(ConfigError):
         parse_options({"job": 2}, HATCH)
 

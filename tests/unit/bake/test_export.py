@@ -53,12 +53,16 @@ def test_export_failures_are_collected_and_name_function_structure_platform(tmp_
     failures = info.value.failures
     assert len(failures) == 3, failures
     text = "\n".join(failures)
-    assert "jxe_failing:with_callback, structure 0 (x: float32[n]), platform cpu: ValueError: " \
-           "the function calls back into Python" in text
-    assert "jxe_failing:eigenvalues, structure 0 (x: float32[n, n]), platform cuda: ValueError: " \
-           "Cannot serialize code with custom calls whose targets have no compatibility" in text
-    assert "jxe_failing:dynamic_loop, structure 0 (x: float32[]; n: int32[]), platform cpu: " \
-           "ValueError: Reverse-mode differentiation does not work for lax.while_loop" in text
+    assert "jxe_failing:with_callback, structure 0 (x: float32[n]), platform cpu, primal " \
+           "artifact: ValueError: the function calls back into Python" in text
+    assert "jxe_failing:eigenvalues, structure 0 (x: float32[n, n]), platform cuda, primal " \
+           "artifact: ValueError: Cannot serialize code with custom calls whose targets have no " \
+           "compatibility" in text
+    assert "@cuhybrid_eig_real" in text  # the line after jax's "Examples are:"
+    assert "leave the platform out of this function's @exportable(platforms=...)" in text
+    assert "jxe_failing:dynamic_loop, structure 0 (x: float32[]; n: int32[]), platform cpu, " \
+           "primal artifact: ValueError: Reverse-mode differentiation does not work for " \
+           "lax.while_loop" in text
     assert not (tmp_path / "out").exists()  # nothing half-written
 
 

@@ -1,0 +1,195 @@
+"""What a failed export tells its author: one line per cause, the user's line, and what to try.
+
+An export that fails inside jax raises an error whose text is written for jax's developers: long,
+without the line of the user's function that caused it, and repeated for the primal, the jvp and
+the vjp artifact of the same function. The worker reduces each failure to its first line and the
+frame of the package's own code where it was raised (:func:`describe_exception`); the
+orchestrator folds the failures of one function that share that cause into one line
+(:func:`fold_failures`) and adds the hints of :func:`hints_for` under it. The whole error text
+and traceback stay available for ``-v``/``--debug`` and ``HATCH_JAXEXPORT_TRACEBACK=1``.
+"""
+
+from __future__ import annotations
+
+import re
+import traceback
+from collections.abc import Mapping, Sequence
+from pathlib import PurePath
+from types import TracebackType
+from typing import Any
+
+#: Longest structure text a failure line shows; longer ones keep their start and an ellipsis.
+STRUCTURE_CHARS = 60
+
+_BROADCAST = re.compile(r"incompatible shapes for broadcasting: (.+?)\.?$")
+_DIMS = re.compile(r"\(([^()]*)\)")
+_INCONCLUSIVE = re.compile(r"Symbolic dimension comparison '(.+?)' (\S+) '(.+?)' is inconclusive")
+_SYMBOL = re.compile(r"[A-Za-z_]\w*")
+_CALLBACK = re.compile(r"calls back into Python|host callback|callback", re.IGNORECASE)
+
+
+def _chain(err: BaseException) -> list[BaseException]:
+    """``err`` and the errors it was raised from (``__cause__``, ``__context__``), outermost
+    first."""
+    seen: list[BaseException] = []
+    while err is not None and err not in seen:
+        seen.append(err)
+        err = err.__cause__ or err.__context__  # type: ignore[assignment]
+    return seen
+
+
+def _frames(tb: TracebackType | None) -> list[tuple[str, str, int]]:
+    """(module name, file name, line) of each frame of a traceback, outermost first."""
+    frames = []
+    while tb is not None:
+        frame = tb.tb_frame
+        frames.append((str(frame.f_globals.get("__name__", "")), frame.f_code.co_filename,
+                       tb.tb_lineno))
+        tb = tb.tb_next
+    return frames
+
+
+def _shown_path(module: str, filename: str) -> str:
+    """A frame's file as a path inside its package (``mypkg/model.py``): no build folder."""
+    path = PurePath(filename)
+    keep = len(module.split(".")) + (1 if path.stem == "__init__" else 0)
+    return "/".join(path.parts[-keep:])
+
+
+def user_location(err: BaseException, package: str) -> str | None:
+    """``file:line`` of the innermost frame of ``package``'s own code in ``err``'s traceback
+    (or in the errors it was raised from); ``None`` when no frame of the package is there."""
+    for error in _chain(err):
+        own = [(m, f, n) for m, f, n in _frames(error.__traceback__)
+               if m == package or m.startswith(package + ".")]
+        if own:
+            module, filename, line = own[-1]
+            return f"{_shown_path(module, filename)}:{line}"
+    return None
+
+
+def first_line(text: str, limit: int = 300) -> str:
+    """An error's first line, with the next one when it ends in a colon (``Examples are:``)."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    line = " ".join(lines[:2]) if len(lines) > 1 and lines[0].endswith(":") else lines[0]
+    return line if len(line) <= limit else line[:limit - 1].rstrip() + "…"
+
+
+def located(err: BaseException, package: str) -> str:
+    """`` (at mypkg/model.py:12)`` for an error raised in ``package``'s code, else ``""``."""
+    location = user_location(err, package)
+    return f" (at {location})" if location else ""
+
+
+def describe_exception(err: BaseException, package: str) -> dict[str, Any]:
+    """What a worker records of a failed export: the error's first line (``error``), its whole
+    text (``message``, the manifest's reason for a skipped artifact), where in the package it
+    was raised (``location``) and the traceback (``detail``, shown only when asked for)."""
+    text = f"{type(err).__name__}: {err}".strip()
+    return {"error": first_line(text), "message": text,
+            "location": user_location(err, package),
+            "detail": "".join(traceback.format_exception(err)).strip()}
+
+
+def _symbol_pairs(shapes_text: str) -> list[tuple[str, str]]:
+    """Pairs of different symbols that meet at the same axis of the broadcast shapes."""
+    shapes = [[d.strip() for d in group.split(",") if d.strip()]
+              for group in _DIMS.findall(shapes_text)]
+    pairs: list[tuple[str, str]] = []
+    width = max((len(s) for s in shapes), default=0)
+    for axis in range(1, width + 1):  # broadcasting aligns shapes at their ends
+        symbols = sorted({s[-axis] for s in shapes if len(s) >= axis
+                          and _SYMBOL.fullmatch(s[-axis])})
+        pairs += [(a, b) for i, a in enumerate(symbols) for b in symbols[i + 1:]]
+    return pairs
+
+
+def _as_constraint(left: str, op: str, right: str) -> str:
+    """A comparison as jax.export states constraints (``>=``, ``<=``, ``==`` only)."""
+    if op in (">", "<") and right.lstrip("-").isdigit():
+        return f"{left} {op}= {int(right) + (1 if op == '>' else -1)}"
+    return f"{left} {op if op in ('>=', '<=', '==') else op[0] + '='} {right}"
+
+
+def hints_for(error: str) -> list[str]:
+    """Hints for the common causes of a failed export, recognised from the error's first line."""
+    hints = []
+    broadcast = _BROADCAST.search(error)
+    for a, b in _symbol_pairs(broadcast.group(1)) if broadcast else []:
+        hints.append(f"'{a}' and '{b}' are independent symbols: jax.export cannot prove they are "
+                     f"equal. If they are the same size, write one name in both specs, or add "
+                     f"constraints=[\"{b} == {a}\"] to @exportable; otherwise the computation "
+                     f"mixes sizes that differ")
+    inconclusive = _INCONCLUSIVE.search(error)
+    if inconclusive:
+        left, op, right = inconclusive.groups()
+        hints.append(f"a Python `if` or comparison on a symbolic size ({left} {op} {right}) has "
+                     f"no single answer for every size: use jnp.where / jax.lax.cond, add "
+                     f"constraints=[\"{_as_constraint(left, op, right)}\"] to @exportable if "
+                     f"it always holds, or give the size a fixed value")
+    if "no compatibility guarantees" in error:
+        hints.append("this operation lowers, on that platform, to a custom call that jax.export "
+                     "cannot keep stable: leave the platform out of this function's "
+                     "@exportable(platforms=...), or use another operation there")
+    if _CALLBACK.search(error) and "remove the callback" not in error:
+        hints.append("host callbacks (jax.debug.print, jax.pure_callback, io_callback) cannot be "
+                     "serialized: remove them from the exported function, or keep them behind a "
+                     "flag that is off at build")
+    return hints
+
+
+def _short_structure(text: str) -> str:
+    return text if len(text) <= STRUCTURE_CHARS else text[:STRUCTURE_CHARS - 1].rstrip() + "…"
+
+
+def _task_label(task: Mapping[str, Any], structure: str) -> str:
+    """``structure 0 (x: float32[n]), static ..., mesh ...``: what one failure is about."""
+    label = f"structure {task['structure_index']} ({_short_structure(structure)})"
+    if task["static"]:
+        label += f", static {task['static']}"
+    if task.get("mesh"):
+        label += ", mesh " + " x ".join(
+            f"{a}={s}" for a, s in zip(task["mesh"]["axes"], task["mesh"]["sizes"], strict=True))
+    for name, value in sorted(task.get("variant", {}).items()):
+        label += f", {name}={value}"
+    return label
+
+
+def _kind(task: Mapping[str, Any]) -> str:
+    return f"{'batched ' if task['batched'] else ''}{task['kind']}"
+
+
+def failures_headline(package: str, failures: Sequence[object], messages: Sequence[str]
+                      ) -> str | None:
+    """``4 exports of mypkg failed, for 2 reasons``; ``None`` for one message (shown alone)."""
+    if len(messages) == 1:
+        return None
+    return f"{len(failures)} exports of {package} failed, for {len(messages)} reasons"
+
+
+def fold_failures(failures: Sequence[Mapping[str, Any]], *, detail: bool = False) -> list[str]:
+    """One message per function, structure and cause: the platforms and artifact kinds that
+    failed for the same reason folded into one line, then the hints (and, with ``detail``, the
+    whole error with its traceback), each on a line of its own under it."""
+    groups: dict[tuple[str, str, str, str | None], list[Mapping[str, Any]]] = {}
+    for failure in failures:
+        key = (failure["task"]["function"], _task_label(failure["task"], failure["structure"]),
+               failure["error"], failure.get("location"))
+        groups.setdefault(key, []).append(failure)
+    messages = []
+    for (function, label, error, location), members in groups.items():
+        platforms = list(dict.fromkeys(m["task"]["platform"] for m in members))
+        kinds = list(dict.fromkeys(_kind(m["task"]) for m in members))
+        where = f" at {location}" if location else ""
+        lines = [f"{function}, {label}, platform{'s' * (len(platforms) > 1)} "
+                 f"{', '.join(platforms)}, {', '.join(kinds)} "
+                 f"artifact{'s' * (len(members) > 1)}{where}: {error}"]
+        lines += [f"    hint: {hint}" for hint in hints_for(error)]
+        if detail and members[0].get("detail"):
+            lines += ["    " + line for line in str(members[0]["detail"]).splitlines()]
+        messages.append("\n".join(lines))
+    return messages
+
+
+__all__ = ["STRUCTURE_CHARS", "describe_exception", "failures_headline", "first_line",
+           "fold_failures", "hints_for", "located", "user_location"]
