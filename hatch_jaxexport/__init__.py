@@ -5,12 +5,19 @@ Importing this package is light: it imports neither hatchling, setuptools nor py
 
 from __future__ import annotations
 
-from hatch_jaxexport.errors import ArtifactError, ExportError, FallbackWarning, SpecError
+from hatch_jaxexport.errors import (
+    ArtifactError,
+    CallMismatch,
+    ExportError,
+    FallbackWarning,
+    SpecError,
+)
 from hatch_jaxexport.formats import __version__
 from hatch_jaxexport.runtime.decorator import ExportableFunction, exportable
 
 __all__ = [
     "ArtifactError",
+    "CallMismatch",
     "ExportError",
     "ExportableFunction",
     "FallbackWarning",

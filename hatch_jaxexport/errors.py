@@ -32,6 +32,41 @@ class ExportError(RuntimeError):
         super().__init__(f"{headline}:\n{lines}")
 
 
+class CallMismatch(Exception):
+    """A call refused before anything runs: its arguments fit no exported structure, or not the
+    function's signature. The message names the function, the argument (its path in a pytree),
+    what was expected and what was given. Catch this to catch every kind; each kind is one
+    subclass, which also is the builtin exception that kind raised before (``TypeError``,
+    ``ValueError``), so existing ``except`` clauses keep working."""
+
+
+class SignatureMismatch(CallMismatch, TypeError):
+    """Arguments that do not bind to the function's signature (missing, unknown, too many, a
+    keyword-only one given by position, ``*args``), or a value for an argument the structure
+    leaves out."""
+
+
+class StaticValueMismatch(CallMismatch, ValueError):
+    """A static argument's value that was not baked; the message lists the baked values."""
+
+
+class PytreeMismatch(CallMismatch, TypeError):
+    """An argument whose pytree differs from the structure's: another container type, other
+    dict keys or fields, another static field value, ``None`` where an array is expected or a
+    non-array (a list, a string, an object) where a leaf is."""
+
+
+class DtypeMismatch(CallMismatch, TypeError):
+    """An array (or Python scalar) of another dtype than the leaf's, after jax's dtype
+    canonicalization, or a 64-bit leaf called with ``jax_enable_x64`` off."""
+
+
+class ShapeMismatch(CallMismatch, TypeError, ValueError):
+    """A wrong rank (a ``TypeError`` before), a wrong fixed size or expression, a symbol with
+    two sizes, a symbol below 1, a violated constraint or a dimension beyond int32 (each a
+    ``ValueError`` before): both builtins, so either ``except`` still catches it."""
+
+
 class FallbackWarning(UserWarning):
     """The loader traces the source because no baked artifact fits the call."""
 
@@ -62,5 +97,6 @@ class NotPortable(ValueError):
     """A variant that cannot be made portable; the message says why."""
 
 
-__all__ = ["ArtifactError", "CheckError", "ConfigError", "ExportError", "FallbackWarning",
-           "NotPortable", "SpecError", "TieredCompileWarning"]
+__all__ = ["ArtifactError", "CallMismatch", "CheckError", "ConfigError", "DtypeMismatch",
+           "ExportError", "FallbackWarning", "NotPortable", "PytreeMismatch", "ShapeMismatch",
+           "SignatureMismatch", "SpecError", "StaticValueMismatch", "TieredCompileWarning"]

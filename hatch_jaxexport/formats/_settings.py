@@ -12,6 +12,8 @@ from collections.abc import Mapping
 
 #: Errors instead of falling back to tracing (the loader and the transformation family).
 STRICT_ENV = "HATCH_JAXEXPORT_STRICT"
+#: Structures in call-time errors and ``jaxexport inspect`` in full (off: long ones abbreviated).
+FULL_STRUCTURES_ENV = "HATCH_JAXEXPORT_FULL_STRUCTURES"
 #: Tiered compilation of eager first calls: on, off, or unset for the per-function default.
 TIERED_ENV = "HATCH_JAXEXPORT_TIERED"
 #: The compilation and executable caches: off, on (the default folder), or a folder.
@@ -20,6 +22,8 @@ CACHE_ENV = "HATCH_JAXEXPORT_CACHE"
 SKIP_ENV = "HATCH_JAXEXPORT_SKIP"
 #: Set to 0 to ignore the precompiled executables a wheel ships (compile the StableHLO).
 EXECUTABLES_ENV = "HATCH_JAXEXPORT_EXECUTABLES"
+#: Build errors with their whole text and tracebacks (off: one line per cause, with hints).
+TRACEBACK_ENV = "HATCH_JAXEXPORT_TRACEBACK"
 
 ON_VALUES = ("1", "true", "yes", "on")
 OFF_VALUES = ("0", "false", "no", "off")
@@ -41,6 +45,12 @@ def strict_mode(environ: Mapping[str, str] = os.environ) -> bool:
     return flag(STRICT_ENV, environ) is True
 
 
+def full_structures(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether ``HATCH_JAXEXPORT_FULL_STRUCTURES`` asks for whole structure texts (default:
+    long ones abbreviated, ``formats._structure_text``)."""
+    return flag(FULL_STRUCTURES_ENV, environ) is True
+
+
 def shipped_executables_wanted(environ: Mapping[str, str] = os.environ) -> bool:
     """Whether ``HATCH_JAXEXPORT_EXECUTABLES`` leaves shipped executables on (the default)."""
     return flag(EXECUTABLES_ENV, environ) is not False
@@ -49,6 +59,11 @@ def shipped_executables_wanted(environ: Mapping[str, str] = os.environ) -> bool:
 def skip_requested(environ: Mapping[str, str] = os.environ) -> bool:
     """Whether ``HATCH_JAXEXPORT_SKIP`` asks for a build without exports."""
     return flag(SKIP_ENV, environ) is True
+
+
+def traceback_wanted(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether ``HATCH_JAXEXPORT_TRACEBACK`` asks for build errors in full, with tracebacks."""
+    return flag(TRACEBACK_ENV, environ) is True
 
 
 def tiered_choice(environ: Mapping[str, str] = os.environ) -> bool | None:
@@ -68,5 +83,6 @@ def cache_choice(environ: Mapping[str, str] = os.environ) -> bool | str:
 
 
 __all__ = ["CACHE_ENV", "EXECUTABLES_ENV", "OFF_VALUES", "ON_VALUES", "SKIP_ENV", "STRICT_ENV",
-           "TIERED_ENV", "cache_choice", "flag", "shipped_executables_wanted", "skip_requested",
-           "strict_mode", "tiered_choice"]
+           "TIERED_ENV", "TRACEBACK_ENV", "cache_choice", "flag", "shipped_executables_wanted",
+           "skip_requested", "strict_mode", "tiered_choice", "traceback_wanted",
+           "FULL_STRUCTURES_ENV", "full_structures"]

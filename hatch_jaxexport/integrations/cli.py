@@ -14,6 +14,8 @@ from typing import Any, TextIO
 from hatch_jaxexport.formats import __version__
 from hatch_jaxexport.formats._cpu_targets import TARGETS
 from hatch_jaxexport.formats._options import DEFAULT_PLATFORMS, KNOWN_PLATFORMS
+from hatch_jaxexport.formats._settings import FULL_STRUCTURES_ENV, TRACEBACK_ENV, full_structures
+from hatch_jaxexport.formats._structure_text import abbreviate_structure
 from hatch_jaxexport.formats.manifest import (
     ArtifactRecord,
     member_name,
@@ -22,6 +24,9 @@ from hatch_jaxexport.formats.manifest import (
 )
 from hatch_jaxexport.integrations._portable_command import add_command as add_portable_command
 from hatch_jaxexport.integrations._portable_command import run_command as run_portable_command
+
+#: How wide ``inspect`` prints a structure (its other columns take about 60 characters).
+_INSPECT_STRUCTURE_WIDTH = 60
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,7 +40,9 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
         description="Bake jax.export artifacts for a package, and inspect what a package carries.",
     )
     parser.add_argument("--version", action="version", version=f"hatch-jaxexport {__version__}")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("-v", "--verbose", dest="debug", action="store_true",
+                        help=f"show whole errors with tracebacks (also {TRACEBACK_ENV}=1)")
+    parser.add_argument("--debug", dest="debug", action="store_true", help=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     export = sub.add_parser("export", help="export every @exportable of a package into a folder",
@@ -65,6 +72,9 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
                              "and print one row per artifact.")
     inspect.add_argument("package", metavar="PACKAGE", help="import name of an installed package")
     inspect.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    inspect.add_argument("--full", action="store_true", help="print each structure whole "
+                         "(default: long ones abbreviated to fit a row; "
+                         f"{FULL_STRUCTURES_ENV}=1 does the same as --full)")
     verify = sub.add_parser("verify", help="check an installed package's artifacts against its "
                             "manifest", description="Check that PACKAGE's manifest is valid, "
                             "that every blob it lists is present with its recorded size and "
@@ -210,9 +220,12 @@ def _inspect(args: argparse.Namespace) -> int:
     print(f"{manifest.package}: {len(manifest.artifacts)} artifact(s), built by "
           f"{manifest.generator} with jax {manifest.jax_version} (jaxlib "
           f"{manifest.jaxlib_version}), schema {manifest.schema_version}")
+    full = args.full or full_structures()
     rows = [("function", "structure", "static", "platform", "member", "vjp", "bytes")]
     for record in sorted(manifest.artifacts, key=lambda r: r.id):
-        rows.append((record.function, f"[{record.structure_index}] {record.structure}",
+        structure = record.structure if full else \
+            abbreviate_structure(record.structure, _INSPECT_STRUCTURE_WIDTH)
+        rows.append((record.function, f"[{record.structure_index}] {structure}",
                      json.dumps(record.static, sort_keys=True) if record.static else "-",
                      record.platform, member_name(record.kind, record.batched),
                      str(record.vjp_order), f"{record.size:,}"))
@@ -223,6 +236,9 @@ def _inspect(args: argparse.Namespace) -> int:
                              or "-" for r in sorted(manifest.artifacts, key=lambda r: r.id)]
         rows = [(*row[:4], mesh, *row[4:]) for row, mesh in zip(rows, meshes, strict=True)]
     _print_table(rows)
+    if not full and any(len(r.structure) > _INSPECT_STRUCTURE_WIDTH for r in manifest.artifacts):
+        print(f"(long structures abbreviated: --full or {FULL_STRUCTURES_ENV}=1 shows them "
+              "whole)")
     print(summarize(manifest.artifacts))
     _print_captured(manifest.artifacts)
     for skipped in manifest.skipped:
@@ -275,8 +291,10 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; errors print one line (a traceback only with ``--debug``)."""
+    """Run the CLI; errors print one line (a traceback only with ``-v``/``--debug``)."""
     args = _parser().parse_args(argv)
+    if args.debug:  # the export workers show whole errors too
+        os.environ[TRACEBACK_ENV] = "1"
     try:
         return {"export": _export, "inspect": _inspect, "warmup": _warmup,
                 "verify": _verify, "portable": run_portable_command}[args.command](args)

@@ -23,7 +23,6 @@ at import time, because the build orchestrator and its workers import it before 
 from __future__ import annotations
 
 import threading
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -259,6 +258,7 @@ class Family:
 def warn_or_raise(name: str, strict: bool) -> Callable[[str], None]:
     """The ``on_missing`` callback of a family: a one-time warning, or ``ArtifactError``."""
     from hatch_jaxexport.errors import ArtifactError, FallbackWarning
+    from hatch_jaxexport.runtime._user_frame import warn_at_user_frame
 
     seen: set[str] = set()
 
@@ -267,5 +267,5 @@ def warn_or_raise(name: str, strict: bool) -> Callable[[str], None]:
             raise ArtifactError(f"{name}: {why} (HATCH_JAXEXPORT_STRICT is set)")
         if why not in seen:
             seen.add(why)
-            warnings.warn(f"{name}: tracing the source: {why}", FallbackWarning, stacklevel=3)
+            warn_at_user_frame(f"{name}: tracing the source: {why}", FallbackWarning)
     return on_missing

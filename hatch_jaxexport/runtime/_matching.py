@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from hatch_jaxexport.errors import (
+    DtypeMismatch,
+    PytreeMismatch,
+    ShapeMismatch,
+    SignatureMismatch,
+    StaticValueMismatch,
+)
+from hatch_jaxexport.formats._settings import FULL_STRUCTURES_ENV, full_structures
+from hatch_jaxexport.formats._structure_text import abbreviate_structure
 from hatch_jaxexport.formats.spec import (
     X64_DTYPES,
     ClassNode,
@@ -91,25 +100,53 @@ def _as_array(value: Any) -> Any:
     return None
 
 
+#: Which Python scalars a leaf of each numpy dtype kind takes (a rank-0 leaf only).
+_SCALARS_BY_KIND = {bool: "b", int: "iufc", float: "fc", complex: "c"}
+#: How to turn x64 on, in a message.
+_X64_FIX = ("turn it on before the call (jax.config.update('jax_enable_x64', True), or "
+           "JAX_ENABLE_X64=1 in the environment)")
+
+
+def _x64_refusal(leaf: LeafSpec, path: str, given: str, cast: bool) -> _NoMatch:
+    """A 64-bit leaf called with x64 off: what was given, how to turn x64 on (and to cast)."""
+    then = f" and pass {leaf.dtype} (.astype('{leaf.dtype}'))" if cast else ""
+    return _NoMatch(_LEAF, f"argument {path!r} expects {leaf.describe()}, a 64-bit dtype, got "
+                           f"{given}, but jax_enable_x64 is off; {_X64_FIX}{then}", DtypeMismatch)
+
+
+def _check_scalar(leaf: LeafSpec, value: bool | int | float | complex, path: str,
+                  x64_off: bool) -> Any:
+    """A Python scalar for a leaf: a rank-0 leaf of a dtype its kind converts to."""
+    given = f"a Python {type(value).__name__}"
+    if leaf.shape:
+        raise _NoMatch(_LEAF, f"argument {path!r} expects {leaf.describe()}, got {given}",
+                       ShapeMismatch)
+    kind = numpy_dtype(leaf.dtype).kind
+    if kind == "V" and "float" in leaf.dtype:  # ml_dtypes' bfloat16, float8_*
+        kind = "f"
+    if x64_off:
+        raise _x64_refusal(leaf, path, given, cast=False)
+    if kind not in _SCALARS_BY_KIND[type(value)]:
+        takes = [t.__name__ for t, kinds in _SCALARS_BY_KIND.items() if kind in kinds]
+        options = f"a Python {' or '.join(takes)}, or " if takes else ""
+        raise _NoMatch(_LEAF, f"argument {path!r} expects {leaf.describe()}, got {given}; "
+                              f"pass {options}an array of dtype {leaf.dtype}", DtypeMismatch)
+    return np.asarray(value, dtype=numpy_dtype(leaf.dtype))
+
+
 def _check_leaf(leaf: LeafSpec, value: Any, path: str, shapes: Shapes) -> Any:
     import jax
 
-    if leaf.dtype in X64_DTYPES and not jax.config.jax_enable_x64:
-        raise _NoMatch(_LEAF, f"argument {path!r} expects {leaf.describe()}, a 64-bit dtype, "
-                              "but jax_enable_x64 is off; turn it on (jax.config.update("
-                              "'jax_enable_x64', True)) to call this structure", TypeError)
+    x64_off = leaf.dtype in X64_DTYPES and not jax.config.jax_enable_x64
     if isinstance(value, bool | int | float | complex) and not hasattr(value, "dtype"):
-        kind = np.dtype(leaf.dtype).kind if leaf.dtype != "bfloat16" else "f"
-        allowed = {bool: "b", int: "iuf c", float: "fc", complex: "c"}[type(value)]
-        if leaf.shape or kind not in allowed:
-            raise _NoMatch(_LEAF, f"argument {path!r} expects {leaf.describe()}, got a Python "
-                                  f"{type(value).__name__}", TypeError)
-        return np.asarray(value, dtype=numpy_dtype(leaf.dtype))
+        return _check_scalar(leaf, value, path, x64_off)
     array = _as_array(value)
     if array is None:
         raise _NoMatch(_LEAF, f"argument {path!r} expects an array {leaf.describe()}, got "
-                              f"{_describe_value(value)}", TypeError)
+                              f"{_describe_value(value)}", PytreeMismatch)
     given = np.dtype(array.dtype).name
+    if x64_off:
+        raise _x64_refusal(leaf, path, given, cast=given != leaf.dtype)
     try:
         dtype = _canonical_dtype(array.dtype)
     except (TypeError, ValueError):
@@ -117,11 +154,12 @@ def _check_leaf(leaf: LeafSpec, value: Any, path: str, shapes: Shapes) -> Any:
     if dtype != leaf.dtype:
         hint = f" (jax sees {given} as {dtype} with x64 off)" if given != dtype else ""
         raise _NoMatch(_LEAF, f"argument {path!r} expects dtype {leaf.dtype} "
-                              f"({leaf.describe()}), got {given}{hint}", TypeError)
+                              f"({leaf.describe()}), got {given}{hint}; cast it first "
+                              f"(.astype('{leaf.dtype}'))", DtypeMismatch)
     shape = tuple(array.shape)
     if len(shape) != len(leaf.shape):
         raise _NoMatch(_LEAF, f"argument {path!r} expects rank {len(leaf.shape)} "
-                              f"({leaf.describe()}), got shape {shape}", TypeError)
+                              f"({leaf.describe()}), got shape {shape}", ShapeMismatch)
     shapes.append((leaf, tuple(int(d) for d in shape), path))
     return array
 
@@ -159,31 +197,31 @@ def _walk(spec: Any, value: Any, path: str, shapes: list[Any]) -> Any:
     if spec is None:
         if value is not None:
             raise _NoMatch(_TREE, f"argument {path!r} expects None, got "
-                                  f"{_describe_value(value)}", TypeError)
+                                  f"{_describe_value(value)}", PytreeMismatch)
         return None
     if isinstance(spec, Mapping):
         if not isinstance(value, Mapping) or set(value) != set(spec):
             got = f"a dict with keys {sorted(map(str, value))}" if isinstance(value, Mapping) \
                 else _describe_value(value)
             raise _NoMatch(_TREE, f"argument {path!r} expects a dict with keys "
-                                  f"{sorted(spec)}, got {got}", TypeError)
+                                  f"{sorted(spec)}, got {got}", PytreeMismatch)
         out = {k: _walk(spec[k], value[k], f"{path}[{k!r}]", shapes) for k in spec}
         return type(spec)(out)  # the exported container type (dict or OrderedDict)
     if isinstance(spec, ClassNode):
         if type(value) is not spec.type:
             raise _NoMatch(_TREE, f"argument {path!r} expects a {spec.type.__name__}, got "
-                                  f"{_describe_value(value)}", TypeError)
+                                  f"{_describe_value(value)}", PytreeMismatch)
         for name, baked in spec.static:
             if getattr(value, name, None) != baked:
                 raise _NoMatch(_TREE, f"argument {path!r} expects a {spec.type.__name__} with "
                                       f"static field {name}={baked!r}, got "
-                                      f"{name}={getattr(value, name, None)!r}", TypeError)
+                                      f"{name}={getattr(value, name, None)!r}", PytreeMismatch)
         return spec.build([_walk(s, getattr(value, f), f"{path}.{f}", shapes)
                            for f, s in zip(spec.fields, spec.items, strict=True)])
     kind = list if isinstance(spec, list) else tuple
     if type(value) is not kind or len(value) != len(spec):
         raise _NoMatch(_TREE, f"argument {path!r} expects a {kind.__name__} of {len(spec)}, got "
-                              f"{_describe_value(value)}", TypeError)
+                              f"{_describe_value(value)}", PytreeMismatch)
     items = [_walk(s, v, f"{path}[{i}]", shapes) for i, (s, v) in enumerate(zip(spec, value,
                                                                                    strict=True))]
     return items if kind is list else tuple(items)
@@ -214,14 +252,14 @@ def _bind_dims(structure: Structure, shapes: Shapes) -> dict[str, int]:
             if size > _MAX_DIM:  # constraints are checked by jax in int32 even abstractly
                 raise _NoMatch(_DIMS, f"argument {path!r} has shape {shape}: axis {axis} is "
                                       f"{size}, beyond {_MAX_DIM}, the largest dimension jax's "
-                                      "shape refinement handles", ValueError)
+                                      "shape refinement handles", ShapeMismatch)
     for leaf, shape, path in shapes:  # plain symbols first
         for axis, (dim, size) in enumerate(zip(leaf.shape, shape, strict=True)):
             if dim.isidentifier():
                 if dim in env and env[dim] != size:
                     raise _NoMatch(_DIMS, f"argument {path!r} has shape {shape}: axis {axis} "
                                           f"is {dim} = {size}, but {dim} = {env[dim]} from "
-                                          f"{where[dim]}", ValueError)
+                                          f"{where[dim]}", ShapeMismatch)
                 env.setdefault(dim, size)
                 where.setdefault(dim, f"argument {path!r} axis {axis}")
     for _ in range(2):
@@ -234,20 +272,20 @@ def _bind_dims(structure: Structure, shapes: Shapes) -> dict[str, int]:
                 expected = evaluate_dim(dim, env)
             except (KeyError, ZeroDivisionError):
                 raise _NoMatch(_DIMS, f"argument {path!r} has shape {shape}: cannot solve axis "
-                                      f"{axis} = {dim} for its symbols", ValueError) from None
+                                      f"{axis} = {dim} for its symbols", ShapeMismatch) from None
             if expected != size:
                 rule = str(expected) if dim == str(expected) else \
                     f"{dim} = {expected} ({_env_text(env)})"
                 raise _NoMatch(_DIMS, f"argument {path!r} has shape {shape}: axis {axis} must "
-                                      f"be {rule}", ValueError)
+                                      f"be {rule}", ShapeMismatch)
     for symbol, size in env.items():
         if size < 1:
             raise _NoMatch(_DIMS, f"{where.get(symbol, 'a dimension')} gives {symbol} = {size}; "
-                                  "symbolic dimensions are >= 1 (no zero-size axes)", ValueError)
+                                  "symbolic dimensions are >= 1 (no zero-size axes)", ShapeMismatch)
     for constraint in structure.constraints:
         if not check_constraint(constraint, env):
             raise _NoMatch(_DIMS, f"shapes give {_env_text(env)}, which violates the "
-                                  f"constraint {constraint!r}", ValueError)
+                                  f"constraint {constraint!r}", ShapeMismatch)
     return env
 
 
@@ -274,7 +312,8 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def plan_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallPlan:
-    """Match a call to a structure and static values, or raise ``TypeError``/``ValueError``."""
+    """Match a call to a structure and static values, or raise the ``CallMismatch`` subclass of
+    the kind of mismatch (``errors``: each also the ``TypeError``/``ValueError`` it was)."""
     spec = fn.export_spec
     try:
         bound = fn.signature.bind(*args, **kwargs)
@@ -284,19 +323,20 @@ def plan_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, A
                         if p.kind == p.KEYWORD_ONLY]
         if "'" not in text and keyword_only:
             text += f" ({', '.join(map(repr, keyword_only))} must be passed by keyword)"
-        raise TypeError(f"{spec.name}: {text}; it takes {_signature_text(fn)}") from None
+        raise SignatureMismatch(f"{spec.name}: {text}; it takes {_signature_text(fn)}") from None
     bound.apply_defaults()
     arguments = bound.arguments
     for param in fn.signature.parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) and arguments.get(param.name):
-            raise TypeError(f"{spec.name}: extra arguments {arguments[param.name]!r:.80} are not "
-                            "part of any exported structure")
+            raise SignatureMismatch(f"{spec.name}: extra arguments "
+                                    f"{arguments[param.name]!r:.80} are not part of any exported "
+                                    "structure")
     static: dict[str, Any] = {}
     for name, allowed in spec.static.items():
         value = arguments[name]
         if not any(_same(value, a) for a in allowed):
-            raise ValueError(f"{spec.name}: static argument {name!r} got {value!r}; the baked "
-                             f"values are {', '.join(map(repr, allowed))}")
+            raise StaticValueMismatch(f"{spec.name}: static argument {name!r} got {value!r}; "
+                                      f"the baked values are {', '.join(map(repr, allowed))}")
         static[name] = value
     failures: list[tuple[int, _NoMatch]] = []
     for index, structure in enumerate(spec.structures):
@@ -308,7 +348,7 @@ def plan_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, A
                 if not _same(arguments[pname], param.default):
                     raise _NoMatch(_TREE, f"argument {pname!r} is not part of this structure "
                                           f"(its default {param.default!r} is baked in)",
-                                   TypeError)
+                                   SignatureMismatch)
             shapes: list[Any] = []
             values = {name: _walk(tree, arguments[name], name, shapes)
                       for name, tree in structure.args.items()}
@@ -320,7 +360,22 @@ def plan_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, A
                         dict(bound.kwargs))
     best = max(err.score for _, err in failures)
     closest = [(i, err) for i, err in failures if err.score == best]
-    accepted = "; ".join(f"[{i}] {s.key}" for i, s in enumerate(spec.structures))
     reasons = "; ".join(f"structure {i}: {err.message}" for i, err in closest)
     raise closest[0][1].error(f"{spec.name}: no exported structure accepts this call: {reasons}. "
-                              f"Accepted: {accepted}")
+                              f"Accepted: {accepted_text(spec.structures)}")
+
+
+def shown_structure(key: str) -> str:
+    """A structure's text as messages show it: abbreviated when long, unless
+    ``HATCH_JAXEXPORT_FULL_STRUCTURES`` is on."""
+    return key if full_structures() else abbreviate_structure(key)
+
+
+def accepted_text(structures: Sequence[Structure]) -> str:
+    """The ``Accepted: ...`` tail of a refused call: ``[i] structure`` each, long ones
+    abbreviated (saying so, and how to see them whole)."""
+    shown = [shown_structure(s.key) for s in structures]
+    text = "; ".join(f"[{i}] {key}" for i, key in enumerate(shown))
+    if any(key != s.key for key, s in zip(shown, structures, strict=True)):
+        text += f" (abbreviated: {FULL_STRUCTURES_ENV}=1 shows them whole)"
+    return text

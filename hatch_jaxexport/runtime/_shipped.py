@@ -16,7 +16,6 @@ import functools
 import os
 import platform
 import threading
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -29,6 +28,7 @@ from hatch_jaxexport.formats._cpu_targets import (
 )
 from hatch_jaxexport.formats._settings import shipped_executables_wanted, strict_mode
 from hatch_jaxexport.formats.manifest import ExecutableRecord, signature_text
+from hatch_jaxexport.runtime._user_frame import warn_at_user_frame
 
 
 class Host(NamedTuple):
@@ -141,7 +141,7 @@ class ShippedExecutables:
                       f"({type(err).__name__}: {err}); compiling the artifact instead")
             if strict_mode():
                 raise ArtifactError(f"{reason} (HATCH_JAXEXPORT_STRICT is set)") from None
-            warnings.warn(reason, FallbackWarning, stacklevel=5)
+            warn_at_user_frame(reason, FallbackWarning)
             self.records.remove(record)
             self.usable = None
             return None

@@ -34,7 +34,6 @@ import subprocess
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,7 @@ from hatch_jaxexport.errors import TieredCompileWarning
 from hatch_jaxexport.formats._settings import TIERED_ENV, tiered_choice
 from hatch_jaxexport.runtime import _executable_cache as executables
 from hatch_jaxexport.runtime._jaxcompat import initialize_lapack, lapack_init_skipped
+from hatch_jaxexport.runtime._user_frame import warn_at_user_frame
 
 #: Compiler options of the quick tier, per platform.
 QUICK_OPTIONS: dict[str, dict[str, Any]] = {"cpu": {"xla_backend_optimization_level": 0}}
@@ -302,8 +302,8 @@ class EagerCall:
             _CHILDREN.append(proc)
             return _Pending(key, proc, log, time.monotonic())
         except OSError as err:
-            warnings.warn(f"cannot start the optimized compile, the quick tier stays in use: "
-                          f"{err}", TieredCompileWarning, stacklevel=4)
+            warn_at_user_frame(f"cannot start the optimized compile, the quick tier stays in "
+                               f"use: {err}", TieredCompileWarning)
             return None
 
     def _poll(self, sig: Any, entry: _Entry) -> _Entry:
@@ -336,9 +336,9 @@ class EagerCall:
         if pending.proc is not None:  # ours died without removing its lock: remove it
             (self.folder / f"{pending.key}.lock").unlink(missing_ok=True)
         reason = _tail(pending.log) if pending.log is not None else ""
-        warnings.warn(f"{self.job.get('function', 'artifact')}: the optimized compile failed "
-                      f"(exit {code}), the quick tier stays in use: {reason}",
-                      TieredCompileWarning, stacklevel=4)
+        warn_at_user_frame(f"{self.job.get('function', 'artifact')}: the optimized compile "
+                           f"failed (exit {code}), the quick tier stays in use: {reason}",
+                           TieredCompileWarning)
         entry.pending = None
         return entry
 

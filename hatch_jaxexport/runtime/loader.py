@@ -10,7 +10,6 @@ the function's ``ResolvedCalls`` so that later calls of the same kind skip all o
 from __future__ import annotations
 
 import functools
-import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -33,8 +32,10 @@ from hatch_jaxexport.runtime._matching import (
     committed_platform,
     export_platform,
     plan_call,
+    shown_structure,
 )
 from hatch_jaxexport.runtime._resolved_calls import fast_key, prime_fast_path
+from hatch_jaxexport.runtime._user_frame import warn_at_user_frame
 
 if TYPE_CHECKING:
     from hatch_jaxexport.runtime.decorator import ExportableFunction
@@ -71,10 +72,23 @@ def _missing_reason(fn: ExportableFunction, package: PackageArtifacts, plan: Cal
         return "the build baked no artifact for this function"
     if platform not in built:
         return (f"artifacts were built for {', '.join(built)}, but this process runs "
-                f"on {platform}")
-    return (f"no artifact for structure {plan.structure_index} ({structure.key}) "
+                f"on {platform}; {_platform_fix(fn, platform)}")
+    return (f"no artifact for structure {plan.structure_index} ({shown_structure(structure.key)}) "
             f"with static values {plan.static_key} on {platform}"
             + (f" for the mesh {mesh}" if mesh else "") + (f" {variant}" if variant else ""))
+
+
+def _platform_fix(fn: ExportableFunction, platform: str) -> str:
+    """Where to add a missing platform: the function's own ``platforms=`` when it names some
+    (the build's option does not apply to it), else the build's ``platforms`` option."""
+    named = fn.export_spec.platforms
+    if named:
+        return (f"to run it here, add {platform!r} to @exportable(..., platforms="
+                f"{list(named)!r}) of {fn.name} and rebuild the wheel")
+    return (f"to run it here, add {platform!r} to the build's `platforms` (in "
+            "[tool.hatch.build.targets.wheel.hooks.jaxexport], [tool.jaxexport] with setuptools, "
+            f"or --platform of jaxexport export), or to @exportable(..., platforms=[...]) of "
+            f"{fn.name} alone, and rebuild the wheel")
 
 
 def _config_mismatch(recorded: dict[str, Any], current: dict[str, Any]) -> str:
@@ -312,7 +326,7 @@ def _resolve(fn: ExportableFunction, plan: CallPlan, platform: str, mesh: str = 
     message = f"{fn.name}: no usable baked artifact, tracing the source instead: {reason}"
     if strict_mode():
         raise ArtifactError(f"{fn.name}: no usable baked artifact ({STRICT_ENV} is set): {reason}")
-    warnings.warn(message, FallbackWarning, stacklevel=6)  # the caller of the function
+    warn_at_user_frame(message, FallbackWarning)  # the user's line, under jax's too
     fallback = fn.calls.fallback(functools.partial(_fallback, fn))
     return _Target(fallback, static_in_call=True, from_artifact=False)
 

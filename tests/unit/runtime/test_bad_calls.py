@@ -2,8 +2,10 @@
 an outer transformation, non-array inputs, and the float64-into-float32 rule.
 
 Each refused call must raise ``TypeError``/``ValueError`` whose message names the function, the
-argument, and what is accepted. Rows marked ``xfail(strict=True)`` are known gaps (reported);
-they start failing, as they should, once the gap is closed.
+argument, and what is accepted; the class is the ``CallMismatch`` subclass of its kind (``KINDS``
+below), and every dtype refusal says what was given and the fix (``DTYPES``). Rows marked
+``xfail(strict=True)`` are known gaps (reported); they start failing, as they should, once the
+gap is closed.
 """
 
 from __future__ import annotations
@@ -16,6 +18,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
+from hatch_jaxexport.errors import (
+    CallMismatch,
+    DtypeMismatch,
+    PytreeMismatch,
+    ShapeMismatch,
+    SignatureMismatch,
+    StaticValueMismatch,
+)
 
 S = jax.ShapeDtypeStruct
 F32 = jnp.float32
@@ -189,8 +200,8 @@ def test_float64_into_float32_is_refused_with_x64_on(demo_site, run_python) -> N
     for line, name in zip(lines, ("numpy float64", "jax float64", "float64 inside jit"),
                           strict=False):
         assert line.startswith(f"{name} REFUSED jxe_demo.funcs:scale: "), line
-        assert "argument 'x' expects dtype float32 (float32[a, b]), got float64. Accepted: " \
-               "[0] x: float32[a, b]" in line
+        assert "argument 'x' expects dtype float32 (float32[a, b]), got float64; cast it first " \
+               "(.astype('float32')). Accepted: [0] x: float32[a, b]" in line
     assert lines[3:] == ["float32 CONFIG True", "python float CONFIG True"]
 
 
@@ -203,3 +214,105 @@ def test_first_call_of_a_process_inside_jit(demo_site, run_python) -> None:
              "HATCH_JAXEXPORT_STRICT": "1"}, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split("\n")[:2] == ["[[1.0, 1.0], [1.0, 1.0]]", "[[0.0, 0.0], [0.0, 0.0]]"]
+
+
+# One exception class per kind of mismatch (hatch_jaxexport.errors), each also the builtin that
+# kind raised before, so that existing ``except TypeError`` / ``except ValueError`` still work.
+KINDS = [
+    ("rank", lambda d: d.scale(jnp.ones(3)), ShapeMismatch, (TypeError, ValueError)),
+    ("rank inside jit", lambda d: jax.jit(lambda x: d.scale(x))(jnp.ones(3)), ShapeMismatch,
+     (TypeError, ValueError)),
+    ("Python scalar for a vector", lambda d: d.poly(3), ShapeMismatch, (TypeError, ValueError)),
+    ("fixed size", lambda d: d.lookup(jnp.ones((2, 5))), ShapeMismatch, (TypeError, ValueError)),
+    ("symbol with two sizes", lambda d: d.combine(jnp.ones(2), y=jnp.ones(3)), ShapeMismatch,
+     (TypeError, ValueError)),
+    ("symbol below 1", lambda d: d.scale(jnp.ones((0, 3))), ShapeMismatch,
+     (TypeError, ValueError)),
+    ("constraint", lambda d: d.constrained(jnp.ones((1, 3)), jnp.ones(3)), ShapeMismatch,
+     (TypeError, ValueError)),
+    ("beyond int32", lambda d: jax.eval_shape(d.constrained, S((2**31, 2), F32), S((2,), F32)),
+     ShapeMismatch, (TypeError, ValueError)),
+    ("dtype", lambda d: d.scale(jnp.ones((2, 2), jnp.int32)), DtypeMismatch, (TypeError,)),
+    ("64-bit dtype with x64 off", lambda d: d.precise(jnp.ones(3)), DtypeMismatch, (TypeError,)),
+    ("Python scalar of another kind", lambda d: d.listy([jnp.ones(2)] * 2, 1j), DtypeMismatch,
+     (TypeError,)),
+    ("dict keys", lambda d: d.dense({"w": jnp.ones((4, 2))}, jnp.ones((2, 4))), PytreeMismatch,
+     (TypeError,)),
+    ("tuple for a list", lambda d: d.listy((jnp.ones(2), jnp.ones(2)), 1.0), PytreeMismatch,
+     (TypeError,)),
+    ("class", lambda d: d.swap((jnp.ones(2), jnp.ones(2))), PytreeMismatch, (TypeError,)),
+    ("None for an array", lambda d: d.scale(None), PytreeMismatch, (TypeError,)),
+    ("array for None", lambda d: d.pytree_in(d.Stats(jnp.ones(2), jnp.ones(2)), jnp.ones(2), {}),
+     PytreeMismatch, (TypeError,)),
+    ("missing argument", lambda d: d.scale(), SignatureMismatch, (TypeError,)),
+    ("too many positional", lambda d: d.scale(jnp.ones((2, 2)), jnp.ones(2)), SignatureMismatch,
+     (TypeError,)),
+    ("unknown keyword", lambda d: d.scale(jnp.ones((2, 2)), y=jnp.ones(2)), SignatureMismatch,
+     (TypeError,)),
+    ("static value", lambda d: d.poly(jnp.ones(3), mode="slow"), StaticValueMismatch,
+     (ValueError,)),
+]
+
+
+@pytest.mark.parametrize("call, error, builtins", [pytest.param(c, e, b, id=i)
+                                                   for i, c, e, b in KINDS])
+def test_each_kind_of_mismatch_raises_its_own_class(d: Any, call: Callable[[Any], Any],
+                                                    error: type[Exception],
+                                                    builtins: tuple[type[Exception], ...]) -> None:
+    with pytest.raises(CallMismatch) as info:
+        call(d)
+    assert type(info.value) is error, (type(info.value), str(info.value))
+    assert all(isinstance(info.value, builtin) for builtin in builtins)
+    assert str(info.value).startswith("jxe_demo.funcs:"), str(info.value)
+
+
+def test_the_classes_are_what_they_say() -> None:
+    assert issubclass(ShapeMismatch, TypeError) and issubclass(ShapeMismatch, ValueError)
+    for cls in (DtypeMismatch, PytreeMismatch, SignatureMismatch):
+        assert issubclass(cls, TypeError) and not issubclass(cls, ValueError)
+    assert issubclass(StaticValueMismatch, ValueError)
+    assert not issubclass(StaticValueMismatch, TypeError)
+    assert not issubclass(CallMismatch, TypeError | ValueError)
+
+
+# Every dtype refusal: the function, the argument's path, the expected and the given dtype, the fix
+DTYPES = [
+    ("float32 for float64, x64 off", lambda d: d.precise(jnp.ones(3, jnp.float32)),
+     "jxe_demo.funcs:precise: ",
+     "argument 'x' expects float64[n], a 64-bit dtype, got float32, but jax_enable_x64 is off; "
+     "turn it on before the call (jax.config.update('jax_enable_x64', True), or "
+     "JAX_ENABLE_X64=1 in the environment) and pass float64 (.astype('float64'))"),
+    ("float64 numpy for float64, x64 off", lambda d: d.precise(np.ones(3)),
+     "jxe_demo.funcs:precise: ",
+     "argument 'x' expects float64[n], a 64-bit dtype, got float64, but jax_enable_x64 is off; "
+     "turn it on before the call (jax.config.update('jax_enable_x64', True), or "
+     "JAX_ENABLE_X64=1 in the environment). Accepted"),
+    ("int32 for float32", lambda d: d.scale(jnp.ones((2, 2), jnp.int32)),
+     "jxe_demo.funcs:scale: ",
+     "argument 'x' expects dtype float32 (float32[a, b]), got int32; cast it first "
+     "(.astype('float32'))"),
+    ("int32 in a dict", lambda d: d.dense({"w": jnp.ones((4, 2), jnp.int32), "b": jnp.ones(2)},
+                                          jnp.ones((3, 4))),
+     "jxe_demo.funcs:dense: ",
+     "argument \"params['w']\" expects dtype float32 (float32[i, o]), got int32; cast it first "
+     "(.astype('float32'))"),
+    ("int64 numpy, canonicalized", lambda d: d.scale(np.ones((2, 2), np.int64)),
+     "jxe_demo.funcs:scale: ",
+     "argument 'x' expects dtype float32 (float32[a, b]), got int64 (jax sees int64 as int32 "
+     "with x64 off); cast it first (.astype('float32'))"),
+    ("Python complex for float32", lambda d: d.listy([jnp.ones(2)] * 2, 1j),
+     "jxe_demo.funcs:listy: ",
+     "argument 'scale' expects float32[], got a Python complex; pass a Python int or float, or "
+     "an array of dtype float32"),
+]
+
+
+@pytest.mark.parametrize("call, head, reason", [pytest.param(c, h, r, id=i)
+                                                for i, c, h, r in DTYPES])
+def test_dtype_refusals_say_what_was_given_and_the_fix(d: Any, call: Callable[[Any], Any],
+                                                        head: str, reason: str) -> None:
+    with pytest.raises(DtypeMismatch) as info:
+        call(d)
+    message = str(info.value)
+    assert message.startswith(head + "no exported structure accepts this call: structure 0: "
+                              + reason), message

@@ -148,8 +148,9 @@ BAD_CALLS = [
     Bad(lambda d: d.combine(jnp.ones(2), jnp.ones(2)), TypeError,
         r"jxe_demo.funcs:combine: too many positional arguments"),
     Bad(lambda d: d.precise(jnp.ones(3)), TypeError,
-        r"argument 'x' expects float64\[n\], a 64-bit dtype, but jax_enable_x64 is off; turn it "
-        r"on"),
+        r"argument 'x' expects float64\[n\], a 64-bit dtype, got float32, but jax_enable_x64 is "
+        r"off; turn it on before the call \(jax.config.update\('jax_enable_x64', True\), or "
+        r"JAX_ENABLE_X64=1 in the environment\) and pass float64 \(.astype\('float64'\)\)"),
     Bad(lambda d: d.power(jnp.ones(3), k=3), ValueError,
         r"static argument 'k' got 3; the baked values are 1, 2"),
     Bad(lambda d: d.pytree_in((jnp.ones(2), jnp.ones(2)), None, {}), TypeError,

@@ -1,0 +1,160 @@
+"""What a user reads at call time: the fix for a missing platform, warnings attributed to the
+user's own line (also from inside a transformation), and long structures abbreviated in the
+``Accepted: ...`` tail of a refused call (whole with ``HATCH_JAXEXPORT_FULL_STRUCTURES=1``)."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from hatch_jaxexport import FallbackWarning, exportable
+from hatch_jaxexport.errors import PytreeMismatch, SignatureMismatch
+from hatch_jaxexport.formats._settings import FULL_STRUCTURES_ENV
+from hatch_jaxexport.runtime import loader
+
+
+def _fallbacks(caught: list[warnings.WarningMessage]) -> list[warnings.WarningMessage]:
+    return [w for w in caught if issubclass(w.category, FallbackWarning)]
+
+
+def test_a_missing_platform_says_where_to_add_it_when_the_function_names_its_own(demo):
+    demo.gpu_only.clear_cache()
+    with pytest.warns(FallbackWarning) as caught:
+        demo.gpu_only(jnp.ones(2))
+    assert str(caught[0].message) == (
+        "jxe_demo.funcs:gpu_only: no usable baked artifact, tracing the source instead: "
+        "artifacts were built for cuda, but this process runs on cpu; to run it here, add 'cpu' "
+        "to @exportable(..., platforms=['cuda']) of jxe_demo.funcs:gpu_only and rebuild the "
+        "wheel")
+
+
+def test_a_missing_platform_names_the_build_option_when_the_function_names_none(
+        demo, monkeypatch):
+    monkeypatch.setattr(loader, "export_platform", lambda backend=None: "tpu")
+    demo.stats.clear_cache()
+    try:
+        with pytest.warns(FallbackWarning) as caught:
+            demo.stats(jnp.ones(3))
+    finally:
+        demo.stats.clear_cache()  # forget the fallback resolved for "tpu"
+    assert str(caught[0].message) == (
+        "jxe_demo.funcs:stats: no usable baked artifact, tracing the source instead: artifacts "
+        "were built for cpu, but this process runs on tpu; to run it here, add 'tpu' to the "
+        "build's `platforms` (in [tool.hatch.build.targets.wheel.hooks.jaxexport], "
+        "[tool.jaxexport] with setuptools, or --platform of jaxexport export), or to "
+        "@exportable(..., platforms=[...]) of jxe_demo.funcs:stats alone, and rebuild the wheel")
+
+
+def test_a_fallback_warning_points_at_the_callers_line(demo):
+    demo.gpu_only.clear_cache()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = sys._getframe().f_lineno
+        demo.gpu_only(jnp.ones(2))
+    (warning,) = _fallbacks(caught)
+    assert (warning.filename, warning.lineno) == (__file__, line + 1)
+
+
+def test_a_fallback_warning_inside_jit_points_at_the_users_line(demo):
+    demo.gpu_only.clear_cache()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = sys._getframe().f_lineno
+        jax.jit(lambda x: demo.gpu_only(x) * 2)(jnp.ones(2))
+    (warning,) = _fallbacks(caught)
+    assert (warning.filename, warning.lineno) == (__file__, line + 1)
+
+
+@pytest.mark.parametrize("transform", ["jvp", "jvp under jit", "hessian"])
+def test_a_transformation_fallback_points_at_the_users_line(demo, transform):
+    """``jax.jvp`` of a function baked without ``ad_order`` traces the source for the jvp: the
+    warning comes from the family's primitive rules, deep inside jax, yet names this line."""
+    x = jnp.linspace(0.1, 1.0, 4).reshape(2, 2)
+    run = {"jvp": lambda: jax.jvp(demo.scale, (x,), (x,)),
+           "jvp under jit": lambda: jax.jit(lambda v: jax.jvp(demo.scale, (v,), (v,)))(x),
+           "hessian": lambda: jax.hessian(lambda v: demo.scale(v).sum())(x)}[transform]
+    demo.scale.clear_cache()  # a new family: it warns again
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run()
+    finally:
+        demo.scale.clear_cache()
+    found = _fallbacks(caught)
+    assert found and all("tracing the source: " in str(w.message) for w in found)
+    assert {w.filename for w in found} == {__file__}, [(w.filename, w.lineno) for w in found]
+    assert {w.lineno for w in found} <= set(range(_line_of("run = {"), _line_of("}[transform]")
+                                                  + 1))
+
+
+def _line_of(text: str) -> int:
+    """The line of this file that holds ``text`` (the lambdas above)."""
+    with open(__file__, encoding="utf-8") as source:
+        return next(i for i, line in enumerate(source, 1) if text in line)
+
+
+#: A flax-like parameter tree: its structure text is long (about 250 characters).
+LAYERS = {f"Dense_{i}": {"bias": ("h,", "float32"), "kernel": ("h, h", "float32")}
+          for i in range(4)}
+
+
+@exportable({"params": {"params": LAYERS}, "x": ("n, h", "float32")})
+def mlp(params, x):
+    for layer in params["params"].values():
+        x = jnp.tanh(x @ layer["kernel"] + layer["bias"])
+    return x
+
+
+@exportable({"x": ("n", "float32")})
+def shifted(x, offset=1.0):
+    return x + offset
+
+
+LONG = mlp.export_spec.structures[0].key
+
+
+def _refusal() -> str:
+    with pytest.raises(PytreeMismatch) as info:
+        mlp({"params": {}}, jnp.ones((2, 3)))
+    return str(info.value)
+
+
+def test_a_long_structure_is_abbreviated_in_the_accepted_tail(monkeypatch):
+    monkeypatch.delenv(FULL_STRUCTURES_ENV, raising=False)
+    assert len(LONG) > 200
+    message = _refusal()
+    head, _, tail = message.partition(". Accepted: ")
+    assert head.startswith("test_call_messages:mlp: no exported structure accepts this call: ")
+    assert tail == ("[0] params: {params: {Dense_0: {bias: float32[h], \u2026}, \u2026}}; "
+                    f"x: float32[n, h] (abbreviated: {FULL_STRUCTURES_ENV}=1 shows them whole)")
+    assert LONG not in message
+
+
+def test_the_switch_shows_the_whole_structure(monkeypatch):
+    monkeypatch.setenv(FULL_STRUCTURES_ENV, "1")
+    assert _refusal().endswith(f". Accepted: [0] {LONG}")
+
+
+def test_a_short_structure_is_shown_whole(demo, monkeypatch):
+    monkeypatch.delenv(FULL_STRUCTURES_ENV, raising=False)
+    with pytest.raises(TypeError, match=r"\. Accepted: \[0\] x: float32\[a, b\]$"):
+        demo.scale(jnp.ones(3))
+
+
+def test_a_default_the_structure_leaves_out_is_a_signature_mismatch():
+    with pytest.raises(SignatureMismatch, match=r"^test_call_messages:shifted: no exported "
+                       r"structure accepts this call: structure 0: argument 'offset' is not "
+                       r"part of this structure \(its default 1.0 is baked in\)"):
+        shifted(jnp.ones(2), offset=2.0)
+
+
+def test_refusals_need_no_artifacts(recwarn):
+    """The checks run before anything is resolved: this module has no baked artifacts, and no
+    refused call above warned about that."""
+    with pytest.raises(PytreeMismatch):
+        mlp({"params": {}}, jnp.ones((2, 3)))
+    assert not [w for w in recwarn if issubclass(w.category, FallbackWarning)]
