@@ -54,8 +54,9 @@ def check_concrete(fn_name: str, concrete: Any, structures: Sequence[Structure],
     bound = [i for i, s in enumerate(structures) if s.symbols <= set(out)]
     if not bound:
         missing = sorted(set().union(*(s.symbols for s in structures)) - set(out))
-        raise SpecError(f"{where}: {option} gives sizes for {', '.join(sorted(out)) or 'no '}"
-                        f"symbol(s), but every structure also uses {', '.join(missing)}; give "
+        given = f"the symbol(s) {', '.join(sorted(out))}" if out else "no symbol"
+        raise SpecError(f"{where}: {option} gives sizes for {given}, but every structure "
+                        f"also uses {', '.join(missing)}; give "
                         "sizes for every symbol of at least one structure")
     for index in bound:
         structure = structures[index]

@@ -40,7 +40,7 @@ from hatch_jaxexport.bake._config import (
     HATCHLING_HOOK_KEYS,
     ConfigError,
     ExportOptions,
-    brief_uncaught_config_errors,
+    brief_uncaught_build_errors,
     merge_requirement,
     parse_options,
 )
@@ -165,7 +165,7 @@ class JaxExportBuildHook(BuildHookInterface):
             options = self.options()
             packages = self.packages(options)
         except ConfigError:
-            brief_uncaught_config_errors()  # the message, without the backend's traceback
+            brief_uncaught_build_errors()  # the message, without the backend's traceback
             raise
         editable = version == "editable"
         if not editable:

@@ -31,7 +31,7 @@ from hatch_jaxexport.bake._bake import artifact_files, bake
 from hatch_jaxexport.bake._config import (
     ConfigError,
     ExportOptions,
-    brief_uncaught_config_errors,
+    brief_uncaught_build_errors,
     merge_requirement,
     parse_options,
 )
@@ -70,7 +70,7 @@ def finalize_distribution_options(dist: Any) -> None:
             return
         options = parse_options(table, TABLE)
     except ConfigError:
-        brief_uncaught_config_errors()  # the message, without the backend's traceback
+        brief_uncaught_build_errors()  # the message, without the backend's traceback
         raise
     dist._jaxexport_options = options
     dist.cmdclass[COMMAND] = build_jaxexport
@@ -178,7 +178,7 @@ class build_jaxexport(Command):  # lower case: setuptools names a command after 
         try:
             return self._packages()
         except ConfigError:
-            brief_uncaught_config_errors()  # the message, without the backend's traceback
+            brief_uncaught_build_errors()  # the message, without the backend's traceback
             raise
 
     def _packages(self) -> dict[str, Path]:

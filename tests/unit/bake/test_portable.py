@@ -58,7 +58,10 @@ def test_concrete_is_validated_when_the_decorator_runs():
     assert "must be a list of ints >= 1" in _spec_error(concrete={"n": "4", "k": [1]})
     assert "concrete lists no sizes for 'n'" in _spec_error(concrete={"n": [], "k": [1]})
     assert "concrete must map dimension symbols" in _spec_error(concrete=[4])
-    assert "every structure also uses k" in _spec_error(concrete={"n": [4]})
+    assert "concrete gives sizes for the symbol(s) n, but every structure also uses k; give " \
+           "sizes for every symbol" in _spec_error(concrete={"n": [4]})
+    assert "concrete gives sizes for no symbol, but every structure also uses k, n" \
+        in _spec_error(concrete={})
     message = _spec_error(structure={"x": ("n", "float32", ["n >= 8"])}, concrete={"n": [4]})
     assert "structure 0: concrete sizes {'n': 4}: they violate the constraint 'n >= 8'" \
         in message
