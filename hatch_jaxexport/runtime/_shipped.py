@@ -116,8 +116,11 @@ class ShippedExecutables:
         return self.usable
 
     def compiled_for(self, leaves: Sequence[tuple[Any, str, bool]], in_tree: Any) -> Any | None:
-        """A loaded executable for these flat argument types (shape, dtype, weak), or ``None``."""
-        if not self.records or not shipped_executables_wanted() or any(w for _, _, w in leaves):
+        """A loaded executable for these flat argument types (shape, dtype, weak), or ``None``.
+
+        Weak types do not matter: an artifact's inputs are strong, and a weak-typed array of
+        the input's dtype holds the same buffer (``EagerCall.artifact_types``)."""
+        if not self.records or not shipped_executables_wanted():
             return None
         wanted = [[list(shape), dtype] for shape, dtype, _ in leaves]
         with self.lock:

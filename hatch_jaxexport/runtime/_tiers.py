@@ -131,7 +131,7 @@ class EagerCall:
 
         self._flatten = jax.tree_util.tree_flatten
         self._canonical = jax.dtypes.canonicalize_dtype
-        self._array, self._ndarray = concrete_array_type(), np.ndarray
+        self._array, self._ndarray, self._scalar = concrete_array_type(), np.ndarray, np.generic
         self._tracer = jax.core.Tracer
         self._shape_dtype = jax.ShapeDtypeStruct
 
@@ -164,7 +164,8 @@ class EagerCall:
                 if leaf.committed:
                     return None  # the caller placed it: jax.jit decides
                 sig.append((leaf.shape, leaf.dtype.name, leaf.aval.weak_type))
-            elif kind is self._ndarray:
+            elif kind is self._ndarray or isinstance(leaf, self._scalar):  # numpy scalars are
+                # strongly typed 0-d arrays to jax: np.float32(2.0) is np.asarray(2.0, float32)
                 sig.append((leaf.shape, self._canonical(leaf.dtype).name, False))
             elif isinstance(leaf, self._ndarray):  # jax's own numpy arrays (TypedNdArray,
                 # what an eager transformation hands a primitive), typed by their aval
@@ -175,6 +176,19 @@ class EagerCall:
             else:
                 return None  # tracers, Python scalars...: the caller's compile decides
         return str(treedef), tuple(sig)
+
+    @staticmethod
+    def artifact_types(sig: Any) -> Any:
+        """A call's signature as the artifact's executable takes it: weak types dropped.
+
+        An artifact's inputs are strongly typed, and a weak-typed array holds the same buffer
+        as a strong one of its dtype, so a weak jax array, a 0-d array and a numpy scalar of
+        one dtype all run one executable (shipped, cached or compiled). The entries of this
+        process stay keyed by the full signature: where the source runs instead of an artifact
+        (a fallback), weak types change jax's type promotion.
+        """
+        treedef, leaves = sig
+        return treedef, tuple((shape, dtype, False) for shape, dtype, _ in leaves)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         sig = self.signature(args, kwargs)
@@ -226,7 +240,8 @@ class EagerCall:
                 return entry
             key = None
             if self.shipped is not None:
-                compiled = self.shipped.compiled_for(sig[1], self._flatten((args, kwargs))[1])
+                compiled = self.shipped.compiled_for(self.artifact_types(sig)[1],
+                                                     self._flatten((args, kwargs))[1])
                 if compiled is not None:
                     if self.lapack:
                         initialize_lapack()
@@ -235,7 +250,8 @@ class EagerCall:
             if self.folder is not None:
                 # a member's flat call and the function's structured call of one artifact
                 # are different executables: the convention is part of the key
-                key = executables.entry_key(self.folder, self.job["sha256"], sig, self.platform,
+                key = executables.entry_key(self.folder, self.job["sha256"],
+                                            self.artifact_types(sig), self.platform,
                                             self.job.get("convention", "default"))
                 if self.lapack:
                     initialize_lapack()
@@ -253,8 +269,8 @@ class EagerCall:
     def _quick_key(self, sig: Any) -> str:
         """The cache entry of this signature's quick tier."""
         assert self.folder is not None
-        return "quick-" + executables.entry_key(self.folder, self.job["sha256"], sig,
-                                                self.platform, "quick")
+        return "quick-" + executables.entry_key(self.folder, self.job["sha256"],
+                                                self.artifact_types(sig), self.platform, "quick")
 
     def _compile(self, sig: Any, key: str | None, args: tuple[Any, ...],
                  kwargs: dict[str, Any]) -> _Entry:
@@ -290,7 +306,8 @@ class EagerCall:
                 return _Pending(key, None, None, time.monotonic())  # another process compiles
             log = self.folder / f"{key}.log"
             job = {**self.job, "key": key, "folder": str(self.folder), "lock": str(lock),
-                   "leaves": [[list(shape), dtype, weak] for shape, dtype, weak in sig[1]],
+                   "leaves": [[list(shape), dtype, weak]
+                              for shape, dtype, weak in self.artifact_types(sig)[1]],
                    "x64": _x64(), "sys_path": [p for p in sys.path if p]}
             # the artifact's platform only (cpu: no accelerator probing), never tiering again
             env = {**os.environ, TIERED_ENV: "0", "JAX_PLATFORMS": self.platform}
