@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -256,11 +257,22 @@ def describe_result(result: BuildResult, seconds: float) -> tuple[list[str], str
                f"artifact(s), {byte_text(total)}, {seconds:.1f} s (jax {manifest.jax_version})")
     if manifest.skipped:
         summary += f", {len(manifest.skipped)} skipped"
-    if manifest.executables:
-        targets = ", ".join(sorted({e.target for e in manifest.executables}))
-        summary += (f"; {len(manifest.executables)} precompiled executable(s) for {targets}, "
-                    f"{byte_text(sum(e.size for e in manifest.executables))}")
+    if manifest.executables or getattr(result, "executable_targets", ()):
+        summary += "; " + executables_text(manifest)
     return lines, summary
+
+
+def executables_text(manifest: Any) -> str:
+    """``3 precompiled executable(s) for x86_64-avx2, 40.1 kB (mypkg:f 2, mypkg:g 1)``, or
+    ``0 precompiled executable(s)``: what a build that asked for executables got, per function."""
+    if not manifest.executables:
+        return "0 precompiled executable(s)"
+    function_of = {r.id: r.function for r in manifest.artifacts}
+    per_function = Counter(function_of.get(e.artifact, e.artifact) for e in manifest.executables)
+    targets = ", ".join(sorted({e.target for e in manifest.executables}))
+    counts = ", ".join(f"{name} {count}" for name, count in sorted(per_function.items()))
+    return (f"{len(manifest.executables)} precompiled executable(s) for {targets}, "
+            f"{byte_text(sum(e.size for e in manifest.executables))} ({counts})")
 
 
 __all__ = [
@@ -271,6 +283,7 @@ __all__ = [
     "bake",
     "describe_functions",
     "describe_result",
+    "executables_text",
     "export_one",
     "exports_wanted",
     "flush_output",

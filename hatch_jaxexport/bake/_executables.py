@@ -74,16 +74,37 @@ def plan_for(fn: Any, record: ArtifactRecord) -> list[dict[str, int]]:
             if size_problem(structure, env) is None]
 
 
+def missing_sizes(fn: Any, record: ArtifactRecord) -> list[str]:
+    """The symbols of a primal CPU artifact's structure that no ``executable_sizes=`` (else
+    ``concrete=``) names: why it gets no executable (``[]`` when that is not the reason)."""
+    if (record.kind, record.batched, record.platform, bool(record.mesh)) != \
+            ("primal", False, "cpu", False):
+        return []
+    structure = fn.export_spec.structures[record.structure_index]
+    sizes = getattr(fn.export_spec, "executable_sizes", None) or \
+        getattr(fn.export_spec, "concrete", None) or {}
+    return sorted(structure.symbols - set(sizes))
+
+
 def plans_for_worker(functions: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
                      build_targets: Sequence[str]) -> list[dict[str, Any]]:
     """What an export worker hands on for its records: each artifact to compile, with its sizes
-    and targets (``build_targets`` unless the function's ``executables=`` says otherwise)."""
+    and targets (``build_targets`` unless the function's ``executables=`` says otherwise), and
+    for each primal CPU artifact that gets none for want of sizes, a plan without ``sizes``
+    that names the symbols (``missing``), so the build says so."""
     plans = []
     for raw in records:
         record = ArtifactRecord(**raw)
         fn = functions[record.function]
         targets = function_targets(fn.export_spec, build_targets)
         sizes = plan_for(fn, record) if targets else []
+        missing = missing_sizes(fn, record) if targets and not sizes else []
+        if missing:
+            named = getattr(fn.export_spec, "executable_sizes", None) or {}
+            plans.append({"artifact": record.id, "function": record.function,
+                          "structure_index": record.structure_index,
+                          "structure": record.structure, "missing": missing, "sizes": [],
+                          "named": {k: list(v) for k, v in named.items()}})
         if sizes:
             plans.append({"artifact": record.id, "file": record.file, "sha256": record.sha256,
                           "sizes": sizes, "pytree_types": record.pytree_types,
@@ -91,6 +112,30 @@ def plans_for_worker(functions: Mapping[str, Any], records: Sequence[Mapping[str
                           "function": record.function, "targets": targets,
                           "native_vjp": record.vjp_order > 0})
     return plans
+
+
+def size_gap_lines(plans: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line per function that ``executables`` asked for but whose structures (all, or the
+    ones named) get no executable for want of sizes: the symbols, and the option to add."""
+    by_function: dict[str, dict[int, Mapping[str, Any]]] = {}
+    compiled = {p["function"] for p in plans if p["sizes"]}
+    for plan in plans:
+        if plan.get("missing"):
+            by_function.setdefault(plan["function"], {})[plan["structure_index"]] = plan
+    lines = []
+    for function, gaps in sorted(by_function.items()):
+        symbols = sorted({s for gap in gaps.values() for s in gap["missing"]})
+        named = next(iter(gaps.values())).get("named", {})
+        example = ", ".join([*(f'"{s}": {v}' for s, v in named.items()),
+                             *(f'"{s}": [...]' for s in symbols)])
+        which = "gets no precompiled executable" if function not in compiled else \
+            "gets no precompiled executable for " + ", ".join(
+                f"structure {i} ({gaps[i]['structure']})" for i in sorted(gaps))
+        lines.append(f"{function} {which}: {'symbol' if len(symbols) == 1 else 'symbols'} "
+                     f"{', '.join(symbols)} {'has' if len(symbols) == 1 else 'have'} no size; "
+                     f"add executable_sizes={{{example}}} to its @exportable with the sizes "
+                     f"users call it with")
+    return lines
 
 
 def compile_executables(staging: Path, package: str, plans: Sequence[Mapping[str, Any]],
@@ -101,6 +146,9 @@ def compile_executables(staging: Path, package: str, plans: Sequence[Mapping[str
     its own (``jaxlib_python``)."""
     import shutil
 
+    for line in size_gap_lines(plans):
+        log(f"warning: {line}")
+    plans = [plan for plan in plans if plan["sizes"]]
     records = _compile_with(staging, package, plans, env, python, log)
     for version in jaxlibs if plans else ():
         other, other_env = jaxlib_python(version, env, log)
@@ -190,6 +238,6 @@ def _compile_with(staging: Path, package: str, plans: Sequence[Mapping[str, Any]
     return records
 
 
-__all__ = ["EXECUTABLE_SUFFIX", "builder_machine", "compile_executables", "plan_for",
-           "function_targets", "jaxlib_python", "plans_for_worker",
-           "resolve_targets"]
+__all__ = ["EXECUTABLE_SUFFIX", "builder_machine", "compile_executables", "function_targets",
+           "jaxlib_python", "missing_sizes", "plan_for", "plans_for_worker", "resolve_targets",
+           "size_gap_lines"]

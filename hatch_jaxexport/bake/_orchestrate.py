@@ -52,6 +52,8 @@ class BuildResult:
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     #: Wall-clock seconds of the whole export (workers included).
     wall_seconds: float = 0.0
+    #: The targets ``executables`` asked for (empty: no executables were asked for).
+    executable_targets: tuple[str, ...] = ()
 
 
 def _worker_env(search_path: Sequence[str | os.PathLike[str]]) -> dict[str, str]:
@@ -233,7 +235,8 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
     emit(f"{package}: exported {summarize(records)}"
          + (f"; skipped {len(skipped)}" if skipped else "") + f" into {out}")
     seconds = {k: v for res in results for k, v in res["seconds"].items()}
-    return BuildResult(manifest, out, messages, seconds, time.perf_counter() - started)
+    return BuildResult(manifest, out, messages, seconds, time.perf_counter() - started,
+                       tuple(targets))
 
 
 def list_tasks(package: str, *, platforms: Sequence[str] = DEFAULT_PLATFORMS,

@@ -257,8 +257,11 @@ def _print_table(rows: Sequence[Sequence[str]]) -> None:
 
 
 def _print_executables(manifest: Any) -> None:
-    """The precompiled executables, one row each, with whether this process would use it."""
+    """The precompiled executables, one row each, with whether this process would use it;
+    the count also when there are none, so a wheel without them says so."""
     if not manifest.executables:
+        print("precompiled executables: 0 (the first call of each signature compiles the "
+              "StableHLO; see executables = true and executable_sizes= in docs/executables.md)")
         return
     from hatch_jaxexport.runtime._shipped import mismatch, this_host
 
