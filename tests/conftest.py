@@ -130,6 +130,13 @@ def exec_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def scalars_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``jxe_scalars`` (a ``float32[]`` argument) baked with this machine's executables."""
+    return export_into_copy(tmp_path_factory.mktemp("scalars-site"), "jxe_scalars",
+                            executables=True)
+
+
+@pytest.fixture(scope="session")
 def demo(demo_site: Path):
     """``jxe_demo.funcs`` imported in this process from ``demo_site``."""
     import importlib

@@ -22,6 +22,9 @@ CACHE_ENV = "HATCH_JAXEXPORT_CACHE"
 SKIP_ENV = "HATCH_JAXEXPORT_SKIP"
 #: Set to 0 to ignore the precompiled executables a wheel ships (compile the StableHLO).
 EXECUTABLES_ENV = "HATCH_JAXEXPORT_EXECUTABLES"
+#: One line on stderr per first call of a signature: how it was served, its time, and why no
+#: shipped executable served it.
+REPORT_ENV = "HATCH_JAXEXPORT_REPORT"
 #: Build errors with their whole text and tracebacks (off: one line per cause, with hints).
 TRACEBACK_ENV = "HATCH_JAXEXPORT_TRACEBACK"
 
@@ -61,6 +64,11 @@ def skip_requested(environ: Mapping[str, str] = os.environ) -> bool:
     return flag(SKIP_ENV, environ) is True
 
 
+def call_report_wanted(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether ``HATCH_JAXEXPORT_REPORT`` asks for a line per first call of a signature."""
+    return flag(REPORT_ENV, environ) is True
+
+
 def traceback_wanted(environ: Mapping[str, str] = os.environ) -> bool:
     """Whether ``HATCH_JAXEXPORT_TRACEBACK`` asks for build errors in full, with tracebacks."""
     return flag(TRACEBACK_ENV, environ) is True
@@ -82,7 +90,7 @@ def cache_choice(environ: Mapping[str, str] = os.environ) -> bool | str:
     return value
 
 
-__all__ = ["CACHE_ENV", "EXECUTABLES_ENV", "OFF_VALUES", "ON_VALUES", "SKIP_ENV", "STRICT_ENV",
-           "TIERED_ENV", "TRACEBACK_ENV", "cache_choice", "flag", "shipped_executables_wanted",
-           "skip_requested", "strict_mode", "tiered_choice", "traceback_wanted",
-           "FULL_STRUCTURES_ENV", "full_structures"]
+__all__ = ["CACHE_ENV", "EXECUTABLES_ENV", "FULL_STRUCTURES_ENV", "OFF_VALUES", "ON_VALUES",
+           "REPORT_ENV", "SKIP_ENV", "STRICT_ENV", "TIERED_ENV", "TRACEBACK_ENV", "cache_choice",
+           "call_report_wanted", "flag", "full_structures", "shipped_executables_wanted",
+           "skip_requested", "strict_mode", "tiered_choice", "traceback_wanted"]

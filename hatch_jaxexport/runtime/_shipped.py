@@ -132,6 +132,22 @@ class ShippedExecutables:
                     return compiled
         return None
 
+    def why_not(self, leaves: Sequence[tuple[Any, str, bool]]) -> str:
+        """Why no shipped executable serves these flat argument types (``compiled_for`` gave
+        ``None``): switched off, none for these types, or why this process cannot run those
+        compiled for them."""
+        if not shipped_executables_wanted():
+            return "HATCH_JAXEXPORT_EXECUTABLES=0 turns them off"
+        wanted = [[list(shape), dtype] for shape, dtype, _ in leaves]
+        for_these = [r for r in self.records if r.inputs == wanted]
+        if not for_these:
+            shipped = sorted({signature_text(r.inputs) for r in self.records})
+            return (f"none for {signature_text(wanted)}; the wheel has them for "
+                    f"{'; '.join(shipped) or 'no signature'}")
+        host = this_host()
+        reasons = [f"{r.target}: {mismatch(r, host) or 'unusable'}" for r in for_these]
+        return "; ".join(dict.fromkeys(reasons))
+
     def _load(self, record: ExecutableRecord, in_tree: Any) -> Any | None:
         from hatch_jaxexport.runtime._jaxcompat import compiled_from_executable
 

@@ -36,10 +36,11 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from hatch_jaxexport.errors import TieredCompileWarning
-from hatch_jaxexport.formats._settings import TIERED_ENV, tiered_choice
+from hatch_jaxexport.formats._settings import TIERED_ENV, call_report_wanted, tiered_choice
+from hatch_jaxexport.formats.manifest import signature_text
 from hatch_jaxexport.runtime import _executable_cache as executables
 from hatch_jaxexport.runtime._jaxcompat import initialize_lapack, lapack_init_skipped
 from hatch_jaxexport.runtime._user_frame import warn_at_user_frame
@@ -92,6 +93,34 @@ class _Entry:
         self.unsaved = save_key is not None
         #: Where the quick tier is cached: removed once the optimized executable is in.
         self.quick_key = quick_key
+        #: Why no shipped executable served this signature (``None``: one did).
+        self.not_shipped: str | None = None
+        #: Seconds of the signature's first call (its executable found or compiled, and run).
+        self.seconds: float | None = None
+
+
+class ServedCall(NamedTuple):
+    """How the first eager call of one signature was served (``ExportableFunction.call_report``).
+
+    ``tier`` is ``shipped`` (the wheel's precompiled executable), ``cached`` (the per-user
+    executable cache), ``compiled`` (the StableHLO compiled in this process), ``quick`` or
+    ``cached-quick`` (tiered compilation's quick executable, the optimized one on its way),
+    ``optimized`` (that one, once in) or ``traced`` (no usable artifact: the source).
+    """
+
+    function: str
+    signature: str
+    tier: str
+    #: Seconds of the first call of this signature; ``None`` where not measured (``traced``).
+    seconds: float | None
+    #: Why no shipped executable served it; ``None`` when one did.
+    not_shipped: str | None
+
+    def line(self) -> str:
+        """``hatch-jaxexport: mypkg:f float32[4] shipped in 12.3 ms``."""
+        took = "" if self.seconds is None else f" in {self.seconds * 1e3:.1f} ms"
+        why = f" (no shipped executable: {self.not_shipped})" if self.not_shipped else ""
+        return f"hatch-jaxexport: {self.function} {self.signature} {self.tier}{took}{why}"
 
 
 class EagerCall:
@@ -122,6 +151,8 @@ class EagerCall:
         self.tiered = tiered and self.folder is not None
         self.lapack = lapack
         self.shipped = shipped
+        #: ``HATCH_JAXEXPORT_REPORT=1``: one line on stderr per first call of a signature.
+        self.report = call_report_wanted()
         self.entries: dict[Any, _Entry] = {}
         self.lock = threading.RLock()
         import jax
@@ -199,7 +230,9 @@ class EagerCall:
             with lapack_init_skipped(not self.lapack):
                 return jitted(*args, **kwargs)
         entry = self.entries.get(sig)
-        if entry is None or entry.pending is not None:
+        if entry is None:
+            return self._first_call(sig, args, kwargs)
+        if entry.pending is not None:
             entry = self._settle(sig, args, kwargs)
         out = entry.compiled(*args, **kwargs)
         if entry.unsaved:  # dispatched: now cache the executable for the next process
@@ -207,6 +240,33 @@ class EagerCall:
             assert self.folder is not None and entry.save_key is not None
             executables.store(self.folder, entry.save_key, entry.compiled)
         return out
+
+    def _first_call(self, sig: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A signature's first call: settled, run, timed, reported (``HATCH_JAXEXPORT_REPORT``)
+        and, if freshly compiled, written to the cache."""
+        started = time.perf_counter()
+        entry = self._settle(sig, args, kwargs)
+        out = entry.compiled(*args, **kwargs)
+        if entry.seconds is None:
+            entry.seconds = time.perf_counter() - started
+            if self.report:
+                print(self.served(sig, entry).line(), file=sys.stderr, flush=True)
+        if entry.unsaved:
+            entry.unsaved = False
+            assert self.folder is not None and entry.save_key is not None
+            executables.store(self.folder, entry.save_key, entry.compiled)
+        return out
+
+    def served(self, sig: Any, entry: _Entry) -> ServedCall:
+        """How ``entry``, the executable of signature ``sig``, served its first call."""
+        types = signature_text([[list(shape), dtype] for shape, dtype, _ in sig[1]])
+        return ServedCall(self.job.get("function", "?"), types, entry.tier, entry.seconds,
+                          entry.not_shipped)
+
+    def served_calls(self) -> list[ServedCall]:
+        """How the first call of each signature this call has seen was served."""
+        with self.lock:
+            return [self.served(sig, entry) for sig, entry in self.entries.items()]
 
     def prepare(self, args: tuple[Any, ...]) -> None:
         """Settle the executable of a call to come, with these positional arguments (concrete
@@ -238,7 +298,7 @@ class EagerCall:
                 if entry.pending is not None:
                     entry = self._poll(sig, entry)
                 return entry
-            key = None
+            not_shipped = "the wheel ships no executable of this artifact"
             if self.shipped is not None:
                 compiled = self.shipped.compiled_for(self.artifact_types(sig)[1],
                                                      self._flatten((args, kwargs))[1])
@@ -247,24 +307,31 @@ class EagerCall:
                         initialize_lapack()
                     entry = self.entries[sig] = _Entry(compiled, "shipped", None)
                     return entry
-            if self.folder is not None:
-                # a member's flat call and the function's structured call of one artifact
-                # are different executables: the convention is part of the key
-                key = executables.entry_key(self.folder, self.job["sha256"],
-                                            self.artifact_types(sig), self.platform,
-                                            self.job.get("convention", "default"))
-                if self.lapack:
-                    initialize_lapack()
-                compiled = executables.load(self.folder, key)
-                if compiled is not None:
-                    if self.tiered:  # a quick tier an earlier process cached is stale now
-                        executables.entry_path(self.folder, self._quick_key(sig)).unlink(
-                            missing_ok=True)
-                    entry = self.entries[sig] = _Entry(compiled, "cached", key)
-                    return entry
-            entry = self._compile(sig, key, args, kwargs)
+                not_shipped = self.shipped.why_not(self.artifact_types(sig)[1])
+            entry = self._unshipped(sig, args, kwargs)
+            entry.not_shipped = not_shipped
             self.entries[sig] = entry
             return entry
+
+    def _unshipped(self, sig: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Entry:
+        """A signature no shipped executable serves: from the cache, or compiled (under
+        ``_settle``'s lock)."""
+        key = None
+        if self.folder is not None:
+            # a member's flat call and the function's structured call of one artifact are
+            # different executables: the convention is part of the key
+            key = executables.entry_key(self.folder, self.job["sha256"],
+                                        self.artifact_types(sig), self.platform,
+                                        self.job.get("convention", "default"))
+            if self.lapack:
+                initialize_lapack()
+            compiled = executables.load(self.folder, key)
+            if compiled is not None:
+                if self.tiered:  # a quick tier an earlier process cached is stale now
+                    executables.entry_path(self.folder, self._quick_key(sig)).unlink(
+                        missing_ok=True)
+                return _Entry(compiled, "cached", key)
+        return self._compile(sig, key, args, kwargs)
 
     def _quick_key(self, sig: Any) -> str:
         """The cache entry of this signature's quick tier."""
@@ -348,7 +415,9 @@ class EagerCall:
                 pending.log.unlink(missing_ok=True)
             if entry.quick_key is not None:  # the optimized one is in: the quick one is stale
                 executables.entry_path(self.folder, entry.quick_key).unlink(missing_ok=True)
-            entry = self.entries[sig] = _Entry(compiled, "optimized", pending.key)
+            optimized = _Entry(compiled, "optimized", pending.key)
+            optimized.not_shipped, optimized.seconds = entry.not_shipped, entry.seconds
+            entry = self.entries[sig] = optimized
             return entry
         if pending.proc is not None:  # ours died without removing its lock: remove it
             (self.folder / f"{pending.key}.lock").unlink(missing_ok=True)

@@ -135,6 +135,17 @@ class ExportableFunction:
         """Forget resolved artifacts and fallbacks (they are resolved again on the next call)."""
         self.calls.clear()
 
+    def call_report(self) -> list[Any]:
+        """How this process served each first eager call of this function: one
+        ``ServedCall(function, signature, tier, seconds, not_shipped)`` per signature (tier
+        ``shipped``, ``cached``, ``compiled``, ``quick``, ``cached-quick``, ``optimized``), and
+        a ``traced`` one, with the reason, per structure that runs the source. ``not_shipped``
+        says why no shipped executable served it. ``HATCH_JAXEXPORT_REPORT=1`` prints the same
+        as each first call happens."""
+        from hatch_jaxexport.runtime.loader import call_report
+
+        return call_report(self)
+
     @property
     def name(self) -> str:
         """The name in the manifest (``module:qualname`` unless given)."""

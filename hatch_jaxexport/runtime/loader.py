@@ -47,6 +47,8 @@ class _Target(NamedTuple):
     call: Callable[..., Any]
     static_in_call: bool
     from_artifact: bool
+    #: Why the source runs instead of an artifact (``from_artifact`` false).
+    reason: str = ""
 
 
 def _fallback(fn: ExportableFunction) -> Callable[..., Any]:
@@ -328,7 +330,7 @@ def _resolve(fn: ExportableFunction, plan: CallPlan, platform: str, mesh: str = 
         raise ArtifactError(f"{fn.name}: no usable baked artifact ({STRICT_ENV} is set): {reason}")
     warn_at_user_frame(message, FallbackWarning)  # the user's line, under jax's too
     fallback = fn.calls.fallback(functools.partial(_fallback, fn))
-    return _Target(fallback, static_in_call=True, from_artifact=False)
+    return _Target(fallback, static_in_call=True, from_artifact=False, reason=reason)
 
 
 def _picks(call_args: tuple[Any, ...], args: tuple[Any, ...]) -> tuple[int, ...] | None:
@@ -458,6 +460,23 @@ def loaded_from_artifact(fn: ExportableFunction) -> dict[Any, bool]:
             if isinstance(target, _Target) and key[-1] == now}
 
 
+def call_report(fn: ExportableFunction) -> list[Any]:
+    """How each first eager call of ``fn`` in this process was served (``ServedCall`` each):
+    one per signature of each resolved artifact, and one ``traced`` entry, with the reason,
+    per structure that fell back to the source. Calls traced by the caller's own ``jax.jit``
+    are not eager calls: jax compiles them with the caller's function."""
+    from hatch_jaxexport.runtime._tiers import EagerCall, ServedCall
+
+    served = []
+    for target in list(fn.calls.targets.values()):
+        call = getattr(target, "call", None)
+        if isinstance(call, EagerCall):
+            served += call.served_calls()
+        elif not getattr(target, "from_artifact", True):
+            served.append(ServedCall(fn.name, "-", "traced", None, target.reason))
+    return served
+
+
 def tiered_calls(fn: ExportableFunction) -> list[Any]:
     """The ``EagerCall`` objects of a function's resolved targets (tests, benchmarks)."""
     from hatch_jaxexport.runtime._tiers import EagerCall
@@ -466,5 +485,5 @@ def tiered_calls(fn: ExportableFunction) -> list[Any]:
             if isinstance(getattr(target, "call", None), EagerCall)]
 
 
-__all__ = ["STRICT_ENV", "call_exportable", "export_platform", "forget_package",
+__all__ = ["STRICT_ENV", "call_exportable", "call_report", "export_platform", "forget_package",
            "load_package_artifacts", "loaded_from_artifact", "strict_mode", "tiered_calls"]

@@ -50,14 +50,6 @@ print(json.dumps({"compiles": len(compiles) - before, "result": np.asarray(value
 """
 
 
-@pytest.fixture(scope="module")
-def scalars_site(tmp_path_factory) -> Path:
-    from conftest import export_into_copy
-
-    return export_into_copy(tmp_path_factory.mktemp("scalars-site"), "jxe_scalars",
-                            executables=True)
-
-
 def call(site: Path, kind: str, **env: str) -> dict:
     proc = run([sys.executable, "-c", SCRIPT, KINDS[kind]], env={
         "PYTHONPATH": str(site), "HATCH_JAXEXPORT_STRICT": "1", "HATCH_JAXEXPORT_TIERED": "0",

@@ -1,0 +1,74 @@
+"""How a call was served, in public: ``fn.call_report()`` and ``HATCH_JAXEXPORT_REPORT=1``.
+
+Each first eager call of a signature says its tier, its time and, where no shipped executable
+served it, why: switched off, another jaxlib, or no artifact at all (``traced``).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, run
+
+from hatch_jaxexport.formats.manifest import MANIFEST_NAME
+
+pytestmark = pytest.mark.skipif(platform.machine() != "x86_64",
+                                reason="the fixture compiles the x86-64 targets")
+
+SCRIPT = """
+import json, warnings
+import numpy as np, jxe_scalars as m
+warnings.simplefilter("ignore")
+x = np.arange(4, dtype=np.float32)
+m.scaled(x, 2.0)
+m.scaled(x, 3.0)  # the same signature: no second entry, no second line
+print(json.dumps([r._asdict() for r in m.scaled.call_report()]))
+"""
+
+
+def report(site: Path, **env: str) -> tuple[list[dict], list[str]]:
+    proc = run([sys.executable, "-c", SCRIPT], env={
+        "PYTHONPATH": str(site), "HATCH_JAXEXPORT_REPORT": "1", "HATCH_JAXEXPORT_TIERED": "0",
+        "HATCH_JAXEXPORT_CACHE": "0", **env})
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("hatch-jaxexport: ")]
+    return json.loads(proc.stdout.splitlines()[-1]), lines
+
+
+def test_a_shipped_call_reports_its_tier_and_time(scalars_site):
+    (served,), lines = report(scalars_site)
+    assert {k: served[k] for k in ("function", "signature", "tier", "not_shipped")} == {
+        "function": "jxe_scalars:scaled", "signature": "float32[4],float32[]", "tier": "shipped",
+        "not_shipped": None}
+    assert 0 < served["seconds"] < 60
+    assert lines == [f"hatch-jaxexport: jxe_scalars:scaled float32[4],float32[] shipped in "
+                     f"{served['seconds'] * 1e3:.1f} ms"]
+
+
+def test_the_reason_when_no_shipped_executable_serves_it(scalars_site, tmp_path):
+    (off,), lines = report(scalars_site, HATCH_JAXEXPORT_EXECUTABLES="0")
+    assert (off["tier"], off["not_shipped"]) == ("compiled",
+                                                 "HATCH_JAXEXPORT_EXECUTABLES=0 turns them off")
+    assert lines[0].endswith("(no shipped executable: HATCH_JAXEXPORT_EXECUTABLES=0 turns them "
+                             "off)")
+    site = tmp_path / "site"
+    shutil.copytree(scalars_site, site)
+    path = site / "jxe_scalars" / "_jaxexport" / MANIFEST_NAME
+    manifest = json.loads(path.read_text())
+    for record in manifest["executables"]:
+        record["jaxlib_version"] = "0.0.1"
+    path.write_text(json.dumps(manifest))
+    (other,), _ = report(site)
+    assert other["tier"] == "compiled"
+    assert "compiled for jaxlib 0.0.1, this process has " in other["not_shipped"]
+
+
+def test_without_artifacts_the_call_is_reported_traced_with_the_reason():
+    served, lines = report(FIXTURES)  # the fixture's source folder: nothing baked
+    assert [(s["tier"], s["signature"]) for s in served] == [("traced", "-")]
+    assert served[0]["not_shipped"]
+    assert lines == []  # the fallback's FallbackWarning already says it, once
