@@ -24,6 +24,7 @@ from typing import Any
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats._concrete import size_combinations, size_problem
 from hatch_jaxexport.formats._cpu_targets import TARGETS, default_targets, machine_name
+from hatch_jaxexport.formats._signatures import SIGNATURES_NAME, Recorded, parse_signatures
 from hatch_jaxexport.formats.manifest import ArtifactRecord, ExecutableRecord
 
 #: The suffix of an executable's file in the artifact folder.
@@ -57,10 +58,28 @@ def function_targets(spec: Any, build_targets: Sequence[str]) -> list[str]:
     return resolve_targets(True if choice is True else list(choice))
 
 
-def plan_for(fn: Any, record: ArtifactRecord) -> list[dict[str, int]]:
+def recorded_sizes(package: str) -> Recorded:
+    """The sizes ``HATCH_JAXEXPORT_RECORD`` noted for ``package``'s calls: the
+    ``jaxexport-signatures.json`` beside its ``__init__.py`` (``{}`` without one; a file that
+    does not parse is an ``ExportError`` naming it)."""
+    import importlib
+
+    path = Path(importlib.import_module(package).__file__ or "").parent / SIGNATURES_NAME
+    if not path.is_file():
+        return {}
+    try:
+        return parse_signatures(path.read_text(encoding="utf-8"), f"{package}/{SIGNATURES_NAME}")
+    except ValueError as err:
+        raise ExportError([f"{err}; record it again (HATCH_JAXEXPORT_RECORD=1) or delete it"]) \
+            from None
+
+
+def plan_for(fn: Any, record: ArtifactRecord, recorded: Recorded | None = None
+             ) -> list[dict[str, int]]:
     """The concrete sizes to compile ``record`` (a CPU artifact of ``fn``: the primal or an
     unbatched transformation member) for: ``[{}]`` without symbols, one per combination of
-    ``executable_sizes=`` (else ``concrete=``), ``[]`` when its sizes are not named."""
+    ``executable_sizes=`` (else ``concrete=``) and one per recorded call of the structure
+    (``recorded``, from ``recorded_sizes``); ``[]`` when no sizes are named or recorded."""
     if record.batched or record.platform != "cpu" or record.mesh:
         return []  # a batched member's batch size is any: no concrete signature
     structure = fn.export_spec.structures[record.structure_index]
@@ -68,15 +87,18 @@ def plan_for(fn: Any, record: ArtifactRecord) -> list[dict[str, int]]:
         return [{}]
     sizes = getattr(fn.export_spec, "executable_sizes", None) or \
         getattr(fn.export_spec, "concrete", None)
-    if not sizes or not structure.symbols <= set(sizes):
-        return []
-    return [env for env in size_combinations(structure, sizes)
-            if size_problem(structure, env) is None]
+    named = size_combinations(structure, sizes) \
+        if sizes and structure.symbols <= set(sizes) else []
+    seen = (recorded or {}).get(record.function, {}).get(record.structure_index, [])
+    calls = [env for env in seen if set(env) == structure.symbols]
+    unique = {tuple(sorted(env.items())): env for env in [*named, *calls]}
+    return [env for env in unique.values() if size_problem(structure, env) is None]
 
 
 def missing_sizes(fn: Any, record: ArtifactRecord) -> list[str]:
     """The symbols of a primal CPU artifact's structure that no ``executable_sizes=`` (else
-    ``concrete=``) names: why it gets no executable (``[]`` when that is not the reason)."""
+    ``concrete=``) names, where no call was recorded either: why it gets no executable (``[]``
+    when that is not the reason)."""
     if (record.kind, record.batched, record.platform, bool(record.mesh)) != \
             ("primal", False, "cpu", False):
         return []
@@ -93,11 +115,14 @@ def plans_for_worker(functions: Mapping[str, Any], records: Sequence[Mapping[str
     for each primal CPU artifact that gets none for want of sizes, a plan without ``sizes``
     that names the symbols (``missing``), so the build says so."""
     plans = []
+    recorded: dict[str, Recorded] = {}
     for raw in records:
         record = ArtifactRecord(**raw)
         fn = functions[record.function]
         targets = function_targets(fn.export_spec, build_targets)
-        sizes = plan_for(fn, record) if targets else []
+        if targets and fn.package not in recorded:
+            recorded[fn.package] = recorded_sizes(fn.package)
+        sizes = plan_for(fn, record, recorded.get(fn.package)) if targets else []
         missing = missing_sizes(fn, record) if targets and not sizes else []
         if missing:
             named = getattr(fn.export_spec, "executable_sizes", None) or {}
@@ -133,8 +158,8 @@ def size_gap_lines(plans: Sequence[Mapping[str, Any]]) -> list[str]:
                 f"structure {i} ({gaps[i]['structure']})" for i in sorted(gaps))
         lines.append(f"{function} {which}: {'symbol' if len(symbols) == 1 else 'symbols'} "
                      f"{', '.join(symbols)} {'has' if len(symbols) == 1 else 'have'} no size; "
-                     f"add executable_sizes={{{example}}} to its @exportable with the sizes "
-                     f"users call it with")
+                     f"record the sizes real calls use (HATCH_JAXEXPORT_RECORD=1 while the "
+                     f"tests run), or add executable_sizes={{{example}}} to its @exportable")
     return lines
 
 
@@ -239,5 +264,5 @@ def _compile_with(staging: Path, package: str, plans: Sequence[Mapping[str, Any]
 
 
 __all__ = ["EXECUTABLE_SUFFIX", "builder_machine", "compile_executables", "function_targets",
-           "jaxlib_python", "missing_sizes", "plan_for", "plans_for_worker", "resolve_targets",
-           "size_gap_lines"]
+           "jaxlib_python", "missing_sizes", "plan_for", "plans_for_worker", "recorded_sizes",
+           "resolve_targets", "size_gap_lines"]

@@ -25,6 +25,8 @@ EXECUTABLES_ENV = "HATCH_JAXEXPORT_EXECUTABLES"
 #: One line on stderr per first call of a signature: how it was served, its time, and why no
 #: shipped executable served it.
 REPORT_ENV = "HATCH_JAXEXPORT_REPORT"
+#: Record the sizes calls use, for the build's executables: 1 (beside each package) or a folder.
+RECORD_ENV = "HATCH_JAXEXPORT_RECORD"
 #: Build errors with their whole text and tracebacks (off: one line per cause, with hints).
 TRACEBACK_ENV = "HATCH_JAXEXPORT_TRACEBACK"
 
@@ -69,6 +71,15 @@ def call_report_wanted(environ: Mapping[str, str] = os.environ) -> bool:
     return flag(REPORT_ENV, environ) is True
 
 
+def record_choice(environ: Mapping[str, str] = os.environ) -> bool | str:
+    """``HATCH_JAXEXPORT_RECORD``: ``False`` (off, also when unset), ``True`` (the file beside
+    each package) or the folder it names."""
+    value = environ.get(RECORD_ENV, "").strip()
+    if value == "" or value.lower() in OFF_VALUES:
+        return False
+    return True if value.lower() in ON_VALUES else value
+
+
 def traceback_wanted(environ: Mapping[str, str] = os.environ) -> bool:
     """Whether ``HATCH_JAXEXPORT_TRACEBACK`` asks for build errors in full, with tracebacks."""
     return flag(TRACEBACK_ENV, environ) is True
@@ -91,6 +102,7 @@ def cache_choice(environ: Mapping[str, str] = os.environ) -> bool | str:
 
 
 __all__ = ["CACHE_ENV", "EXECUTABLES_ENV", "FULL_STRUCTURES_ENV", "OFF_VALUES", "ON_VALUES",
-           "REPORT_ENV", "SKIP_ENV", "STRICT_ENV", "TIERED_ENV", "TRACEBACK_ENV", "cache_choice",
-           "call_report_wanted", "flag", "full_structures", "shipped_executables_wanted",
-           "skip_requested", "strict_mode", "tiered_choice", "traceback_wanted"]
+           "RECORD_ENV", "REPORT_ENV", "SKIP_ENV", "STRICT_ENV", "TIERED_ENV", "TRACEBACK_ENV",
+           "cache_choice", "call_report_wanted", "flag", "full_structures", "record_choice",
+           "shipped_executables_wanted", "skip_requested", "strict_mode", "tiered_choice",
+           "traceback_wanted"]

@@ -46,6 +46,8 @@ class CallPlan(NamedTuple):
     values: dict[str, Any]
     bound_args: tuple[Any, ...]
     bound_kwargs: dict[str, Any]
+    #: The sizes the structure's dimension symbols took in this call.
+    sizes: dict[str, int]
 
 
 class _NoMatch(Exception):
@@ -352,12 +354,12 @@ def plan_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, A
             shapes: list[Any] = []
             values = {name: _walk(tree, arguments[name], name, shapes)
                       for name, tree in structure.args.items()}
-            _bind_dims(structure, shapes)
+            sizes = _bind_dims(structure, shapes)
         except _NoMatch as err:
             failures.append((index, err))
             continue
         return CallPlan(index, static, static_key(static), values, bound.args,
-                        dict(bound.kwargs))
+                        dict(bound.kwargs), sizes)
     best = max(err.score for _, err in failures)
     closest = [(i, err) for i, err in failures if err.score == best]
     reasons = "; ".join(f"structure {i}: {err.message}" for i, err in closest)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from hatch_jaxexport.errors import ArtifactError, FallbackWarning
 from hatch_jaxexport.formats._settings import STRICT_ENV, strict_mode
 from hatch_jaxexport.formats.manifest import ArtifactRecord, mesh_text, variant_text
+from hatch_jaxexport.runtime import _recorder as recorder
 from hatch_jaxexport.runtime._artifacts import (
     PackageArtifacts,
     artifact_key,
@@ -373,6 +374,8 @@ def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[
     prime_fast_path()
     fast = fast_key(args, kwargs)
     plan = plan_call(fn, args, kwargs)
+    if recorder.RECORDING:
+        recorder.note(fn.package, fn.name, plan.structure_index, plan.sizes)
     key: tuple[Any, ...] = (plan.structure_index, plan.static_key,
                             export_platform(committed_platform(plan.values)))
     # the jax config ends the key: a process that changes it resolves again

@@ -12,12 +12,12 @@ from conftest import FIXTURES, run
 
 from hatch_jaxexport.bake._executables import size_gap_lines
 
-PARTLY = ('jaxexport: warning: jxe_unsized:partly gets no precompiled executable for structure 1 '
-          '(x: float32[b, n]): symbol b has no size; add executable_sizes={"n": [4], "b": [...]} '
-          'to its @exportable with the sizes users call it with')
-UNSIZED = ('jaxexport: warning: jxe_unsized:unsized gets no precompiled executable: symbol n has '
-           'no size; add executable_sizes={"n": [...]} to its @exportable with the sizes users '
-           'call it with')
+TAIL = ("record the sizes real calls use (HATCH_JAXEXPORT_RECORD=1 while the tests run), or "
+        "add executable_sizes={%s} to its @exportable")
+PARTLY = ("jaxexport: warning: jxe_unsized:partly gets no precompiled executable for structure 1 "
+          "(x: float32[b, n]): symbol b has no size; " + TAIL % '"n": [4], "b": [...]')
+UNSIZED = ("jaxexport: warning: jxe_unsized:unsized gets no precompiled executable: symbol n has "
+           "no size; " + TAIL % '"n": [...]')
 
 
 def bake(tmp_path, *options: str):
@@ -55,10 +55,8 @@ def test_a_function_with_some_structures_compiled_names_only_the_others():
              {"function": "p:g", "structure_index": 0, "structure": "x: float32[a, c]",
               "missing": ["a", "c"], "sizes": [], "named": {}}]
     assert size_gap_lines(plans) == [
-        'p:f gets no precompiled executable for structure 1 (x: float32[b, n]): symbol b has no '
-        'size; add executable_sizes={"n": [4], "b": [...]} to its @exportable with the sizes '
-        'users call it with',
-        'p:g gets no precompiled executable: symbols a, c have no size; add '
-        'executable_sizes={"a": [...], "c": [...]} to its @exportable with the sizes users call '
-        'it with']
+        "p:f gets no precompiled executable for structure 1 (x: float32[b, n]): symbol b has no "
+        "size; " + TAIL % '"n": [4], "b": [...]',
+        "p:g gets no precompiled executable: symbols a, c have no size; "
+        + TAIL % '"a": [...], "c": [...]']
     assert size_gap_lines(plans[:1]) == []
