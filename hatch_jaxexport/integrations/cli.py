@@ -89,6 +89,13 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     warm.add_argument("--dims", action="append", default=[], metavar="SYMBOL=SIZE[,SIZE...]",
                       help="sizes for a symbolic dimension (repeatable), e.g. --dims n=64,1024; "
                       "default: the sizes each function names (executable_sizes=, concrete=)")
+    merge = sub.add_parser("merge", help="merge the executables several builders compiled into "
+                           "one wheel", description="WHEEL... are one wheel built from the same "
+                           "source by several builders (each compiling the executables of its "
+                           "machine kind); write one wheel with every executable into --out. "
+                           "Refuses wheels whose other files or artifacts differ.")
+    merge.add_argument("wheels", nargs="+", metavar="WHEEL", help="the builds of one wheel")
+    merge.add_argument("--out", required=True, metavar="DIR", help="folder for the merged wheel")
     add_portable_command(sub)
     return parser, dict(sub.choices)
 
@@ -280,6 +287,21 @@ def _print_executables(manifest: Any) -> None:
     _print_table(rows)
 
 
+def _merge(args: argparse.Namespace) -> int:
+    from hatch_jaxexport.bake._merge import merge_wheels
+    from hatch_jaxexport.formats.manifest import parse_manifest
+
+    out = merge_wheels(args.wheels, args.out)
+    import zipfile
+
+    with zipfile.ZipFile(out) as archive:
+        counts = [len(parse_manifest(archive.read(n)).executables) for n in archive.namelist()
+                  if n.endswith("/_jaxexport/manifest.json")]
+    print(f"wrote {out} with {sum(counts)} precompiled executable(s) from {len(args.wheels)} "
+          "wheels")
+    return 0
+
+
 def _verify(args: argparse.Namespace) -> int:
     from hatch_jaxexport.bake.verify import verify_report
 
@@ -300,7 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ[TRACEBACK_ENV] = "1"
     try:
         return {"export": _export, "inspect": _inspect, "warmup": _warmup,
-                "verify": _verify, "portable": run_portable_command}[args.command](args)
+                "verify": _verify, "merge": _merge,
+                "portable": run_portable_command}[args.command](args)
     except KeyboardInterrupt as err:
         if args.debug:
             raise

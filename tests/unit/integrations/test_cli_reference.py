@@ -39,7 +39,8 @@ def test_the_page_matches_the_parser(reference):
 def test_every_command_is_on_the_page_portable_included():
     page = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     assert set(help_pages()) == {"jaxexport", "jaxexport export", "jaxexport inspect",
-                                 "jaxexport verify", "jaxexport warmup", "jaxexport portable"}
+                                 "jaxexport verify", "jaxexport warmup", "jaxexport portable",
+                                 "jaxexport merge"}
     assert re.search(r"^    portable +list a package's portable StableHLO variants", page, re.M)
 
 

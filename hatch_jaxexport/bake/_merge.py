@@ -1,0 +1,146 @@
+"""Many builders, one wheel: merging the precompiled executables that several builders compiled.
+
+An executable runs only on the machine kind it was compiled for, and one builder compiles only
+for its own (Linux x86-64, Linux aarch64, macOS arm64 runners in CI). Each builder builds the
+same pure wheel from the same source; this module puts their executables into one wheel. It
+refuses wheels that are not the same build (another name or version, any other file or any
+artifact that differs by SHA-256): one StableHLO is kept, never a mix. The merged wheel is
+reproducible: its entries in the first wheel's order with the first wheel's timestamps, the
+executables added sorted, the manifest written by ``Manifest.to_bytes`` and ``RECORD`` computed
+again, so the same wheels in any order give the same bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from hatch_jaxexport.errors import ExportError
+from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, MANIFEST_NAME, Manifest, parse_manifest
+
+_MANIFEST_SUFFIX = f"/{ARTIFACT_DIR}/{MANIFEST_NAME}"
+
+
+def _entries(wheel: Path) -> dict[str, tuple[zipfile.ZipInfo, bytes]]:
+    with zipfile.ZipFile(wheel) as archive:
+        return {info.filename: (info, archive.read(info)) for info in archive.infolist()}
+
+
+def _is_executable(name: str, manifests: dict[str, Manifest]) -> bool:
+    folder, _, file = name.rpartition("/")
+    manifest = manifests.get(folder)
+    return manifest is not None and any(e.file == file for e in manifest.executables)
+
+
+def _manifests(entries: dict[str, tuple[zipfile.ZipInfo, bytes]], wheel: Path
+               ) -> dict[str, Manifest]:
+    """Each artifact folder's manifest, by folder (``mypkg/_jaxexport``)."""
+    return {name[: -len(MANIFEST_NAME) - 1]: parse_manifest(data, where=f"{wheel.name}:{name}")
+            for name, (_, data) in entries.items() if name.endswith(_MANIFEST_SUFFIX)}
+
+
+def _differences(first: Path, base: dict, other: Path, entries: dict) -> list[str]:
+    """Why ``other`` is not the same build as ``first``, file by file and artifact by artifact."""
+    problems = []
+    for folder, manifest in base["manifests"].items():
+        theirs = entries["manifests"].get(folder)
+        if theirs is None:
+            problems.append(f"{other.name} has no {folder}/{MANIFEST_NAME}")
+            continue
+        mine = {a.id: a.sha256 for a in manifest.artifacts}
+        for artifact in theirs.artifacts:
+            if mine.get(artifact.id, artifact.sha256) != artifact.sha256:
+                problems.append(f"artifact {artifact.id} differs (SHA-256 {mine[artifact.id][:12]}"
+                                f" in {first.name}, {artifact.sha256[:12]} in {other.name})")
+        if set(mine) != {a.id for a in theirs.artifacts}:
+            problems.append(f"{folder}: the two wheels hold other artifacts")
+        if manifest._replace(executables=()) != theirs._replace(executables=()) and not problems:
+            problems.append(f"{folder}/{MANIFEST_NAME} differs beyond its executables")
+    for name in sorted(set(base["files"]) ^ set(entries["files"])):
+        problems.append(f"{name} is in only one of {first.name} and {other.name}")
+    for name in sorted(set(base["files"]) & set(entries["files"])):
+        if base["files"][name] != entries["files"][name]:
+            problems.append(f"{name} differs between {first.name} and {other.name}")
+    return problems
+
+
+def _read(wheel: Path) -> dict:
+    entries = _entries(wheel)
+    manifests = _manifests(entries, wheel)
+    files = {name: data for name, (_, data) in entries.items()
+             if not name.endswith((".dist-info/RECORD", _MANIFEST_SUFFIX))
+             and not _is_executable(name, manifests)}
+    return {"entries": entries, "manifests": manifests, "files": files}
+
+
+def _record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def merge_wheels(wheels: Sequence[str | Path], out_dir: str | Path) -> Path:
+    """One wheel with the executables of every one of ``wheels`` (the same build from several
+    builders), written into ``out_dir`` under the wheels' common name; ``ExportError`` listing
+    every difference when they are not the same build."""
+    paths = [Path(w) for w in wheels]
+    if len(paths) < 2 or len({p.name for p in paths}) != 1:
+        raise ExportError([f"merge needs two or more builds of one wheel (the same file name), "
+                           f"got {', '.join(p.name for p in paths) or 'none'}"])
+    read = [_read(p) for p in paths]
+    problems = [f"{problem}: build every wheel from the same source with the same jax"
+                for p, r in zip(paths[1:], read[1:], strict=True)
+                for problem in _differences(paths[0], read[0], p, r)]
+    if problems:
+        raise ExportError(problems, f"{len(problems)} differences between the wheels to merge")
+    return _write(paths[0], read, Path(out_dir))
+
+
+def _write(first: Path, read: list[dict], out_dir: Path) -> Path:
+    """The merged wheel: the first wheel's entries (its manifests with every executable), the
+    other wheels' executables added, ``RECORD`` computed again."""
+    base = read[0]
+    executables: dict[str, dict[str, tuple[object, bytes]]] = {}
+    for wheel in read:
+        for folder, manifest in wheel["manifests"].items():
+            for record in manifest.executables:
+                data = wheel["entries"][f"{folder}/{record.file}"][1]
+                known = executables.setdefault(folder, {}).get(record.file)
+                if known is not None and known[1] != data:
+                    raise ExportError([f"{folder}/{record.file} differs between two wheels: "
+                                       "two builders compiled different executables under one "
+                                       "name"])
+                executables[folder][record.file] = (record, data)
+    out = out_dir / first.name
+    out_dir.mkdir(parents=True, exist_ok=True)
+    record_name = next(n for n in base["entries"] if n.endswith(".dist-info/RECORD"))
+    lines: list[str] = []
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        def put(template: zipfile.ZipInfo, name: str, data: bytes) -> None:
+            info = zipfile.ZipInfo(name, template.date_time)
+            info.external_attr, info.compress_type = template.external_attr, zipfile.ZIP_DEFLATED
+            archive.writestr(info, data)
+            lines.append(_record_line(name, data))
+
+        for name, (info, data) in base["entries"].items():
+            folder = name[: -len(MANIFEST_NAME) - 1]
+            if name == record_name or _is_executable(name, base["manifests"]):
+                continue
+            if name.endswith(_MANIFEST_SUFFIX):
+                found = executables.get(folder, {})
+                merged = base["manifests"][folder]._replace(executables=tuple(
+                    sorted((r for r, _ in found.values()), key=lambda r: r.file)))
+                put(info, name, merged.to_bytes())
+                for file in sorted(found):
+                    put(info, f"{folder}/{file}", found[file][1])
+            else:
+                put(info, name, data)
+        info = base["entries"][record_name][0]
+        archive.writestr(zipfile.ZipInfo(record_name, info.date_time),
+                         "\n".join([*lines, f"{record_name},,"]) + "\n")
+    return out
+
+
+__all__ = ["merge_wheels"]
