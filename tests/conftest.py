@@ -94,6 +94,27 @@ def project_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return wheel
 
 
+@pytest.fixture(scope="session")
+def example_wheel(tmp_path_factory: pytest.TempPathFactory, project_wheel: Path) -> Path:
+    """``example_pkg`` built as a wheel by the Hatch hook with this interpreter's jax, once per
+    session (the release check and the GPU check's test share it)."""
+    tmp = tmp_path_factory.mktemp("example-wheel")
+    project = Path(shutil.copytree(ROOT / "example_pkg", tmp / "example_pkg", ignore=shutil.
+                                   ignore_patterns("_jaxexport", "dist", "build", "__pycache__")))
+    links = {"PIP_FIND_LINKS": " ".join(filter(None, [os.fspath(project_wheel.parent),
+                                                       os.environ.get("PIP_FIND_LINKS")])),
+             "UV_FIND_LINKS": ",".join(filter(None, [os.fspath(project_wheel.parent),
+                                                      os.environ.get("UV_FIND_LINKS")]))}
+    uv = _uv()
+    if uv:  # built by this interpreter's jax, as a release job builds and checks with one jax
+        run([uv, "build", "--wheel", "-q", "-p", sys.executable, "-o", tmp / "dist", project],
+            env=links)
+    else:
+        run([sys.executable, "-m", "build", "--wheel", "-o", tmp / "dist", project], env=links)
+    (wheel,) = (tmp / "dist").glob("example_pkg-*.whl")
+    return wheel
+
+
 @pytest.fixture
 def run_python() -> Callable[..., subprocess.CompletedProcess[str]]:
     """Run Python code in a fresh process: ``run_python(code, python=..., env=..., check=...)``."""

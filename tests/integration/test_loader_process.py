@@ -167,8 +167,10 @@ def test_float64_artifact_runs_with_x64_on(demo_site, run_python):
 def test_float64_artifact_with_x64_off_says_so(demo_site, run_python):
     proc = run_python(X64, env=_env(demo_site), check=False)
     assert proc.returncode == 1
-    assert "argument 'x' expects float64[n], a 64-bit dtype, but jax_enable_x64 is off; turn it " \
-        "on (jax.config.update('jax_enable_x64', True)) to call this structure" in proc.stderr
+    assert "hatch_jaxexport.errors.DtypeMismatch: jxe_demo.funcs:precise: no exported structure " \
+        "accepts this call: structure 0: argument 'x' expects float64[n], a 64-bit dtype, got " \
+        "float64, but jax_enable_x64 is off; turn it on before the call (jax.config.update(" \
+        "'jax_enable_x64', True), or JAX_ENABLE_X64=1 in the environment)" in proc.stderr
 
 
 def test_importing_the_runtime_stays_light(run_python):

@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+import io
+import json
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
 import pytest
+from archspec.cpu import detect
 
 from hatch_jaxexport.formats._cpu_targets import (
+    TARGET_ALIASES,
     TARGETS,
+    CpuProbe,
+    canonical_target,
     codegen_xla_flags,
     default_targets,
+    describe_targets,
+    executable_system,
+    host_features,
     linux_cpu_flags,
     machine_name,
     missing_features,
     required_features,
 )
+from hatch_jaxexport.formats.manifest import ExecutableRecord
+from hatch_jaxexport.runtime._shipped import Host, _cpu_flags, mismatch
 
 X86_FLAGS = ("fpu lm sse sse2 pni pclmulqdq ssse3 fma cx16 sse4_1 sse4_2 movbe popcnt aes avx "
              "f16c rdrand lahf_lm abm 3dnowprefetch bmi1 avx2 bmi2 sha_ni")
@@ -67,3 +82,235 @@ def test_targets_per_machine():
     assert default_targets("riscv64") == []
     assert machine_name("AMD64") == "x86_64" and machine_name("arm64") == "aarch64"
     assert TARGETS["x86_64-avx2"].xla_flags == ("--xla_cpu_max_isa=AVX2",)
+
+
+# --- every host users run: recorded probe outputs through archspec -------------------------
+# The files in probes/ are representative outputs of each OS (see their first lines), not
+# captured on this project's machines: only Linux x86-64 runs here. Each is fed to archspec's
+# own detection for that OS (its I/O replaced by the recording), then through the runtime's
+# `_cpu_flags` and `host_features`, exactly as `this_host()` does on such a machine.
+
+PROBES = Path(__file__).parent / "probes"
+
+#: What a host needs of an executable compiled on a Skylake-class x86-64 builder: the x86_64-avx2
+#: target's features (AVX2 level, the builder's other features), and the x86_64-avx512 target's.
+X86_AVX2_EXECUTABLE = ["64bit", "adx", "aes", "avx", "avx2", "bmi", "bmi2", "clflushopt", "cmov",
+                       "crc32", "cx16", "cx8", "f16c", "fma", "fsgsbase", "fxsr", "invpcid",
+                       "lzcnt", "mmx", "movbe", "pclmul", "popcnt", "prfchw", "rdrnd", "rdseed",
+                       "sahf", "sse", "sse2", "sse3", "sse4.1", "sse4.2", "ssse3", "x87",
+                       "xsave", "xsavec", "xsaveopt", "xsaves"]
+X86_AVX512_EXECUTABLE = [*X86_AVX2_EXECUTABLE, "avx512f", "avx512dq", "avx512cd", "avx512bw",
+                         "avx512vl", "evex512"]
+#: An executable compiled on an Apple M1 (LLVM's names, the architecture versions and the
+#: system-level features included).
+M1_EXECUTABLE = ["aes", "altnzcv", "ccdp", "ccidx", "ccpp", "complxnum", "crc", "dit", "dotprod",
+                 "flagm", "fp-armv8", "fp16fml", "fptoint", "fullfp16", "jsconv", "lse", "lse2",
+                 "neon", "pauth", "perfmon", "predres", "ras", "rcpc", "rcpc-immo", "rdm", "sb",
+                 "sha2", "sha3", "specrestrict", "ssbs", "v8.5a", "vh", "zcm", "zcz"]
+
+
+class _RecordedCpuid:
+    """archspec's ``CPUID`` answering from a recording (``registers_for(eax, ecx)``)."""
+
+    def __init__(self, registers: dict[str, list[str]]) -> None:
+        self.registers = {tuple(int(part, 16) for part in key.split(",")): values
+                          for key, values in registers.items()}
+
+    def registers_for(self, eax: int, ecx: int = 0) -> SimpleNamespace:
+        values = self.registers.get((eax, ecx), ["0x0"] * 4)
+        return SimpleNamespace(**dict(zip(("eax", "ebx", "ecx", "edx"),
+                                          (int(v, 16) for v in values), strict=True)))
+
+
+def _recording(name: str) -> str:
+    lines = (PROBES / name).read_text().splitlines(keepends=True)
+    return "".join(line for line in lines if not line.startswith("#"))
+
+
+@pytest.fixture
+def recorded_host(monkeypatch):
+    """``recorded_host(system, machine, probe file)``: archspec sees that OS, machine and
+    recording; its caches are cleared before and after, so nothing leaks to other tests."""
+    def clear():
+        for cached in (detect._machine, detect.host, detect._darwin_sysctl_data):
+            cached.cache_clear()
+
+    def use(system: str, machine: str, name: str) -> frozenset[str] | None:
+        clear()
+        monkeypatch.setattr(detect.platform, "system", lambda: system)
+        monkeypatch.setattr(detect.platform, "machine", lambda: machine)
+        if name.endswith(".cpuinfo"):
+            text = _recording(name)
+            monkeypatch.setattr(detect, "open", lambda *a, **k: io.StringIO(text),
+                                raising=False)
+        elif name.endswith(".sysctl"):
+            text = _recording(name)
+            monkeypatch.setattr(detect, "_check_output", lambda args, env: text)
+        else:
+            registers = json.loads((PROBES / name).read_text())["registers"]
+            monkeypatch.setattr(detect, "CPUID", lambda: _RecordedCpuid(registers))
+        return _cpu_flags(system)
+
+    yield use
+    monkeypatch.undo()
+    clear()
+
+
+@pytest.mark.parametrize("system, machine, name, has, lacks", [
+    ("Linux", "x86_64", "linux-x86_64-coffeelake.cpuinfo", {"avx2", "fma", "lm"},
+     {"avx512f", "sha_ni"}),
+    ("Linux", "x86_64", "linux-x86_64-icelake-server.cpuinfo", {"avx512f", "avx512_vnni"},
+     {"amx_tile"}),
+    ("Linux", "aarch64", "linux-aarch64-graviton3.cpuinfo", {"asimd", "sve", "bf16", "i8mm"},
+     {"sve2", "sme"}),
+    ("Darwin", "arm64", "macos-arm64-m1.sysctl", {"asimd", "atomics", "asimddp", "sha3"},
+     {"bf16", "i8mm", "sme"}),
+    ("Darwin", "arm64", "macos-arm64-m2pro.sysctl", {"bf16", "i8mm", "bti"}, {"sme"}),
+    ("Darwin", "arm64", "macos-arm64-m4max.sysctl", {"bf16", "sme", "sme2"}, {"sve"}),
+    ("Darwin", "x86_64", "macos-x86_64-coffeelake.sysctl", {"avx2", "pni", "lm", "lahf_lm",
+                                                            "abm", "3dnowprefetch"}, {"avx512f"}),
+    ("Darwin", "x86_64", "macos-x86_64-imacpro.sysctl", {"avx512f", "avx512bw", "fsgsbase"},
+     {"avx512_vnni"}),
+    ("Windows", "AMD64", "windows-x86_64-coffeelake.cpuid.json", {"avx2", "lm", "pni", "abm"},
+     {"avx512f"}),
+    ("Windows", "AMD64", "windows-x86_64-icelake-server.cpuid.json", {"avx512f", "avx512_vnni",
+                                                                     "sha_ni"}, {"amx_tile"}),
+])
+def test_each_os_recorded_probe_yields_its_features(recorded_host, system, machine, name, has,
+                                                    lacks):
+    flags = recorded_host(system, machine, name)
+    assert flags is not None and has <= flags and not lacks & flags
+
+
+@pytest.mark.parametrize("system, machine, name", [
+    ("Linux", "x86_64", "linux-x86_64-coffeelake.cpuinfo"),
+    ("Darwin", "x86_64", "macos-x86_64-coffeelake.sysctl"),
+    ("Windows", "AMD64", "windows-x86_64-coffeelake.cpuid.json"),
+])
+def test_an_avx512_executable_is_refused_without_avx512_and_the_avx2_one_used(
+        recorded_host, system, machine, name):
+    flags = recorded_host(system, machine, name)
+    assert missing_features(X86_AVX2_EXECUTABLE, flags, "x86_64") == []
+    assert missing_features(X86_AVX512_EXECUTABLE, flags, "x86_64") == [
+        "avx512bw", "avx512cd", "avx512dq", "avx512f", "avx512vl", "evex512"]
+
+
+@pytest.mark.parametrize("system, machine, name", [
+    ("Linux", "x86_64", "linux-x86_64-icelake-server.cpuinfo"),
+    ("Darwin", "x86_64", "macos-x86_64-imacpro.sysctl"),
+    ("Windows", "AMD64", "windows-x86_64-icelake-server.cpuid.json"),
+])
+def test_an_avx512_executable_is_used_with_avx512(recorded_host, system, machine, name):
+    flags = recorded_host(system, machine, name)
+    assert missing_features(X86_AVX512_EXECUTABLE, flags, "x86_64") == []
+    assert missing_features([*X86_AVX512_EXECUTABLE, "amx-tile"], flags, "x86_64") == [
+        "amx-tile"]
+
+
+def test_an_aarch64_executable_on_apple_m_series(recorded_host):
+    m1 = recorded_host("Darwin", "arm64", "macos-arm64-m1.sysctl")
+    assert missing_features(M1_EXECUTABLE, m1, "aarch64") == []
+    # what only later models have is refused on an M1, and confirmed on them
+    assert missing_features([*M1_EXECUTABLE, "bf16", "i8mm"], m1, "aarch64") == ["bf16", "i8mm"]
+    m2 = recorded_host("Darwin", "arm64", "macos-arm64-m2pro.sysctl")
+    assert missing_features([*M1_EXECUTABLE, "bf16", "i8mm", "bti"], m2, "aarch64") == []
+    assert missing_features(["neon", "sme"], m2, "aarch64") == ["sme"]
+    m4 = recorded_host("Darwin", "arm64", "macos-arm64-m4max.sysctl")
+    assert missing_features(["neon", "sme", "sme2"], m4, "aarch64") == []
+    # a feature no table knows cannot be confirmed
+    assert missing_features(["neon", "some-future-extension"], m4, "aarch64") == [
+        "some-future-extension"]
+
+
+def test_an_aarch64_executable_on_linux_arm(recorded_host):
+    flags = recorded_host("Linux", "aarch64", "linux-aarch64-graviton3.cpuinfo")
+    assert missing_features(["neon", "fp-armv8", "crc", "lse", "aes", "sha2", "sha3", "sm4",
+                             "sve", "bf16", "i8mm", "rand", "dotprod", "v8.4a"], flags,
+                            "aarch64") == []
+    assert missing_features(["neon", "sve2", "sme"], flags, "aarch64") == ["sme", "sve2"]
+
+
+def test_hosts_whose_features_cannot_be_confirmed(recorded_host, monkeypatch):
+    # Windows on ARM: archspec's cpuid detection is x86 only; it lists nothing
+    assert recorded_host("Windows", "ARM64", "windows-x86_64-coffeelake.cpuid.json") is None
+    # a Mac whose brand string names no model archspec knows
+    assert recorded_host("Darwin", "arm64", "macos-arm64-m1.sysctl") is not None
+    detect._darwin_sysctl_data.cache_clear()
+    detect.host.cache_clear()
+    monkeypatch.setattr(detect, "_check_output",
+                        lambda args, env: "machdep.cpu.brand_string: Apple Virtual Processor\n")
+    assert _cpu_flags("Darwin") is None
+    # a detection that fails (no /proc/cpuinfo) is a "no", never an error or a warning
+    def unreadable(*args, **kwargs):
+        raise OSError("no /proc/cpuinfo")
+
+    detect.host.cache_clear()
+    monkeypatch.setattr(detect, "open", unreadable, raising=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _cpu_flags("Linux") is None
+    assert _cpu_flags("Plan9") is None
+
+
+def test_host_features_of_a_probe():
+    listed = frozenset({"avx2", "sse3", "em64t"})
+    assert host_features(CpuProbe("Linux", listed)) == listed
+    assert host_features(CpuProbe("Darwin", listed)) == listed | {"pni", "lm"}
+    apple = CpuProbe("Darwin", frozenset(), "m1", "Apple", frozenset({"asimd", "fp"}))
+    assert host_features(apple) == {"asimd", "fp"}
+    assert host_features(apple._replace(system="Linux")) is None
+    assert host_features(apple._replace(vendor="generic")) is None
+    assert host_features(CpuProbe("Windows", frozenset())) is None
+
+
+def test_aarch64_names_that_mean_more_than_the_flag():
+    # LLVM's aarch64 `aes` includes PMULL, `sha3` SHA-512; on x86 `aes` is the AES-NI flag
+    assert missing_features(["aes", "sha3"], frozenset({"aes", "sha3"}), "aarch64") == [
+        "aes", "sha3"]
+    assert missing_features(["aes"], frozenset({"aes"}), "x86_64") == []
+    assert missing_features(["bti"], frozenset({"bti"}), "aarch64") == []
+
+
+def test_the_os_that_compiled_an_executable():
+    assert executable_system(b"\x00junk x86_64-unknown-linux-gnu\x00") == "Linux"
+    assert executable_system(b"..arm64-apple-macosx14.0.0..") == "Darwin"
+    assert executable_system(b"..aarch64-apple-darwin..") == "Darwin"
+    assert executable_system(b"..x86_64-pc-windows-msvc..") == "Windows"
+    assert executable_system(b"no triple here") is None
+
+
+def _record(**fields) -> ExecutableRecord:
+    base = dict(artifact="a", artifact_sha256="0" * 64, target="x86_64-avx512", inputs=[],
+                outputs=[], file="a.xla", sha256="0" * 64, size=1, jax_version="1",
+                jaxlib_version="1", backend="cpu", platform_version="cpu", machine="x86_64",
+                xla_flags=[], cpu_features=X86_AVX512_EXECUTABLE)
+    return ExecutableRecord(**{**base, **fields})
+
+
+def test_mismatch_checks_the_os_and_the_cpu_features(recorded_host):
+    host = Host("1", "1", "cpu", "cpu", "x86_64",
+                recorded_host("Linux", "x86_64", "linux-x86_64-icelake-server.cpuinfo"), ())
+    assert mismatch(_record(), host) is None
+    assert mismatch(_record(cpu_features=[*X86_AVX512_EXECUTABLE, "amx-tile"]), host) == \
+        "this CPU lacks amx-tile"
+    avx2 = host._replace(cpu_flags=recorded_host("Linux", "x86_64",
+                                                 "linux-x86_64-coffeelake.cpuinfo"))
+    assert mismatch(_record(), avx2).startswith("this CPU lacks avx512bw, avx512cd")
+    # a record that does not say which OS compiled it is used on Linux only, as before
+    windows = host._replace(system="Windows", cpu_flags=recorded_host(
+        "Windows", "AMD64", "windows-x86_64-icelake-server.cpuid.json"))
+    assert "does not say which OS compiled it" in mismatch(_record(), windows)
+    assert mismatch(_record(), host._replace(cpu_flags=None)) == \
+        "Linux on x86_64 does not say which CPU features it has (archspec found none)"
+
+
+@pytest.mark.parametrize("name, canonical", [
+    ("x86-64-v3", "x86_64-avx2"), ("x86-64-v4", "x86_64-avx512"), ("x86_64-avx2", "x86_64-avx2"),
+    ("x86_64-avx512", "x86_64-avx512"), ("aarch64", "aarch64"), ("x86-64-v5", None),
+    ("x86_64_v3", None),
+])
+def test_target_aliases_name_the_standard_levels(name, canonical):
+    assert canonical_target(name) == canonical
+    assert all(alias not in TARGETS and target in TARGETS
+               for alias, target in TARGET_ALIASES.items())
+    assert describe_targets() == "x86_64-avx2 (x86-64-v3), x86_64-avx512 (x86-64-v4), aarch64"
