@@ -268,18 +268,19 @@ def _check_editable(value: Any, path: str) -> Checked:
 def _check_executables(value: Any, path: str) -> Checked:
     """``executables``: true (the builder's targets), false (none) or an array of targets."""
     from hatch_jaxexport.bake._executables import resolve_targets
-    from hatch_jaxexport.formats._cpu_targets import TARGETS
+    from hatch_jaxexport.formats._cpu_targets import TARGET_ALIASES, TARGETS, canonical_target
 
     if value is True:
         return tuple(resolve_targets(True)), []
     if value is False:
         return (), []
-    known = ", ".join(map(repr, TARGETS))
+    known = ", ".join(map(repr, [*TARGETS, *TARGET_ALIASES]))
     if not isinstance(value, list):
         return None, [_must_be(path, f"true, false or an array of {known}", value)]
-    errors = [f"{path}[{i}] must be one of {known}, got {item!r}"
-              for i, item in enumerate(value) if item not in TARGETS]
-    return tuple(dict.fromkeys(map(str, value))), errors
+    errors = [f"{path}[{i}] must be one of {known}, got {item!r}" for i, item in enumerate(value)
+              if not isinstance(item, str) or canonical_target(item) is None]
+    return tuple(dict.fromkeys((isinstance(item, str) and canonical_target(item)) or str(item)
+                               for item in value)), errors
 
 
 def _check_jaxlibs(value: Any, path: str) -> Checked:

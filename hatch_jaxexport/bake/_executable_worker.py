@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import platform
 import sys
 import traceback
 from collections.abc import Mapping
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hatch_jaxexport.bake._executables import EXECUTABLE_SUFFIX, builder_machine
-from hatch_jaxexport.formats._cpu_targets import TARGETS, required_features
+from hatch_jaxexport.formats._cpu_targets import TARGETS, executable_system, required_features
 from hatch_jaxexport.formats.manifest import ExecutableRecord, sha256_hex
 
 
@@ -98,7 +99,7 @@ def _compile_signature(plan: Mapping[str, Any], target: str, out_dir: Path, expo
         jax_version=jax.__version__, jaxlib_version=jaxlib.__version__, backend=backend,
         platform_version=version, machine=builder_machine(),
         xla_flags=list(TARGETS[target].xla_flags), cpu_features=required_features(blob),
-        native_vjp=native_vjp)
+        native_vjp=native_vjp, system=executable_system(blob) or platform.system())
 
 
 def main(request_path: str) -> int:

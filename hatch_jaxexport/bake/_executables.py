@@ -23,7 +23,13 @@ from typing import Any
 
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats._concrete import size_combinations, size_problem
-from hatch_jaxexport.formats._cpu_targets import TARGETS, default_targets, machine_name
+from hatch_jaxexport.formats._cpu_targets import (
+    TARGETS,
+    canonical_target,
+    default_targets,
+    describe_targets,
+    machine_name,
+)
 from hatch_jaxexport.formats._signatures import SIGNATURES_NAME, Recorded, parse_signatures
 from hatch_jaxexport.formats.manifest import ArtifactRecord, ExecutableRecord
 
@@ -37,15 +43,17 @@ def builder_machine() -> str:
 
 
 def resolve_targets(requested: bool | Sequence[str]) -> list[str]:
-    """The targets a build compiles: ``True`` means those of this machine; names are checked."""
+    """The targets a build compiles: ``True`` means those of this machine; names are checked
+    and recorded under their ``TARGETS`` name (``x86-64-v3`` is ``x86_64-avx2``)."""
     if requested is True:
         return default_targets(builder_machine())
     if not requested:
         return []
-    unknown = [name for name in requested if name not in TARGETS]
+    unknown = [name for name in requested
+               if not isinstance(name, str) or canonical_target(name) is None]
     if unknown:
-        raise ValueError(f"unknown executable target(s) {unknown}; known: {', '.join(TARGETS)}")
-    return list(requested)
+        raise ValueError(f"unknown executable target(s) {unknown}; known: {describe_targets()}")
+    return list(dict.fromkeys(canonical_target(name) or name for name in requested))
 
 
 def function_targets(spec: Any, build_targets: Sequence[str]) -> list[str]:

@@ -129,6 +129,10 @@ class ExecutableRecord(NamedTuple):
     #: (``Exported.vjp()`` of an artifact with ``vjp_order >= 1``: primal inputs and output
     #: cotangents in, input cotangents out), which an eager ``jax.grad`` runs.
     native_vjp: int = 0
+    #: The OS that compiled it (``platform.system()`` spelling, read from the executable's
+    #: target triple): its code is that OS's object format and calling convention. ``""`` in
+    #: records made before it was recorded (the loader uses those on Linux only).
+    system: str = ""
 
     @property
     def id(self) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hatch_jaxexport.formats import __version__
-from hatch_jaxexport.formats._cpu_targets import TARGETS
+from hatch_jaxexport.formats._cpu_targets import TARGET_ALIASES, TARGETS
 from hatch_jaxexport.formats._options import DEFAULT_PLATFORMS, KNOWN_PLATFORMS
 from hatch_jaxexport.formats._settings import FULL_STRUCTURES_ENV, TRACEBACK_ENV, full_structures
 from hatch_jaxexport.formats._structure_text import abbreviate_structure
@@ -63,7 +63,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
                         help="folder to import PACKAGE from (repeatable; default: the current "
                         "folder)")
     export.add_argument("--executables", nargs="*", default=None, metavar="TARGET",
-                        choices=list(TARGETS),
+                        choices=[*TARGETS, *TARGET_ALIASES],
                         help="also compile precompiled executables, for these targets (none "
                         "named: this machine's); see docs/executables.md")
 

@@ -21,7 +21,9 @@ from typing import Any, NamedTuple
 
 from hatch_jaxexport.errors import ArtifactError, FallbackWarning
 from hatch_jaxexport.formats._cpu_targets import (
+    CpuProbe,
     codegen_xla_flags,
+    host_features,
     linux_cpu_flags,
     machine_name,
     missing_features,
@@ -39,10 +41,54 @@ class Host(NamedTuple):
     backend: str
     platform_version: str
     machine: str
-    #: The OS's CPU feature flags; ``None`` where they cannot be read (not Linux).
+    #: The CPU's features in ``/proc/cpuinfo`` spelling; ``None`` where the OS does not say
+    #: (``formats._cpu_targets.host_features``).
     cpu_flags: frozenset[str] | None
     #: ``XLA_FLAGS`` entries that may change code generation.
     xla_flags: tuple[str, ...]
+    #: ``platform.system()``: an executable is an object file of its OS.
+    system: str = "Linux"
+
+
+def read_proc_cpuinfo() -> str:
+    """Linux's ``/proc/cpuinfo`` (``OSError`` where there is none)."""
+    with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
+        return cpuinfo.read()
+
+
+def _cpu_flags(system: str) -> frozenset[str] | None:
+    """This CPU's features as archspec reads them from the OS, ``None`` where it cannot.
+
+    archspec (imported here: only a process that considers a shipped executable pays for it)
+    runs the first detection of this OS that works, as its own ``detected_info`` does, but
+    without its warning when one fails: a failure is only a "no". ``archspec.cpu.host()``
+    (the known model) is asked only where macOS lists no features (Apple silicon)."""
+    if system == "Linux":  # the kernel's flags line, which archspec's Linux detection reads
+        # too: read directly, 0.1 ms where importing archspec costs 2-3 ms, a third of a
+        # shipped executable's first call
+        try:
+            listed = linux_cpu_flags(read_proc_cpuinfo())
+        except OSError:
+            listed = frozenset()
+        if listed:
+            return host_features(CpuProbe(system, frozenset(listed)))
+    try:
+        import archspec.cpu
+        from archspec.cpu import detect
+
+        for factory in detect.INFO_FACTORY.get(system, ()):
+            try:
+                listed = frozenset(factory().features)
+            except Exception:
+                continue
+            if listed or system != "Darwin":
+                return host_features(CpuProbe(system, listed))
+            model = archspec.cpu.host()
+            return host_features(CpuProbe(system, listed, model.name, model.vendor,
+                                          frozenset(model.features)))
+    except Exception:  # not installed, or a machine it does not know: no features
+        return None
+    return None
 
 
 @functools.cache
@@ -54,14 +100,10 @@ def this_host() -> Host:
     from hatch_jaxexport.runtime._jaxcompat import backend_identity
 
     backend, version = backend_identity("cpu")
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
-            flags: frozenset[str] | None = linux_cpu_flags(cpuinfo.read()) or None
-    except OSError:
-        flags = None
+    system = platform.system()
     return Host(jax.__version__, jaxlib.__version__, backend, version,
-                machine_name(platform.machine()), flags,
-                tuple(codegen_xla_flags(os.environ.get("XLA_FLAGS", ""))))
+                machine_name(platform.machine()), _cpu_flags(system),
+                tuple(codegen_xla_flags(os.environ.get("XLA_FLAGS", ""))), system)
 
 
 def mismatch(record: ExecutableRecord, host: Host) -> str | None:
@@ -76,11 +118,21 @@ def mismatch(record: ExecutableRecord, host: Host) -> str | None:
             return f"compiled for {field} {wanted}, this process has {have}"
     if host.xla_flags:
         return f"XLA_FLAGS sets {' '.join(host.xla_flags)}, which may change code generation"
+    # The builder's OS (``ExecutableRecord.system``, from the executable's target triple): the
+    # code is its object format and calling convention. Records made before it was recorded
+    # are used on Linux only, as they always were.
+    built_on = record.system
+    if built_on and built_on != host.system:
+        return f"compiled on {built_on}, this process runs on {host.system}"
+    if not built_on and host.system != "Linux":
+        return f"the executable does not say which OS compiled it (only Linux, not " \
+            f"{host.system}, uses such executables)"
     if host.cpu_flags is None:
-        return "this OS does not say which CPU features it has (only Linux's is read)"
+        return (f"{host.system} on {host.machine} does not say which CPU features it has "
+                "(archspec found none)")
     if not record.cpu_features:
         return "the executable does not say which CPU features it needs"
-    missing = missing_features(record.cpu_features, host.cpu_flags)
+    missing = missing_features(record.cpu_features, host.cpu_flags, host.machine)
     if missing:
         return f"this CPU lacks {', '.join(missing)}"
     return None
@@ -166,4 +218,4 @@ class ShippedExecutables:
             return None
 
 
-__all__ = ["Host", "ShippedExecutables", "mismatch", "this_host"]
+__all__ = ["Host", "ShippedExecutables", "mismatch", "read_proc_cpuinfo", "this_host"]

@@ -336,14 +336,15 @@ def _check_executables(fn_name: str, executables: Any) -> bool | tuple[str, ...]
     """``executables=``: ``None``, a bool, or a list of known targets (``SpecError`` if not)."""
     if executables is None or isinstance(executables, bool):
         return executables
-    from hatch_jaxexport.formats._cpu_targets import TARGETS
+    from hatch_jaxexport.formats._cpu_targets import TARGET_ALIASES, TARGETS, canonical_target
 
-    known = ", ".join(map(repr, TARGETS))
+    known = ", ".join(map(repr, [*TARGETS, *TARGET_ALIASES]))
     if isinstance(executables, str) or not isinstance(executables, Sequence) or \
-            not executables or any(t not in TARGETS for t in executables):
+            not executables or any(not isinstance(t, str) or canonical_target(t) is None
+                                   for t in executables):
         raise SpecError(f"@exportable spec of {fn_name}: executables must be None, True, False "
                         f"or a non-empty list of {known}, got {_given(executables)}")
-    return tuple(dict.fromkeys(executables))
+    return tuple(dict.fromkeys(canonical_target(t) or t for t in executables))
 
 
 def _wrap(fn: Callable[..., Any], name: str | None, specs: tuple[Any, ...], *,

@@ -305,6 +305,32 @@ def test_caught_config_errors_keep_their_type_in_process():
         parse_options({"job": 2}, HATCH)
 
 
+def run_cli(*args: str) -> str:
+    """The command line's stderr."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "hatch_jaxexport", *args], capture_output=True,
+                          text=True).stderr
+
+
+def test_executable_targets_take_the_standard_level_names_too():
+    """``x86-64-v3``/``x86-64-v4`` name today's ``x86_64-avx2``/``x86_64-avx512`` (kept as the
+    manifest's names), in the build options, the command line and ``@exportable``."""
+    from hatch_jaxexport import exportable
+
+    assert parse_options({"executables": ["x86-64-v3", "x86_64-avx2", "x86-64-v4"]},
+                         HATCH).executables == ("x86_64-avx2", "x86_64-avx512")
+
+    @exportable({"x": ("4", "float32")}, executables=["x86-64-v4"])
+    def f(x):
+        return x
+
+    assert tuple(f.export_spec.executables) == ("x86_64-avx512",)
+    refused = run_cli("export", "p", "--out", "o", "--executables", "avx3")
+    assert "invalid choice: 'avx3'" in refused and "'x86-64-v3'" in refused
+
+
 def test_executables_option():
     import platform
 
@@ -319,7 +345,7 @@ def test_executables_option():
     with pytest.raises(ConfigError) as caught:
         parse_options({"executables": ["x86_64-avx2", "avx3"], "jobs": 0}, HATCH)
     assert f"{HATCH}.executables[1] must be one of 'x86_64-avx2', 'x86_64-avx512', " \
-           f"'aarch64', got 'avx3'" in str(caught.value)
+           f"'aarch64', 'x86-64-v3', 'x86-64-v4', got 'avx3'" in str(caught.value)
     with pytest.raises(ConfigError, match=r"executables must be true, false or an array"):
         parse_options({"executables": "yes"}, HATCH)
 

@@ -27,6 +27,7 @@ from hatch_jaxexport.formats._cpu_targets import (
     required_features,
 )
 from hatch_jaxexport.formats.manifest import ExecutableRecord
+from hatch_jaxexport.runtime import _shipped as shipped
 from hatch_jaxexport.runtime._shipped import Host, _cpu_flags, mismatch
 
 X86_FLAGS = ("fpu lm sse sse2 pni pclmulqdq ssse3 fma cx16 sse4_1 sse4_2 movbe popcnt aes avx "
@@ -143,6 +144,7 @@ def recorded_host(monkeypatch):
             text = _recording(name)
             monkeypatch.setattr(detect, "open", lambda *a, **k: io.StringIO(text),
                                 raising=False)
+            monkeypatch.setattr(shipped, "read_proc_cpuinfo", lambda: text)
         elif name.endswith(".sysctl"):
             text = _recording(name)
             monkeypatch.setattr(detect, "_check_output", lambda args, env: text)
@@ -246,6 +248,7 @@ def test_hosts_whose_features_cannot_be_confirmed(recorded_host, monkeypatch):
 
     detect.host.cache_clear()
     monkeypatch.setattr(detect, "open", unreadable, raising=False)
+    monkeypatch.setattr(shipped, "read_proc_cpuinfo", unreadable)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert _cpu_flags("Linux") is None
