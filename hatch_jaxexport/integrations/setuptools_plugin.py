@@ -146,7 +146,12 @@ class SetuptoolsReporter:
 
     def export_failed(self, package: str, failures: Sequence[str], *, lacks_module: bool,
                       on_error: str) -> None:
-        """The failures travel in the raised error; only a missing module gets advice here."""
+        """Every problem (the uncaught error then only points at them), then advice for a
+        missing module."""
+        self.command.announce(f"jaxexport: export of {package} failed ({len(failures)} "
+                              "problem(s)):", ERROR)
+        for failure in failures:
+            self.command.announce(f"  {failure}", ERROR)
         if lacks_module:
             self.command.announce(
                 "jaxexport: the build environment lacks a module the package imports: list the "

@@ -162,3 +162,7 @@ def test_export_failure_names_the_cause(tmp_path, env):
     assert ("cannot import package 'jxe_st': ModuleNotFoundError: No module named "
             "'not_installed_anywhere'") in output
     assert "list the package's run-time dependencies in [build-system] requires" in output
+    # listed once by the command, with the user's line; no backend traceback repeats it
+    assert output.count("No module named 'not_installed_anywhere'") == 1, output
+    assert "(at jxe_st/__init__.py:1)" in output
+    assert "Traceback (most recent call last)" not in output
