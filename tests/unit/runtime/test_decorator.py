@@ -81,7 +81,8 @@ def test_valid_flags_and_orders_are_kept_as_given():
 def test_executables_takes_none_a_bool_or_known_targets(value, given):
     message = _refusal(executables=value)
     assert message == (f"{_WHERE}executables must be None, True, False or a non-empty list of "
-                       f"'x86_64-avx2', 'x86_64-avx512', 'aarch64', got {given}")
+                       f"'x86_64-avx2', 'x86_64-avx512', 'aarch64', 'x86-64-v3', 'x86-64-v4', "
+                       f"got {given}")
 
 
 def test_executable_options_are_kept():
