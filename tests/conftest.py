@@ -19,11 +19,15 @@ FIXTURES = TESTS / "fixtures"
 def pytest_configure(config: pytest.Config) -> None:
     """Keep the loader's caches (JAX's and the executable cache) out of the user's home: one
     folder per test session, inherited by the processes the tests start. Tests that need their
-    own cache set ``HATCH_JAXEXPORT_CACHE`` or ``XDG_CACHE_HOME`` (see ``run``) themselves."""
-    if "HATCH_JAXEXPORT_CACHE" not in os.environ:
+    own cache set ``HATCH_JAXEXPORT_CACHE`` or ``XDG_CACHE_HOME`` (see ``run``) themselves.
+    Under pytest-xdist each worker gets a folder of its own (the controller's would be inherited
+    by every worker, and one worker's compiles would be the other's cache hits)."""
+    ours = os.environ.get("_JAXEXPORT_TEST_CACHE_OWNER")
+    if "HATCH_JAXEXPORT_CACHE" not in os.environ or (ours and ours != str(os.getpid())):
         import tempfile
 
         os.environ["HATCH_JAXEXPORT_CACHE"] = tempfile.mkdtemp(prefix="jaxexport-test-cache-")
+        os.environ["_JAXEXPORT_TEST_CACHE_OWNER"] = str(os.getpid())
 
 
 #: The head of a script run in a fresh process that counts XLA's backend compiles in
