@@ -18,7 +18,9 @@ from pathlib import PurePath
 from types import TracebackType
 from typing import Any
 
-#: Longest structure text a failure line shows; longer ones keep their start and an ellipsis.
+from hatch_jaxexport.formats._structure_text import abbreviate_structure
+
+#: Longest structure text a failure line shows; longer ones are abbreviated as in ``inspect``.
 STRUCTURE_CHARS = 60
 
 _BROADCAST = re.compile(r"incompatible shapes for broadcasting: (.+?)\.?$")
@@ -138,13 +140,10 @@ def hints_for(error: str) -> list[str]:
     return hints
 
 
-def _short_structure(text: str) -> str:
-    return text if len(text) <= STRUCTURE_CHARS else text[:STRUCTURE_CHARS - 1].rstrip() + "…"
-
-
 def _task_label(task: Mapping[str, Any], structure: str) -> str:
     """``structure 0 (x: float32[n]), static ..., mesh ...``: what one failure is about."""
-    label = f"structure {task['structure_index']} ({_short_structure(structure)})"
+    shown = abbreviate_structure(structure, STRUCTURE_CHARS)
+    label = f"structure {task['structure_index']} ({shown})"
     if task["static"]:
         label += f", static {task['static']}"
     if task.get("mesh"):

@@ -66,6 +66,12 @@ def function_targets(spec: Any, build_targets: Sequence[str]) -> list[str]:
     return resolve_targets(True if choice is True else list(choice))
 
 
+def named_sizes(spec: Any) -> Mapping[str, Any]:
+    """The sizes a function names for its executables: ``executable_sizes=``, else
+    ``concrete=`` (``{}`` for neither)."""
+    return getattr(spec, "executable_sizes", None) or getattr(spec, "concrete", None) or {}
+
+
 def recorded_sizes(package: str) -> Recorded:
     """The sizes ``HATCH_JAXEXPORT_RECORD`` noted for ``package``'s calls: the
     ``jaxexport-signatures.json`` beside its ``__init__.py`` (``{}`` without one; a file that
@@ -93,8 +99,7 @@ def plan_for(fn: Any, record: ArtifactRecord, recorded: Recorded | None = None
     structure = fn.export_spec.structures[record.structure_index]
     if not structure.symbols:
         return [{}]
-    sizes = getattr(fn.export_spec, "executable_sizes", None) or \
-        getattr(fn.export_spec, "concrete", None)
+    sizes = named_sizes(fn.export_spec)
     named = size_combinations(structure, sizes) \
         if sizes and structure.symbols <= set(sizes) else []
     seen = (recorded or {}).get(record.function, {}).get(record.structure_index, [])
@@ -111,9 +116,7 @@ def missing_sizes(fn: Any, record: ArtifactRecord) -> list[str]:
             ("primal", False, "cpu", False):
         return []
     structure = fn.export_spec.structures[record.structure_index]
-    sizes = getattr(fn.export_spec, "executable_sizes", None) or \
-        getattr(fn.export_spec, "concrete", None) or {}
-    return sorted(structure.symbols - set(sizes))
+    return sorted(structure.symbols - set(named_sizes(fn.export_spec)))
 
 
 def plans_for_worker(functions: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
@@ -272,5 +275,5 @@ def _compile_with(staging: Path, package: str, plans: Sequence[Mapping[str, Any]
 
 
 __all__ = ["EXECUTABLE_SUFFIX", "builder_machine", "compile_executables", "function_targets",
-           "jaxlib_python", "missing_sizes", "plan_for", "plans_for_worker", "recorded_sizes",
-           "resolve_targets", "size_gap_lines"]
+           "jaxlib_python", "missing_sizes", "named_sizes", "plan_for", "plans_for_worker",
+           "recorded_sizes", "resolve_targets", "size_gap_lines"]

@@ -235,11 +235,15 @@ class EagerCall:
         if entry.pending is not None:
             entry = self._settle(sig, args, kwargs)
         out = entry.compiled(*args, **kwargs)
-        if entry.unsaved:  # dispatched: now cache the executable for the next process
-            entry.unsaved = False
-            assert self.folder is not None and entry.save_key is not None
-            executables.store(self.folder, entry.save_key, entry.compiled)
+        if entry.unsaved:
+            self._save(entry)
         return out
+
+    def _save(self, entry: _Entry) -> None:
+        """Cache a freshly compiled executable for the next process, once it has run."""
+        entry.unsaved = False
+        assert self.folder is not None and entry.save_key is not None
+        executables.store(self.folder, entry.save_key, entry.compiled)
 
     def _first_call(self, sig: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A signature's first call: settled, run, timed, reported (``HATCH_JAXEXPORT_REPORT``)
@@ -252,9 +256,7 @@ class EagerCall:
             if self.report:
                 print(self.served(sig, entry).line(), file=sys.stderr, flush=True)
         if entry.unsaved:
-            entry.unsaved = False
-            assert self.folder is not None and entry.save_key is not None
-            executables.store(self.folder, entry.save_key, entry.compiled)
+            self._save(entry)
         return out
 
     def served(self, sig: Any, entry: _Entry) -> ServedCall:
