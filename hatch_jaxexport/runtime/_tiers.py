@@ -258,10 +258,8 @@ class EagerCall:
         """
         entry.unsaved = False
         assert self.folder is not None and entry.save_key is not None
-        writer = threading.Thread(target=executables.store, name="hatch-jaxexport-store",
-                                  args=(self.folder, entry.save_key, entry.compiled))
-        _WRITERS.append(writer)
-        writer.start()
+        threading.Thread(target=executables.store, name="hatch-jaxexport-store",
+                         args=(self.folder, entry.save_key, entry.compiled)).start()
 
     def _first_call(self, sig: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A signature's first call: settled, run, timed, reported (``HATCH_JAXEXPORT_REPORT``)
@@ -475,15 +473,6 @@ class EagerCall:
 
 
 _CHILDREN: list[subprocess.Popen[bytes]] = []  # referenced until exit: never reaped mid-run
-#: Cache writes in flight (``EagerCall._save``); ``wait_for_cache_writes`` joins them.
-_WRITERS: list[threading.Thread] = []
-
-
-def wait_for_cache_writes() -> None:
-    """Block until every executable this process is writing to the cache is written (the
-    interpreter does so at exit anyway; tests and tools that read the cache call this)."""
-    while _WRITERS:
-        _WRITERS.pop().join()
 
 
 def _x64() -> bool:
