@@ -48,8 +48,11 @@ def scaled(manifest: dict, copies: int) -> dict:
             function, slash, rest = text.partition("/")
             return f"{function}_copy{n}{slash}{rest}" if n else text
         for record in manifest["artifacts"]:
-            grown["artifacts"].append({**record, "function": renamed(record["function"]),
-                                       "file": f"c{n}_{record['file']}"})
+            grown["artifacts"].append({
+                **record, "function": renamed(record["function"]),
+                "file": f"c{n}_{record['file']}",
+                "sized": [{**form, "file": f"c{n}_{form['file']}"}
+                          for form in record.get("sized", [])]})
         for record in manifest.get("executables", []):
             grown["executables"].append({**record, "artifact": renamed(record["artifact"]),
                                          "file": f"c{n}_{record['file']}"})

@@ -96,6 +96,13 @@ def plan_for(fn: Any, record: ArtifactRecord, recorded: Recorded | None = None
     (``recorded``, from ``recorded_sizes``); ``[]`` when no sizes are named or recorded."""
     if record.batched or record.platform != "cpu" or record.mesh:
         return []  # a batched member's batch size is any: no concrete signature
+    return size_envs(fn, record, recorded)
+
+
+def size_envs(fn: Any, record: ArtifactRecord, recorded: Recorded | None = None
+              ) -> list[dict[str, int]]:
+    """The concrete sizes ``fn`` names or was recorded with for ``record``'s structure (any
+    platform): ``[{}]`` without symbols, ``[]`` when none are named or recorded."""
     structure = fn.export_spec.structures[record.structure_index]
     if not structure.symbols:
         return [{}]

@@ -26,7 +26,8 @@ from hatch_jaxexport.formats._settings import traceback_wanted
 def main(request_path: str) -> int:
     """Entry point of one export worker process (``python -m hatch_jaxexport.bake._worker``)."""
     request = json.loads(Path(request_path).read_text())
-    result: dict[str, Any] = {"records": [], "failures": [], "fatal": None, "seconds": {}}
+    result: dict[str, Any] = {"records": [], "failures": [], "fatal": None, "seconds": {},
+                              "notes": []}
     progress = ProgressWriter(request.get("progress"))
     try:
         import jax
@@ -45,25 +46,7 @@ def main(request_path: str) -> int:
             mine = []
         else:
             progress.write({"planned": [[task.id, fn.name] for fn, task in tasks]})
-        from hatch_jaxexport.bake._exporter import export_task
-
-        for fn, task in mine:
-            started = time.perf_counter()
-            try:
-                blob, record = export_task(fn, task)
-            except Exception as err:
-                structure = fn.export_spec.structures[task.structure_index]
-                result["failures"].append({
-                    "task": dataclasses.asdict(task), "structure": structure.key,
-                    **describe_exception(err, request["package"])})
-                progress.write({"id": task.id, "function": fn.name, "record": None,
-                                "failed": True, "seconds": time.perf_counter() - started})
-                continue
-            (Path(request["out_dir"]) / record.file).write_bytes(blob)
-            result["records"].append(record._asdict())
-            result["seconds"][record.id] = time.perf_counter() - started
-            progress.write({"id": task.id, "function": fn.name, "record": record._asdict(),
-                            "failed": False, "seconds": result["seconds"][record.id]})
+        _export_mine(mine, request, result, progress)
         if not request["list_only"]:  # what the executable compilers compile, per artifact
             from hatch_jaxexport.bake._executables import plans_for_worker
 
@@ -84,6 +67,40 @@ def main(request_path: str) -> int:
     progress.close()
     Path(request["result"]).write_text(json.dumps(result))
     return 0 if result["fatal"] is None else 1
+
+
+def _export_mine(mine: list[tuple[Any, Any]], request: dict[str, Any], result: dict[str, Any],
+                 progress: ProgressWriter) -> None:
+    """Export this worker's tasks into the request's folder: blobs, with the static-shape
+    forms of primal artifacts (``_sized``), and their records or failures in ``result``."""
+    from hatch_jaxexport.bake._executables import recorded_sizes
+    from hatch_jaxexport.bake._exporter import export_task
+    from hatch_jaxexport.bake._sized import sized_entries, wants_sized
+
+    out_dir = Path(request["out_dir"])
+    recorded: dict[str, Any] = {}
+    for fn, task in mine:
+        started = time.perf_counter()
+        try:
+            blob, record = export_task(fn, task)
+        except Exception as err:
+            structure = fn.export_spec.structures[task.structure_index]
+            result["failures"].append({
+                "task": dataclasses.asdict(task), "structure": structure.key,
+                **describe_exception(err, request["package"])})
+            progress.write({"id": task.id, "function": fn.name, "record": None,
+                            "failed": True, "seconds": time.perf_counter() - started})
+            continue
+        (out_dir / record.file).write_bytes(blob)
+        if wants_sized(record):
+            if fn.package not in recorded:
+                recorded[fn.package] = recorded_sizes(fn.package)
+            record = record._replace(sized=sized_entries(
+                fn, record, blob, out_dir, recorded[fn.package], result["notes"].append))
+        result["records"].append(record._asdict())
+        result["seconds"][record.id] = time.perf_counter() - started
+        progress.write({"id": task.id, "function": fn.name, "record": record._asdict(),
+                        "failed": False, "seconds": result["seconds"][record.id]})
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from hatch_jaxexport.formats.manifest import (
     Manifest,
     check_file_name,
     parse_manifest,
+    signature_text,
 )
 
 _CHUNK = 1 << 20
@@ -118,6 +119,10 @@ def verify_report(package: str) -> VerifyReport:
     for record in manifest.artifacts:
         listed.add(record.file)
         problems += _check_blob(root, record.file, record.size, record.sha256, record.id)
+        for entry in record.sized:  # its static-shape forms (bake/_sized.py)
+            listed.add(entry["file"])
+            problems += _check_blob(root, entry["file"], entry["size"], entry["sha256"],
+                                    f"{record.id} {signature_text(entry['inputs'])}")
         problems += [f"{record.id}: {problem}" for ref in record.pytree_types
                      if (problem := _foreign_type_problem(ref, package))]
     problems += _check_executables(root, manifest, listed)

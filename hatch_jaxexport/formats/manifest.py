@@ -74,6 +74,12 @@ class ArtifactRecord(NamedTuple):
     #: Of a function baked once per config value (``x64="both"``): which one this is, e.g.
     #: ``{"jax_enable_x64": true}``; ``{}`` for a function with one variant.
     variant: dict[str, Any] = {}  # noqa: RUF012 - read only, like every field
+    #: Static-shape forms of a primal artifact, one per size its function names
+    #: (``executable_sizes=``, else ``concrete=``) or its calls recorded: each ``inputs`` (the
+    #: flat ``[[dims...], dtype]`` it takes), ``file``, ``sha256``, ``size``. A first call of
+    #: exactly those types that no executable serves compiles one of these instead of the
+    #: symbolic module: the same computation, without shape refinement in the user's process.
+    sized: list[dict[str, Any]] = []  # noqa: RUF012 - read only, like every field
 
     @property
     def id(self) -> str:
@@ -504,7 +510,30 @@ def _checked_artifacts(raw_artifacts: list[tuple[int, Any]], raw_skipped: list[t
         if record.id in seen or record.file in seen or call_key in seen:
             raise ArtifactError(f"corrupt manifest: artifact {record.id} listed twice")
         seen |= {record.id, record.file, call_key}
+        seen |= _checked_sized(record.sized, f"artifacts[{i}].sized", seen)
     return artifacts, skipped
+
+
+def _checked_sized(entries: list[Any], where: str, seen: set[str]) -> set[str]:
+    """Validate a record's ``sized`` entries; the files they take."""
+    files = set()
+    for j, entry in enumerate(entries):
+        if not isinstance(entry, Mapping) or set(entry) != {"inputs", "file", "sha256", "size"}:
+            raise ArtifactError(f"corrupt manifest: {where}[{j}] must have exactly inputs, "
+                                "file, sha256 and size")
+        check_file_name(entry["file"])
+        size = entry["size"]
+        if not (isinstance(entry["sha256"], str) and SHA256_HEX.match(entry["sha256"])) or \
+                not (isinstance(size, int) and not isinstance(size, bool)
+                     and 0 <= size <= _MAX_BLOB) or \
+                not (isinstance(entry["inputs"], list)
+                     and all(_is_leaf_type(leaf) for leaf in entry["inputs"])):
+            raise ArtifactError(f"corrupt manifest: {where}[{j}] has a malformed sha256, size "
+                                "or inputs")
+        if entry["file"] in seen or entry["file"] in files:
+            raise ArtifactError(f"corrupt manifest: {where}[{j}] names a file listed twice")
+        files.add(entry["file"])
+    return files
 
 
 def _parse_executables(raw: list[tuple[int, Any]], seen: set[str]

@@ -75,11 +75,15 @@ class PackageArtifacts:
         return found
 
     def read_blob(self, record: ArtifactRecord) -> bytes:
-        path = self.root / record.file
-        check_inside(path, self.root, f"artifact {record.file!r}")
+        return self.read_checked(record.file, record.size, record.sha256)
+
+    def read_checked(self, file: str, size: int, sha256: str) -> bytes:
+        """A file of the artifact folder, checked against its manifest size and SHA-256."""
+        path = self.root / file
+        check_inside(path, self.root, f"artifact {file!r}")
         data = path.read_bytes()
-        if len(data) != record.size or sha256_hex(data) != record.sha256:
-            raise ArtifactError(f"artifact {record.file} does not match the manifest's SHA-256 "
+        if len(data) != size or sha256_hex(data) != sha256:
+            raise ArtifactError(f"artifact {file} does not match the manifest's SHA-256 "
                                 "(damaged or modified after the build)")
         return data
 
@@ -216,6 +220,16 @@ def deserialize_record(package: PackageArtifacts, record: ArtifactRecord, data: 
                                    package.index.jax_version)
     except ArtifactError as err:
         raise _unusable(package, record, err) from None
+
+
+def load_sized(package: PackageArtifacts, entry: dict[str, Any]) -> Any:
+    """Read, check and deserialize one static-shape form of an artifact (``record.sized``);
+    ``ArtifactError`` says why it is unusable."""
+    try:
+        data = package.read_checked(entry["file"], entry["size"], entry["sha256"])
+    except OSError as err:
+        raise ArtifactError(f"cannot read artifact {entry['file']}: {err}") from None
+    return deserialize_checked(data, [], package.package, package.index.jax_version)
 
 
 def load_record(package: PackageArtifacts, record: ArtifactRecord) -> Any:

@@ -137,14 +137,23 @@ class EagerCall:
             without it, lowering skips the initialisation (``jaxcompat``).
         shipped: The wheel's precompiled executables of the artifact
             (``_shipped.ShippedExecutables``), tried before the cache; ``None`` for none.
+        eager_lowerable: Given a signature's flat argument types (``((dims...), dtype)``
+            each), builds what its eager first call lowers, where that can be simpler than
+            ``make_jitted()``'s function: ``jax.jit`` of the artifact's own call (the same
+            executable without the transformation primitive in between), or of its
+            static-shape form for exactly those types. ``None`` (or its returning ``None``):
+            lower ``make_jitted()``'s.
     """
 
     def __init__(self, make_jitted: Callable[[], Callable[..., Any]], job: dict[str, str],
-                 tiered: bool, lapack: bool, shipped: Any = None) -> None:
+                 tiered: bool, lapack: bool, shipped: Any = None,
+                 eager_lowerable: Callable[[Any], Callable[..., Any] | None] | None = None
+                 ) -> None:
         from hatch_jaxexport.runtime._compile_cache import executable_cache_dir
 
         self._make_jitted = make_jitted
         self._jitted: Callable[..., Any] | None = None
+        self._eager_lowerable = eager_lowerable
         self.job = job
         self.platform = job["platform"]
         self.folder = executable_cache_dir()
@@ -240,10 +249,17 @@ class EagerCall:
         return out
 
     def _save(self, entry: _Entry) -> None:
-        """Cache a freshly compiled executable for the next process, once it has run."""
+        """Cache a freshly compiled executable for the next process, once it has run.
+
+        Serializing it takes 2-3 ms for a small function and 100-170 ms for a large one
+        (``deep`` of ``benchmarks/cold_start.py``), so it runs in a thread while the call
+        returns. The thread is not a daemon: the interpreter waits for it at exit, and the
+        entry is written whole (``executables.store`` writes a temporary file, then renames).
+        """
         entry.unsaved = False
         assert self.folder is not None and entry.save_key is not None
-        executables.store(self.folder, entry.save_key, entry.compiled)
+        threading.Thread(target=executables.store, name="hatch-jaxexport-store",
+                         args=(self.folder, entry.save_key, entry.compiled)).start()
 
     def _first_call(self, sig: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A signature's first call: settled, run, timed, reported (``HATCH_JAXEXPORT_REPORT``)
@@ -352,19 +368,22 @@ class EagerCall:
             if quick is not None:
                 return _Entry(quick, "cached-quick", key, self._start_optimizer(key, sig),
                               quick_key=quick_key)
-            lowered = self._lower(args, kwargs)
+            lowered = self._lower(sig, args, kwargs)
             quick, fresh = executables.compile_fresh(lowered, QUICK_OPTIONS[self.platform])
             return _Entry(quick, "quick", key, self._start_optimizer(key, sig),
                           save_key=quick_key if fresh else None, quick_key=quick_key)
-        lowered = self._lower(args, kwargs)
+        lowered = self._lower(sig, args, kwargs)
         if self.folder is None:
             key = None  # a fallback to the source: not the artifact's executable
         compiled, fresh = executables.compile_fresh(lowered)
         return _Entry(compiled, "compiled", key, save_key=key if fresh else None)
 
-    def _lower(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def _lower(self, sig: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The eager call of signature ``sig`` lowered for these arguments."""
+        types = tuple((shape, dtype) for shape, dtype, _ in sig[1])
+        direct = self._eager_lowerable(types) if self._eager_lowerable is not None else None
         with lapack_init_skipped(not self.lapack):
-            return self.jitted.lower(*args, **kwargs)  # type: ignore[attr-defined]
+            return (direct or self.jitted).lower(*args, **kwargs)  # type: ignore[attr-defined]
 
     def _start_optimizer(self, key: str, sig: Any) -> _Pending | None:
         assert self.folder is not None

@@ -24,6 +24,7 @@ from hatch_jaxexport.runtime._artifacts import (
     forget_package,
     load_package_artifacts,
     load_record,
+    load_sized,
     read_record,
     record_key,
 )
@@ -144,14 +145,17 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
         return None, str(err)
     ensure_compilation_cache()
 
+    @functools.cache
+    def loaded_exported() -> Any:
+        """The artifact's ``Exported`` (deserialized once); ``ArtifactError`` if unusable."""
+        return exported if exported is not None else deserialize_record(package, record, blob)
+
     def make_jitted() -> Callable[..., Any]:
-        loaded = exported
-        if loaded is None:
-            try:
-                loaded = deserialize_record(package, record, blob)
-            except ArtifactError as err:  # a blob that matches its hash but not jax's format
-                _resolve(fn, plan, platform, mismatch=str(err))  # warns, or raises when strict
-                return _source_without_static(fn, plan)
+        try:
+            loaded = loaded_exported()
+        except ArtifactError as err:  # a blob that matches its hash but not jax's format
+            _resolve(fn, plan, platform, mismatch=str(err))  # warns, or raises when strict
+            return _source_without_static(fn, plan)
         if not fn.export_spec.uses_family:
             if record.vjp_order and not mesh:
                 return _native_vjp(fn, package, record, loaded, platform, call)
@@ -170,13 +174,41 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
 
         if exported is None and (tree := plain_tree(record.out_tree)) is not None:
             return tree  # no need to read the StableHLO
-        loaded = exported if exported is not None else \
-            deserialize_record(package, record, blob)
-        return loaded.out_tree
+        return loaded_exported().out_tree
 
     call = _eager(fn, make_jitted, record.size, job, needs_lapack(record.custom_calls),
-                  _shipped(fn, package, record, out_tree))
+                  _shipped(fn, package, record, out_tree),
+                  _eager_lowerable(package, record, loaded_exported))
     return call, ""
+
+
+def _eager_lowerable(package: PackageArtifacts, record: ArtifactRecord,
+                     loaded_exported: Callable[[], Any]
+                     ) -> Callable[[tuple[Any, ...]], Callable[..., Any] | None]:
+    """What an eager first call of given flat argument types lowers (``EagerCall``'s
+    ``eager_lowerable``): ``jax.jit`` of the static-shape form of ``record`` for exactly those
+    types where the wheel has one (the build refined its shapes), else of the artifact's call
+    (``None`` when that is unusable: the primitive's path falls back, with its warning)."""
+    import jax
+
+    sized = {_leaf_types(entry["inputs"]): entry for entry in record.sized}
+
+    def eager_lowerable(types: tuple[Any, ...]) -> Callable[..., Any] | None:
+        if (entry := sized.get(types)) is not None:
+            try:
+                return jax.jit(load_sized(package, entry).call)
+            except ArtifactError:
+                pass  # the symbolic artifact serves the same call
+        try:
+            return jax.jit(loaded_exported().call)
+        except ArtifactError:
+            return None
+    return eager_lowerable
+
+
+def _leaf_types(leaves: Any) -> tuple[Any, ...]:
+    """``((8, 4), "float32"), ...``: manifest ``[[dims...], dtype]`` leaves as a lookup key."""
+    return tuple((tuple(dims), dtype) for dims, dtype in leaves)
 
 
 def _job(fn: ExportableFunction, record: ArtifactRecord, platform: str, convention: str = ""
@@ -311,13 +343,15 @@ class _NotAnArtifact:
 
 
 def _eager(fn: ExportableFunction, make_jitted: Callable[[], Callable[..., Any]], size: int,
-           job: dict[str, str], lapack: bool, shipped: Any = None) -> Callable[..., Any]:
+           job: dict[str, str], lapack: bool, shipped: Any = None,
+           eager_lowerable: Callable[[Any], Callable[..., Any] | None] | None = None
+           ) -> Callable[..., Any]:
     """The call of an unsharded artifact: eager calls through shipped, cached or tiered
     executables."""
     from hatch_jaxexport.runtime._tiers import EagerCall, tiering_wanted
 
     return EagerCall(make_jitted, job, tiering_wanted(job["platform"], fn.export_spec.tiered,
-                                                      size), lapack, shipped)
+                                                      size), lapack, shipped, eager_lowerable)
 
 
 def _resolve(fn: ExportableFunction, plan: CallPlan, platform: str, mesh: str = "",

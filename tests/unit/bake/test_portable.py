@@ -397,8 +397,9 @@ def test_wheel_runs_through_iree_without_jax(tmp_path, example_wheel, runtime_ve
         manifest = json.loads(archive.read("example_pkg/_jaxexport/manifest.json"))
         index = json.loads(archive.read("example_pkg/_jaxexport/portable.json"))
     assert [v["variant"] for v in index["variants"]] == ["deep_stack_batch8", "mlp_apply_batch4"]
-    # manifest.json and the blobs; portable.json and 3 files for each variant
-    assert len(names) == 1 + len(manifest["artifacts"]) + 1 + 3 * 2
+    # manifest.json, the blobs and their static-shape forms; portable.json and 3 files a variant
+    sized = sum(len(a.get("sized", [])) for a in manifest["artifacts"])
+    assert len(names) == 1 + len(manifest["artifacts"]) + sized + 1 + 3 * 2
     script = tmp_path / "runner.py"
     script.write_text(RUNNER)
     proc = run([runtime_venv, script, reference], cwd=tmp_path, env={"PYTHONPATH": ""})

@@ -1,0 +1,141 @@
+"""Static-shape forms of primal artifacts (``bake/_sized.py``): the build writes one per size a
+function names, refined at build; the loader compiles it for a first call of exactly those
+types (no shape refinement in the user's process) and the symbolic artifact for any other."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+import pytest
+from conftest import run
+
+SOURCE = '''
+from hatch_jaxexport import exportable
+import jax.numpy as jnp
+
+
+@exportable({"x": ("b, n", "float32")}, executable_sizes={"b": [2], "n": [3]})
+def scaled(x):
+    return jnp.tanh(x) * x.shape[0]
+
+
+@exportable({"x": ("n", "float32")}, static={"mode": ["sin", "cos"]},
+            executable_sizes={"n": [5]})
+def wave(x, mode="sin"):
+    return jnp.sin(x) if mode == "sin" else jnp.cos(x)
+
+
+@exportable({"x": ("n", "float32")})
+def unsized(x):
+    return x + 1
+'''
+
+PROBE = '''
+import json, sys
+import numpy as np
+import jax
+from jax._src.interpreters import mlir
+import jxe_sized
+
+refined = []
+original = mlir.refine_polymorphic_shapes
+def counting(module):  # jax's own pass, counted: every call still runs it
+    refined.append(1)
+    return original(module)
+mlir.refine_polymorphic_shapes = counting
+
+def count(fn, *args, **kwargs):
+    before = len(refined)
+    out = np.asarray(fn(*args, **kwargs))
+    ref = np.asarray(fn.__wrapped__(*args, **kwargs))
+    return {"refined": len(refined) - before, "close": bool(np.allclose(out, ref, atol=1e-6))}
+
+print(json.dumps({
+    "sized": count(jxe_sized.scaled, np.ones((2, 3), np.float32)),
+    "other": count(jxe_sized.scaled, np.ones((4, 3), np.float32)),
+    "static": count(jxe_sized.wave, np.linspace(0, 1, 5, dtype=np.float32), mode="cos"),
+    "unsized": count(jxe_sized.unsized, np.ones(5, np.float32)),
+}))
+'''
+
+
+@pytest.fixture(scope="module")
+def sized_site(tmp_path_factory):
+    site = tmp_path_factory.mktemp("sized")
+    (site / "jxe_sized").mkdir()
+    (site / "jxe_sized" / "__init__.py").write_text(textwrap.dedent(SOURCE))
+    run([sys.executable, "-m", "hatch_jaxexport", "export", "jxe_sized", "--out",
+         site / "jxe_sized" / "_jaxexport", "--path", site, "--platform", "cpu",
+         "--platform", "cuda"])
+    return site
+
+
+def _probe(site, env=None):
+    out = run([sys.executable, "-c", PROBE], env={"PYTHONPATH": str(site), "JAX_PLATFORMS": "cpu",
+                                                "HATCH_JAXEXPORT_CACHE": "0", **(env or {})})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_the_build_writes_a_refined_module_per_named_size(sized_site):
+    from jax import export
+
+    folder = sized_site / "jxe_sized" / "_jaxexport"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    by_function = {}
+    for record in manifest["artifacts"]:
+        if record["platform"] == "cuda":  # an accelerator's compile dwarfs the refinement
+            assert record["sized"] == [], record["id"]
+        by_function.setdefault(record["function"], []).extend(record["sized"])
+    assert {r["platform"] for r in manifest["artifacts"]} == {"cpu", "cuda"}
+    assert [e["inputs"] for e in by_function["jxe_sized:scaled"]] == [[[[2, 3], "float32"]]]
+    assert len(by_function["jxe_sized:wave"]) == 2  # one per static value
+    assert by_function["jxe_sized:unsized"] == []  # no size named, none recorded
+    for entry in by_function["jxe_sized:scaled"] + by_function["jxe_sized:wave"]:
+        data = (folder / entry["file"]).read_bytes()
+        assert len(data) == entry["size"] and str(sized_site).encode() not in data
+        exported = export.deserialize(bytearray(data))
+        text = exported.mlir_module()
+        assert "?x" not in text and "shape_assertion" not in text, text[:400]
+        assert [list(a.shape) for a in exported.in_avals] == [d for d, _ in entry["inputs"]]
+
+
+def test_a_call_of_a_named_size_compiles_without_shape_refinement(sized_site):
+    out = _probe(sized_site, {"HATCH_JAXEXPORT_EXECUTABLES": "0"})
+    assert out["sized"] == {"refined": 0, "close": True}
+    assert out["static"] == {"refined": 0, "close": True}
+    assert out["other"] == {"refined": 1, "close": True}  # the symbolic artifact, refined
+    assert out["unsized"] == {"refined": 1, "close": True}
+
+
+def test_a_damaged_static_shape_form_falls_back_to_the_symbolic_artifact(sized_site, tmp_path):
+    import shutil
+
+    site = tmp_path / "site"
+    shutil.copytree(sized_site, site)
+    folder = site / "jxe_sized" / "_jaxexport"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    (entry,) = [e for r in manifest["artifacts"] if r["function"] == "jxe_sized:scaled"
+                for e in r["sized"]]
+    (folder / entry["file"]).write_bytes(b"damaged")
+    out = _probe(site)
+    assert out["sized"] == {"refined": 1, "close": True}
+    problems = run([sys.executable, "-m", "hatch_jaxexport", "verify", "jxe_sized"],
+                   env={"PYTHONPATH": str(site)}, check=False)
+    assert problems.returncode == 1 and entry["file"] in problems.stdout
+
+
+def test_the_manifest_refuses_a_static_shape_form_outside_the_folder(sized_site):
+    from hatch_jaxexport.errors import ArtifactError
+    from hatch_jaxexport.formats.manifest import parse_manifest
+
+    raw = json.loads((sized_site / "jxe_sized" / "_jaxexport" / "manifest.json").read_text())
+    (record,) = [r for r in raw["artifacts"] if r["function"] == "jxe_sized:scaled"
+                 and r["platform"] == "cpu"]
+    record["sized"][0]["file"] = "../evil.jaxexport"
+    with pytest.raises(ArtifactError, match="unsafe artifact file"):
+        parse_manifest(json.dumps(raw).encode())
+    record["sized"][0] = {"file": "x.jaxexport"}
+    with pytest.raises(ArtifactError, match="exactly inputs, file, sha256 and size"):
+        parse_manifest(json.dumps(raw).encode())
