@@ -7,8 +7,10 @@
    wheel's size and build time (a table).
 2. Installs the wheel with both targets into a fresh virtual environment.
 3. Measures each workload of ``example_pkg.benchmarks`` and ``jax.grad`` of ``mlp_loss``
-   (``vjp_order=1``) and of ``mlp_apply``'s loss (``ad_order`` family) in fresh processes, every
-   cache empty (a machine that never ran the package), medians of ``--runs`` with min and max:
+   (``vjp_order=1``) and of ``mlp_apply``'s loss (``ad_order`` family), and ``mlp_loss_and_grad``
+   (``jax.value_and_grad`` of the loss, itself decorated: ``grad_decorated``, against the
+   source's ``jax.jit(jax.grad(...))``) in fresh processes, every cache empty (a machine that
+   never ran the package), medians of ``--runs`` with min and max:
 
    - ``source``: ``jax.jit`` of the Python body (``jax.jit(jax.grad(...))`` for the gradients);
    - ``stablehlo``: the installed artifacts with shipped executables ignored
@@ -23,6 +25,10 @@
 4. For the gradients, without shipped executables and with the caches on as a user has them:
    a first process on an empty cache and a second one right after it, against the source with
    jax's persistent cache (every entry kept), with the XLA compiles each process ran.
+
+5. Each argument kind a scalar ``float32[]`` input is given as (a Python float, numpy scalars
+   of both widths, 0-d arrays, jax arrays, weak-typed or not): which tier served the first
+   call (``call_report()``) and its time against the source's.
 
 Then the ratios the issue targets: shipped / floor and shipped / source. ``--write-docs``
 appends the tables to ``docs/performance-results.md`` under "Precompiled executables".
@@ -41,11 +47,13 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = {"off": None, "x86_64-avx2": ["x86_64-avx2"], "x86_64-avx512": ["x86_64-avx512"],
             "both": ["x86_64-avx2", "x86_64-avx512"]}
-WORKLOADS = ["tiny", "mlp", "solve", "deep", "trace_heavy", "grad_vjp", "grad_ad"]
+WORKLOADS = ["tiny", "mlp", "solve", "deep", "trace_heavy", "grad_vjp", "grad_ad",
+             "grad_decorated"]
 MODES = ["source", "stablehlo", "shipped", "floor", "eager_floor"]
 GRADS = ("grad_vjp", "grad_ad")
 
@@ -71,6 +79,11 @@ def case():
         params, x = nn.init_mlp(0), np.ones((32, 8), np.float32)
         y = np.zeros((32, 4), np.float32)
         return (jax.grad(nn.mlp_loss), jax.jit(jax.grad(nn.mlp_loss.__wrapped__)),
+                (params, x, y))
+    if workload == "grad_decorated":  # the gradient function itself decorated: one executable
+        params, x = nn.init_mlp(0), np.ones((32, 8), np.float32)
+        y = np.zeros((32, 4), np.float32)
+        return (nn.mlp_loss_and_grad, jax.jit(jax.grad(nn.mlp_loss.__wrapped__)),
                 (params, x, y))
     if workload == "grad_ad":  # jax.grad through the family (mlp_apply bakes ad_order)
         params, x = nn.init_mlp(0), np.ones((32, 8), np.float32)
@@ -142,14 +155,42 @@ else:
     jax.block_until_ready(target(*args))
 out["first_call_s"] = time.perf_counter() - start
 out["compiles"] = len(compiles) - len(hits)
-if mode == "loaded":
-    from hatch_jaxexport.runtime.loader import tiered_calls
-    fn = {"grad_vjp": nn.mlp_loss, "grad_ad": nn.mlp_apply}.get(workload) or \
+if mode == "loaded":  # how each first call was served: the public report
+    fn = {"grad_vjp": nn.mlp_loss, "grad_ad": nn.mlp_apply,
+          "grad_decorated": nn.mlp_loss_and_grad}.get(workload) or \
         workloads.WORKLOADS[workload]()[0]
-    out["tiers"] = sorted(t for c in tiered_calls(fn) for t in c.tiers.values())
+    out["tiers"] = sorted(served.tier for served in fn.call_report())
 print(json.dumps(out))
 '''
 
+
+#: Argument kind -> the expression of the scalar ``rate`` passed to ``finance.discounted_sum``,
+#: whose artifact takes a plain ``float32[]`` (``tests/unit/runtime/test_argument_kinds.py``).
+KINDS = {
+    "python float": "0.05",
+    "0-d float32 array": "np.asarray(0.05, np.float32)",
+    "0-d float64 array": "np.asarray(0.05)",
+    "numpy float32 scalar": "np.float32(0.05)",
+    "numpy float64 scalar": "np.float64(0.05)",
+    "jax float32": "jnp.float32(0.05)",
+    "jax weak-typed": "jnp.asarray(0.05)",
+}
+
+KIND_PROBE = r'''
+import json, sys, time
+import numpy as np, jax, jax.numpy as jnp
+from example_pkg import finance
+mode, rate = sys.argv[1], eval(sys.argv[2])  # made before the clock starts, like an argument
+cashflows = np.linspace(1.0, 2.0, 12, dtype=np.float32)
+fn = finance.discounted_sum if mode == "loaded" else jax.jit(finance.discounted_sum.__wrapped__)
+start = time.perf_counter()
+jax.block_until_ready(fn(cashflows, rate))
+out = {"first_call_s": time.perf_counter() - start}
+if mode == "loaded":
+    (served,) = fn.call_report()
+    out.update(tier=served.tier, not_shipped=served.not_shipped)
+print(json.dumps(out))
+'''
 
 def sh(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
     proc = subprocess.run([str(c) for c in cmd], env={**os.environ, **(env or {})}, cwd=cwd,
@@ -249,6 +290,37 @@ def measure(python: Path, work: Path, runs: int) -> dict[str, dict[str, list[flo
     return results
 
 
+def measure_kinds(python: Path, work: Path, runs: int) -> dict[str, dict[str, Any]]:
+    """Each argument kind of ``KINDS``: the first call of the installed function (shipped
+    executables on) and of the source ``jax.jit``, fresh processes, caches empty; the tier."""
+    (work / "kind_probe.py").write_text(KIND_PROBE)
+    env = {**os.environ, "HATCH_JAXEXPORT_CACHE": "0", "JAX_PLATFORMS": "cpu"}
+    found: dict[str, dict[str, Any]] = {kind: {"loaded": [], "source": []} for kind in KINDS}
+    for _ in range(runs):
+        for kind, expression in KINDS.items():  # interleaved, as the workloads
+            for mode in ("loaded", "source"):
+                out = json.loads(sh([python, work / "kind_probe.py", mode, expression],
+                                    env=env, cwd=work).strip().splitlines()[-1])
+                found[kind][mode].append(out["first_call_s"] * 1e3)
+                if mode == "loaded":
+                    found[kind]["tier"] = out["tier"]
+                    found[kind]["not_shipped"] = out["not_shipped"]
+    return found
+
+
+def kinds_table(kinds: dict[str, dict[str, Any]]) -> list[str]:
+    """One row per argument kind: which tier served it, its first call against the source."""
+    med = statistics.median
+    lines = ["", "Argument kinds: `finance.discounted_sum(cashflows, rate)`, `rate` a "
+             "`float32[]` input given as each kind, shipped executables on, ms: median", "",
+             "| argument kind | tier | loaded | source | loaded/source | why not shipped |",
+             "|---|---|---:|---:|---:|---|"]
+    for kind, row in kinds.items():
+        loaded, source = med(row["loaded"]), med(row["source"])
+        lines.append(f"| {kind} | {row['tier']} | {loaded:.0f} | {source:.0f} | "
+                     f"{loaded / source:.2f} | {row['not_shipped'] or '-'} |")
+    return lines
+
 def tables(built: dict, results: dict) -> list[str]:
     med = statistics.median
     lines = ["| wheel | size | executables | their bytes | build time |",
@@ -306,7 +378,9 @@ def main() -> None:
         python = install(work, built["both"]["wheel"])
         print("measuring first calls in fresh processes, caches empty", flush=True)
         results = measure(python, work, options.runs)
-    lines = tables(built, results)
+        print("measuring each argument kind of a scalar input", flush=True)
+        kinds = measure_kinds(python, work, options.runs)
+    lines = tables(built, results) + kinds_table(kinds)
     print("\n".join(lines))
     if options.write_docs:
         page = ROOT / "docs" / "performance-results.md"

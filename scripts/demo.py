@@ -4,13 +4,17 @@
     python scripts/demo.py [--workdir DIR] [--installer auto|pip|uv]
 
 1. builds hatch-jaxexport's own wheel, then ``example_pkg``'s wheel with an ordinary front end
-   (``pip wheel`` or ``uv build``): the Hatch hook exports every ``@exportable`` into it;
+   (``pip wheel`` or ``uv build``) and ``executables = true``: the Hatch hook exports every
+   ``@exportable`` into it and compiles executables for this machine, for the sizes the
+   package names (``executable_sizes=``, the sizes this demo calls);
 2. installs that wheel into a fresh virtual environment (jax comes from the package index);
-3. calls each function in a fresh process with tracing forbidden: ``HATCH_JAXEXPORT_STRICT=1``
+3. calls each function in fresh processes with tracing forbidden: ``HATCH_JAXEXPORT_STRICT=1``
    (no fallback to tracing) and every function body replaced by one that raises (so a body
-   that ran, i.e. a trace, would show up);
+   that ran, i.e. a trace, would show up): twice on the StableHLO path (shipped executables
+   off: compiled in the first process, from the executable cache in the second), then once
+   with the shipped executables, every cache empty;
 4. calls the same functions traced from source (``jax.jit``) in another fresh process, and
-   prints both first-call times and the largest difference between the results.
+   prints every first-call time and the largest difference between the results.
 
 Needs only Python >= 3.11 and pip (uv is used when it is on PATH); everything else is
 installed into the work folder (a temporary one unless ``--workdir`` is given).
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import json
 import os
 import shutil
@@ -94,9 +99,13 @@ def forbid_bodies(package: str = PACKAGE) -> list[str]:
 
     ran: list[str] = builtins.__dict__.setdefault("_jaxexport_bodies_ran", [])
     for fn in registered_in(package):
-        source = fn.__wrapped__
+        # a decorated transformation (mlp_loss_and_grad: jax.value_and_grad of the loss) is
+        # guarded through the function it wraps, the Python code that tracing would run
+        source = inspect.unwrap(fn.__wrapped__)
         if getattr(source, "__closure__", None) is not None or not hasattr(source, "__code__"):
             raise SystemExit(f"demo: cannot guard {fn.name}: its body is not a plain function")
+        if source.__code__ is _forbidden.__code__:
+            continue  # guarded already, as the body of another decorated function
         source.__code__ = _forbidden.__code__
         source.__defaults__ = None
         source.__kwdefaults__ = {"_name": fn.name}
@@ -124,6 +133,7 @@ def run_cases(mode: str, out: str) -> None:
         with jax.enable_x64(True) if case.get("x64") else contextlib.nullcontext():
             if mode == "artifact":
                 call = jax.grad(fn) if case.get("grad") else fn
+                served_before = len(fn.call_report())
                 t0 = time.perf_counter()
                 value = jax.block_until_ready(call(*case["args"], **static))
                 row["first_s"] = time.perf_counter() - t0
@@ -135,6 +145,8 @@ def run_cases(mode: str, out: str) -> None:
                 used = loaded_from_artifact(fn)
                 row["ran"] = (f"artifact ({export_platform()})" if used and all(used.values())
                               else "TRACED")
+                # how this case's first calls were served (a gradient: forward and backward)
+                row["tiers"] = sorted({s.tier for s in fn.call_report()[served_before:]})
             else:
                 source = fn.__wrapped__
                 target = jax.grad(source) if case.get("grad") else source
@@ -219,6 +231,22 @@ def _stream(cmd: list[Any], *, env: dict[str, str] | None = None,
     return output
 
 
+def with_executables(folder: Path) -> Path:
+    """A copy of example_pkg in ``folder`` whose hook table asks for executables (the
+    repository's own leaves them off: its tests build it often)."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    shutil.copytree(EXAMPLE, folder, ignore=shutil.ignore_patterns(
+        "__pycache__", "_jaxexport", "dist", "build", "*.egg-info"))
+    pyproject = folder / "pyproject.toml"
+    table = "[tool.hatch.build.targets.wheel.hooks.jaxexport]\n"
+    text = pyproject.read_text()
+    if table not in text:
+        raise SystemExit(f"demo: {pyproject} has no {table.strip()} table")
+    pyproject.write_text(text.replace(table, table + "executables = true\n"))
+    return folder
+
+
 def build_wheels(work: Path, installer: str) -> Path:
     """Build hatch-jaxexport's wheel and example_pkg's (with its exports); return the latter."""
     wheels = work / "wheels"
@@ -232,16 +260,18 @@ def build_wheels(work: Path, installer: str) -> Path:
     else:
         _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", wheels, ROOT])
     print(f"    built in {time.perf_counter() - start:.1f} s", flush=True)
-    _step("building the example_pkg wheel: the Hatch hook exports every @exportable, "
-          "one line per function as it finishes")
+    _step("building the example_pkg wheel with executables = true: the Hatch hook exports "
+          "every @exportable (one line per function as it finishes) and compiles executables "
+          "for this machine")
     start = time.perf_counter()
+    source = with_executables(work / "example_pkg")
     # uv build shows the backend's output as it comes; pip only with -v (which also shows
     # pip's own debug lines: only the hook's are printed here).
     if uv:
-        _stream([uv, "build", "--wheel", "-o", wheels, EXAMPLE], env=env, show=_hook_line)
+        _stream([uv, "build", "--wheel", "-o", wheels, source], env=env, show=_hook_line)
     else:
         _stream([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", wheels,
-                 EXAMPLE], env=env, show=_hook_line)
+                 source], env=env, show=_hook_line)
     (wheel,) = wheels.glob(f"{PACKAGE}-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         blobs = [i for i in archive.infolist() if "/_jaxexport/" in i.filename]
@@ -277,12 +307,16 @@ def install(work: Path, wheel: Path, installer: str) -> Path:
     return python
 
 
-def call_in_fresh_process(python: Path, mode: str, out: Path, cache: Path) -> dict[str, Any]:
-    """Run the cases in a fresh process of the venv; ``cache``: its compilation cache folder."""
+def call_in_fresh_process(python: Path, mode: str, out: Path, cache: Path,
+                          shipped: bool = False) -> dict[str, Any]:
+    """Run the cases in a fresh process of the venv; ``cache``: its compilation cache folder;
+    ``shipped``: whether the wheel's precompiled executables may serve the calls."""
     env = {"JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
     if mode == "artifact":
-        # The loader turns JAX's persistent compilation cache on, in this folder.
-        env.update(HATCH_JAXEXPORT_STRICT="1", HATCH_JAXEXPORT_CACHE=str(cache))
+        # The loader keeps its executable cache (and turns JAX's persistent compilation cache
+        # on) in this folder.
+        env.update(HATCH_JAXEXPORT_STRICT="1", HATCH_JAXEXPORT_CACHE=str(cache),
+                   HATCH_JAXEXPORT_EXECUTABLES="1" if shipped else "0")
     else:
         # The same cache, configured by hand for plain jax.jit.
         env.update(JAX_COMPILATION_CACHE_DIR=str(cache),
@@ -311,35 +345,48 @@ def compare(artifact_file: Path, source_file: Path) -> dict[str, float]:
     return worst
 
 
+#: The runs of the demo's table, in its column order: (name, runner mode, shipped executables).
+RUNS = (("stablehlo cold", "artifact", False), ("stablehlo warm", "artifact", False),
+        ("shipped", "artifact", True), ("source cold", "source", False),
+        ("source warm", "source", False))
+
+
 def report(runs: dict[str, dict[str, Any]], worst: dict[str, float]) -> bool:
     """Print the comparison table; whether every call ran its artifact and matched the source."""
-    baked, baked_warm = runs["baked cold"], runs["baked warm"]
-    traced, traced_warm = runs["source cold"], runs["source warm"]
-    _step(f"first calls, each run in a fresh process (jax {baked['jax']}, CPU), in ms; "
-          "cold: empty compilation cache, warm: the second process")
-    print(f"    {'':<36} {'baked artifact':>15} {'traced from source':>29} {'max':>9}")
-    print(f"    {'call':<36} {'cold':>7} {'warm':>7} {'cold':>7} {'warm':>7} {'trace+lower':>13} "
-          f"{'|diff|':>9}")
+    baked = [runs[name] for name, mode, _ in RUNS if mode == "artifact"]
+    ordered = [runs[name] for name, _, _ in RUNS]
+    _step(f"first calls, each run in a fresh process (jax {baked[0]['jax']}, CPU), in ms; "
+          "cold: empty caches, warm: the second process; shipped: the wheel's executables, "
+          "empty caches")
+    print(f"    {'':<36} {'StableHLO path':>15} {'shipped':>8} {'traced from source':>29} "
+          f"{'max':>9}")
+    print(f"    {'call':<36} {'cold':>7} {'warm':>7} {'cold':>8} {'cold':>7} {'warm':>7} "
+          f"{'trace+lower':>13} {'|diff|':>9}")
     ok = True
-    for rows in zip(baked["rows"], baked_warm["rows"], traced["rows"], traced_warm["rows"],
-                    strict=True):
+    for rows in zip(*(run["rows"] for run in ordered), strict=True):
         label = rows[0]["label"]
         diff = worst.get(label, float("nan"))
         tol = 1e-12 if "float64" in label else 1e-4
-        ok &= diff <= tol and all(r["ran"].startswith("artifact") for r in rows[:2])
-        times = " ".join(f"{1000 * r['first_s']:>7.0f}" for r in rows)
-        tracing = 1000 * (rows[3]["trace_s"] + rows[3]["lower_s"])
+        ok &= diff <= tol and all(r["ran"].startswith("artifact") for r in rows[:3])
+        times = " ".join(f"{1000 * r['first_s']:>{8 if i == 2 else 7}.0f}"
+                         for i, r in enumerate(rows))
+        tracing = 1000 * (rows[4]["trace_s"] + rows[4]["lower_s"])
         print(f"    {label:<36} {times} {tracing:>13.0f} {diff:>9.1e}")
-    totals = " ".join(f"{1000 * sum(r['first_s'] for r in run['rows']):>7.0f}"
-                      for run in (baked, baked_warm, traced, traced_warm))
-    tracing = 1000 * sum(r["trace_s"] + r["lower_s"] for r in traced_warm["rows"])
+    totals = " ".join(f"{1000 * sum(r['first_s'] for r in run['rows']):>{8 if i == 2 else 7}.0f}"
+                      for i, run in enumerate(ordered))
+    tracing = 1000 * sum(r["trace_s"] + r["lower_s"] for r in ordered[4]["rows"])
     print(f"    {'all first calls':<36} {totals} {tracing:>13.0f}")
-    ran = sorted({r["ran"] for run in (baked, baked_warm) for r in run["rows"]})
-    bodies = baked["bodies_ran"] + baked_warm["bodies_ran"]
+    served = [r for r in runs["shipped"]["rows"] if r["tiers"] == ["shipped"]]
+    print(f"    shipped run: {len(served)} of {len(runs['shipped']['rows'])} calls served only by "
+          "shipped executables" + "".join(f"; {r['label']}: {', '.join(r['tiers'])}"
+                                          for r in runs["shipped"]["rows"] if r not in served))
+    ran = sorted({r["ran"] for run in baked for r in run["rows"]})
+    bodies = [body for run in baked for body in run["bodies_ran"]]
     print(f"    baked runs: every call ran {', '.join(ran)}; HATCH_JAXEXPORT_STRICT="
-          f"{baked['strict']}; function bodies that ran: {bodies or 'none'}")
-    print("    Baked artifacts skip tracing and lowering. XLA still compiles each on its first "
-          "call,\n    unless the persistent compilation cache (on by default) already holds it.")
+          f"{baked[0]['strict']}; function bodies that ran: {bodies or 'none'}")
+    print("    Baked artifacts skip tracing and lowering. On the StableHLO path XLA still "
+          "compiles each\n    on its first call, unless the executable cache already holds it; "
+          "a shipped executable\n    is loaded and run.")
     return ok and not bodies
 
 
@@ -373,22 +420,25 @@ def main(argv: list[str] | None = None) -> int:
         total = next(line for line in reversed(lines) if line[:1].isdigit())  # "N artifact(s)"
         print(f"    {lines[0]}\n    ... one row per artifact (function, structure, static "
               f"values, platform, bytes) ...\n    {total}")
-        _step("calling each function in a fresh process, tracing forbidden "
-              "(HATCH_JAXEXPORT_STRICT=1, bodies replaced by one that raises), twice")
+        _step("calling each function in fresh processes, tracing forbidden "
+              "(HATCH_JAXEXPORT_STRICT=1, bodies replaced by one that raises): twice without "
+              "the shipped executables, once with them")
         runs = {}
-        for name, mode in (("baked cold", "artifact"), ("baked warm", "artifact")):
-            runs[name] = call_in_fresh_process(python, mode, work / f"{mode}.npz",
-                                               work / f"cache-{mode}")
-        _step("calling the same functions traced from source (jax.jit), twice")
-        for name, mode in (("source cold", "source"), ("source warm", "source")):
-            runs[name] = call_in_fresh_process(python, mode, work / f"{mode}.npz",
-                                               work / f"cache-{mode}")
+        for name, mode, shipped in RUNS:
+            if name == "source cold":
+                _step("calling the same functions traced from source (jax.jit), twice")
+            tag = name.split()[0]  # a run's results and caches: the warm run reuses the cold's
+            runs[name] = call_in_fresh_process(python, mode, work / f"{tag}.npz",
+                                               work / f"cache-{tag}", shipped)
         # numpy is in the demo's venv; compare there so the driver needs nothing installed.
-        worst = json.loads(_run([python, "-c", (
-            "import json, sys; sys.path.insert(0, sys.argv[1]); import demo; "
-            "print(json.dumps(demo.compare(*map(demo.Path, sys.argv[2:]))))"),
-            str(Path(__file__).resolve().parent), str(work / "artifact.npz"),
-            str(work / "source.npz")], show=False, cwd=work))
+        worst: dict[str, float] = {}
+        for tag in ("stablehlo", "shipped"):
+            found = json.loads(_run([python, "-c", (
+                "import json, sys; sys.path.insert(0, sys.argv[1]); import demo; "
+                "print(json.dumps(demo.compare(*map(demo.Path, sys.argv[2:]))))"),
+                str(Path(__file__).resolve().parent), str(work / f"{tag}.npz"),
+                str(work / "source.npz")], show=False, cwd=work))
+            worst = {k: max(v, worst.get(k, 0.0)) for k, v in found.items()}
         ok = report(runs, worst)
     finally:
         if temporary is not None:

@@ -37,8 +37,8 @@ def test_every_example_function_exports(tmp_path):
     for record in records:
         by_function.setdefault(record.function.split(":")[-1].split(".")[-1], []).append(record)
     assert sorted(by_function) == ["activate", "compound_growth", "deep_stack",
-                                   "elementwise_chain", "mlp_apply", "mlp_loss", "solve",
-                                   "train_step"]
+                                   "discounted_sum", "elementwise_chain", "mlp_apply",
+                                   "mlp_loss", "mlp_loss_and_grad", "solve", "train_step"]
     meshes = sorted(json.dumps(r.mesh) for r in by_function["train_step"])
     assert meshes == ['{"axes": ["data", "model"], "sizes": [2, 2]}', "{}"]  # 2x2 and 1 device
     assert sorted(r.static["kind"] for r in by_function["activate"]) == ["gelu", "relu", "tanh"]
@@ -55,11 +55,15 @@ def test_demo_builds_installs_and_runs_without_tracing(tmp_path):
     proc = run([sys.executable, DEMO, "--workdir", tmp_path / "work"], env=env, timeout=900)
     out = proc.stdout
     assert out.rstrip().endswith("demo: OK"), out
-    assert re.search(r"jaxexport: example_pkg: 8 function\(s\), \d+ artifact\(s\)", out), out
+    assert re.search(r"jaxexport: example_pkg: 10 function\(s\), \d+ artifact\(s\)", out), out
     assert "Requires-Dist: jax>=" in out
     assert "every call ran artifact (cpu); HATCH_JAXEXPORT_STRICT=1; function bodies that ran: " \
            "none" in out
     rows = re.findall(r"^    (mlp_apply|grad of|solve|activate|compound_growth|deep_stack).*$",
                       out, flags=re.M)
     assert len(rows) == 9
+    # example_pkg names the sizes the demo calls: with its executables, no call compiles
+    assert "shipped run: 9 of 9 calls served only by shipped executables" in out, out
+    header = re.search(r"^ +StableHLO path +shipped +traced from source", out, flags=re.M)
+    assert header, out
     assert not (EXAMPLE / "src" / "example_pkg" / "_jaxexport").exists()

@@ -27,9 +27,13 @@ pytestmark = pytest.mark.skipif(platform.machine() != "x86_64",
 MANIFEST = "jxe_scalars/_jaxexport/manifest.json"
 
 
-def build(tmp_path, name: str, targets: list[str], edit: str = "") -> zipfile.Path:
+def build(tmp_path, name: str, targets: list[str], edit: str = "",
+          jaxlibs: tuple[str, ...] = ()) -> zipfile.Path:
+    options = f"executables = {json.dumps(targets)}\n"
+    if jaxlibs:
+        options += f"executable-jaxlibs = {json.dumps(list(jaxlibs))}\n"
     project = write_project(tmp_path / name, {"pyproject.toml": hatch_pyproject(
-        "jxe-scalars", f"executables = {json.dumps(targets)}\n")})
+        "jxe-scalars", options)})
     shutil.copytree(FIXTURES / "jxe_scalars", project / "jxe_scalars",
                     ignore=shutil.ignore_patterns("__pycache__"))
     if edit:
@@ -48,10 +52,17 @@ def wheels(tmp_path_factory):
             "edited": build(tmp, "edited", ["x86_64-avx2"], edit="x * scale + 2")}
 
 
-def executables(wheel) -> list[tuple[str, str, str]]:
+def executables(wheel) -> list[tuple[str, str, str, str]]:
     manifest = json.loads(members(wheel)[MANIFEST])
-    return sorted((e["artifact"], e["target"], json.dumps(e["inputs"]))
+    return sorted((e["artifact"], e["target"], e["jaxlib_version"], json.dumps(e["inputs"]))
                   for e in manifest["executables"])
+
+
+def other_jax() -> str:
+    """A jaxlib release beside this one that installs on this Python."""
+    from importlib.metadata import version
+
+    return "0.10.1" if version("jaxlib") != "0.10.1" else "0.10.2"
 
 
 def test_the_merge_carries_what_one_build_of_both_targets_carries(wheels, tmp_path):
@@ -92,3 +103,27 @@ def test_wheels_of_other_source_are_refused_naming_the_artifact(wheels, tmp_path
     assert not (tmp_path / "out").exists()
     with pytest.raises(ExportError, match="merge needs two or more builds of one wheel"):
         merge_wheels([wheels["avx2"]], tmp_path / "out")
+
+
+@pytest.mark.slow
+def test_builders_with_other_targets_and_jaxlibs_merge_into_the_build_of_all(tmp_path_factory):
+    """Two runners, each compiling its own target with this jaxlib and another one
+    (``executable-jaxlibs``): the merge carries the executables of both targets for both
+    jaxlibs, as one build of everything does, and verifies."""
+    from importlib.metadata import version
+
+    tmp, other = tmp_path_factory.mktemp("merge-jaxlibs"), other_jax()
+    first = build(tmp, "avx2", ["x86_64-avx2"], jaxlibs=(other,))
+    second = build(tmp, "avx512", ["x86_64-avx512"], jaxlibs=(other,))
+    everything = build(tmp, "all", ["x86_64-avx2", "x86_64-avx512"], jaxlibs=(other,))
+    merged = merge_wheels([first, second], tmp / "merged")
+    assert executables(merged) == executables(everything)
+    assert {(target, jaxlib) for _, target, jaxlib, _ in executables(merged)} == {
+        (target, jaxlib) for target in ("x86_64-avx2", "x86_64-avx512")
+        for jaxlib in (version("jaxlib"), other)}
+    assert sorted(members(merged)) == sorted(members(everything))
+    site = tmp / "site"
+    zipfile.ZipFile(merged).extractall(site)
+    verified = run([sys.executable, "-m", "hatch_jaxexport", "verify", "jxe_scalars"],
+                   env={"PYTHONPATH": str(site)})
+    assert verified.stdout.startswith("jxe_scalars: OK"), verified.stdout

@@ -7,9 +7,9 @@ platform); the installed package calls the artifact and never traces the Python 
 
 from .chain import STEPS, elementwise_chain
 from .deep import DEPTH, deep_stack
-from .finance import compound_growth
+from .finance import compound_growth, discounted_sum
 from .linalg import solve
-from .nn import activate, init_mlp, mlp_apply, mlp_loss
+from .nn import activate, init_mlp, mlp_apply, mlp_loss, mlp_loss_and_grad
 
 __all__ = [
     "DEPTH",
@@ -17,9 +17,11 @@ __all__ = [
     "activate",
     "compound_growth",
     "deep_stack",
+    "discounted_sum",
     "elementwise_chain",
     "init_mlp",
     "mlp_apply",
     "mlp_loss",
+    "mlp_loss_and_grad",
     "solve",
 ]

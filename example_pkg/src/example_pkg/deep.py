@@ -23,7 +23,8 @@ WEIGHTS = (_rng.standard_normal((DEPTH, WIDTH, WIDTH)) / (2 * np.sqrt(WIDTH))).a
 BIASES = (_rng.standard_normal((DEPTH, WIDTH)) / 10).astype(np.float32)
 
 
-@exportable({"x": ("batch, 16", "float32")}, concrete={"batch": [8]})
+@exportable({"x": ("batch, 16", "float32")}, concrete={"batch": [8]},
+            executable_sizes={"batch": [8, 64]})
 def deep_stack(x):
     """``DEPTH`` residual blocks (dense, tanh, RMS norm), unrolled by Python."""
     for i in range(DEPTH):

@@ -10,7 +10,7 @@ from hatch_jaxexport import exportable
 @exportable("example_pkg.solve",
             {"a": ("n, n", "float32"), "b": ("n,", "float32")},      # one right-hand side
             {"a": ("n, n", "float32"), "b": ("n, k", "float32")},    # k right-hand sides
-            executable_sizes={"n": [16]})  # precompiled (when the build asks): n = 16
+            executable_sizes={"n": [6, 16], "k": [3]})  # precompiled, when the build asks
 def solve(a, b):
     """Solve ``a @ x = b`` for x (LU with partial pivoting), any n."""
     return jnp.linalg.solve(a, b)
