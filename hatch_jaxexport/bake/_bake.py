@@ -12,6 +12,7 @@ folder and files of each package, for the adapter to put into its wheel.
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import time
 from collections import Counter
@@ -199,6 +200,8 @@ def export_one(name: str, folder: Path, options: ExportOptions, reporter: Report
                                on_error=options.on_error)
         brief_uncaught_build_errors()  # listed just now: not again with the backend's traceback
         raise
+    if options.executables_from:
+        _add_executables_from(name, folder, options.executables_from, reporter)
     # A function the progress files did not report (none, unless a file was lost) still gets
     # its line, so the output always names every function.
     for function, lines in describe_functions(result).items():
@@ -208,6 +211,31 @@ def export_one(name: str, folder: Path, options: ExportOptions, reporter: Report
     reporter.success(f"jaxexport: {describe_result(result, time.perf_counter() - start)[1]}")
     flush_output()
     return result
+
+
+def _add_executables_from(name: str, folder: Path, patterns: Sequence[str],
+                          reporter: Reporter) -> None:
+    """``executables-from``: add the executables of the wheels the patterns match (other
+    builders' builds of this source) to the export in ``folder``; a line says how many, or
+    that no wheel matched. An ``ExportError`` (a wheel of other source) fails the build."""
+    import glob
+
+    from hatch_jaxexport.bake._merge import add_executables_from
+
+    wheels = sorted({path for pattern in patterns for path in glob.glob(pattern)})
+    if not wheels:
+        reporter.warning(f"jaxexport: warning: executables-from matches no wheel "
+                         f"({', '.join(patterns)}, from {os.getcwd()}): only this builder's "
+                         "executables are in the wheel")
+        return
+    try:
+        added = add_executables_from(folder, name, wheels)
+    except ExportError as err:
+        reporter.export_failed(name, err.failures, lacks_module=False, on_error="fail")
+        brief_uncaught_build_errors()
+        raise
+    reporter.info(f"jaxexport: {name}: {added} precompiled executable(s) added from "
+                  f"{len(wheels)} wheel(s) of other builders (executables-from)")
 
 
 def flush_output() -> None:

@@ -32,7 +32,7 @@ EDITABLE = ("in-place", "trace")
 DEFAULT_JAX_REQUIREMENT = "jax>={version}"
 
 OPTION_NAMES = ("packages", "platforms", "jobs", "on-error", "jax-requirement", "editable",
-                "executables", "executable-jaxlibs")
+                "executables", "executable-jaxlibs", "executables-from")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +57,9 @@ class ExportOptions:
     #: Other jax/jaxlib versions to compile the executables with too (each in an environment of
     #: its own), so users of any of them skip the compile.
     executable_jaxlibs: tuple[str, ...] = ()
+    #: Glob patterns of wheels other builders built of the same source (relative to the
+    #: project root, where the build runs): their executables are added to this build's.
+    executables_from: tuple[str, ...] = ()
 
     def requirement_for(self, jax_version: str) -> str | None:
         """The requirement to add to the wheel's metadata, for artifacts made by ``jax_version``."""
@@ -300,6 +303,17 @@ def _check_jaxlibs(value: Any, path: str) -> Checked:
     return tuple(dict.fromkeys(map(str, value))), errors
 
 
+def _check_wheel_patterns(value: Any, path: str) -> Checked:
+    """``executables-from``: an array of glob patterns of wheels (``"wheels/*/*.whl"``)."""
+    if not isinstance(value, list):
+        return None, [_must_be(path, 'an array of wheel paths or patterns such as '
+                                     '["wheels/*/*.whl"]', value)]
+    errors = [f"{path}[{i}] must be a path or pattern ending in .whl, got {item!r}"
+              for i, item in enumerate(value)
+              if not isinstance(item, str) or not item.endswith(".whl")]
+    return tuple(dict.fromkeys(map(str, value))), errors
+
+
 #: Each option's key, in message order: the ``ExportOptions`` field it sets and its validation.
 _OPTION_STEPS: dict[str, tuple[str, Callable[[Any, str], Checked]]] = {
     "packages": ("packages", _check_packages),
@@ -310,6 +324,7 @@ _OPTION_STEPS: dict[str, tuple[str, Callable[[Any, str], Checked]]] = {
     "editable": ("editable", _check_editable),
     "executables": ("executables", _check_executables),
     "executable-jaxlibs": ("executable_jaxlibs", _check_jaxlibs),
+    "executables-from": ("executables_from", _check_wheel_patterns),
 }
 
 

@@ -50,20 +50,27 @@ def _differences(first: Path, base: dict, other: Path, entries: dict) -> list[st
         if theirs is None:
             problems.append(f"{other.name} has no {folder}/{MANIFEST_NAME}")
             continue
-        mine = {a.id: a.sha256 for a in manifest.artifacts}
-        for artifact in theirs.artifacts:
-            if mine.get(artifact.id, artifact.sha256) != artifact.sha256:
-                problems.append(f"artifact {artifact.id} differs (SHA-256 {mine[artifact.id][:12]}"
-                                f" in {first.name}, {artifact.sha256[:12]} in {other.name})")
-        if set(mine) != {a.id for a in theirs.artifacts}:
-            problems.append(f"{folder}: the two wheels hold other artifacts")
-        if manifest._replace(executables=()) != theirs._replace(executables=()) and not problems:
-            problems.append(f"{folder}/{MANIFEST_NAME} differs beyond its executables")
+        problems += _manifest_differences(manifest, theirs, first.name, other.name, folder)
     for name in sorted(set(base["files"]) ^ set(entries["files"])):
         problems.append(f"{name} is in only one of {first.name} and {other.name}")
     for name in sorted(set(base["files"]) & set(entries["files"])):
         if base["files"][name] != entries["files"][name]:
             problems.append(f"{name} differs between {first.name} and {other.name}")
+    return problems
+
+
+def _manifest_differences(manifest: Manifest, theirs: Manifest, first: str, other: str,
+                          folder: str) -> list[str]:
+    """Why ``theirs`` (in ``other``) is not the manifest of the same build as ``manifest``
+    (in ``first``): each artifact that differs by SHA-256, or what else differs."""
+    mine = {a.id: a.sha256 for a in manifest.artifacts}
+    problems = [f"artifact {artifact.id} differs (SHA-256 {mine[artifact.id][:12]} in {first}, "
+                f"{artifact.sha256[:12]} in {other})" for artifact in theirs.artifacts
+                if mine.get(artifact.id, artifact.sha256) != artifact.sha256]
+    if set(mine) != {a.id for a in theirs.artifacts}:
+        problems.append(f"{folder}: {first} and {other} hold other artifacts")
+    if manifest._replace(executables=()) != theirs._replace(executables=()) and not problems:
+        problems.append(f"{folder}/{MANIFEST_NAME} differs beyond its executables")
     return problems
 
 
@@ -143,4 +150,46 @@ def _write(first: Path, read: list[dict], out_dir: Path) -> Path:
     return out
 
 
-__all__ = ["merge_wheels"]
+def add_executables_from(folder: Path, package: str, wheels: Sequence[str | Path]) -> int:
+    """Add to a fresh export of ``package`` in ``folder`` (its ``manifest.json`` and files) the
+    executables that other builders' wheels of the same build carry; how many were added.
+
+    The hook's side of a merge (``executables-from``): the last builder builds the wheel
+    with every runner's executables in it, instead of merging wheels afterwards. Refuses, as
+    ``merge_wheels`` does, a wheel whose artifacts differ from this export's by SHA-256 or
+    whose manifest differs beyond its executables (``ExportError`` listing each difference),
+    and two executables of one name with other bytes."""
+    mine = parse_manifest((folder / MANIFEST_NAME).read_bytes(), where=str(folder))
+    found = {record.file: (record, (folder / record.file).read_bytes())
+             for record in mine.executables}
+    inside = f"{package}/{ARTIFACT_DIR}"
+    problems: list[str] = []
+    for wheel in map(Path, wheels):
+        entries = _entries(wheel)
+        theirs = _manifests(entries, wheel).get(inside)
+        if theirs is None:
+            problems.append(f"{wheel.name} has no {inside}/{MANIFEST_NAME}")
+            continue
+        problems += _manifest_differences(mine, theirs, "this build", wheel.name, inside)
+        for record in theirs.executables:
+            data = entries[f"{inside}/{record.file}"][1]
+            if record.file in found and found[record.file][1] != data:
+                problems.append(f"{inside}/{record.file} differs between this build and "
+                                f"{wheel.name}: two builders compiled different executables "
+                                "under one name")
+            found.setdefault(record.file, (record, data))
+    if problems:
+        raise ExportError([f"{problem}: build every wheel from the same source with the same "
+                           "jax" for problem in problems],
+                          f"executables-from: {len(problems)} differences from this build")
+    added = 0
+    for file, (_, data) in sorted(found.items()):
+        if not (folder / file).exists():
+            (folder / file).write_bytes(data)
+            added += 1
+    merged = mine._replace(executables=tuple(record for _, (record, _) in sorted(found.items())))
+    (folder / MANIFEST_NAME).write_bytes(merged.to_bytes())
+    return added
+
+
+__all__ = ["add_executables_from", "merge_wheels"]

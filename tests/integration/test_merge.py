@@ -28,8 +28,8 @@ MANIFEST = "jxe_scalars/_jaxexport/manifest.json"
 
 
 def build(tmp_path, name: str, targets: list[str], edit: str = "",
-          jaxlibs: tuple[str, ...] = ()) -> zipfile.Path:
-    options = f"executables = {json.dumps(targets)}\n"
+          jaxlibs: tuple[str, ...] = (), extra: str = "") -> zipfile.Path:
+    options = f"executables = {json.dumps(targets)}\n{extra}"
     if jaxlibs:
         options += f"executable-jaxlibs = {json.dumps(list(jaxlibs))}\n"
     project = write_project(tmp_path / name, {"pyproject.toml": hatch_pyproject(
@@ -103,6 +103,21 @@ def test_wheels_of_other_source_are_refused_naming_the_artifact(wheels, tmp_path
     assert not (tmp_path / "out").exists()
     with pytest.raises(ExportError, match="merge needs two or more builds of one wheel"):
         merge_wheels([wheels["avx2"]], tmp_path / "out")
+
+
+def test_the_hook_adds_the_executables_other_builders_compiled(wheels, tmp_path):
+    """``executables-from``: the last builder (here avx2) builds the wheel with the avx512
+    runner's executables in it; the result carries what one build of both targets carries.
+    A wheel of other source is refused, naming the artifact, and the build fails."""
+    project = tmp_path / "last"
+    built = build(project, "avx2", ["x86_64-avx2"],
+                  extra=f"executables-from = [{json.dumps(str(wheels['avx512']))}]\n")
+    assert executables(built) == executables(wheels["both"])
+    assert sorted(members(built)) == sorted(members(wheels["both"]))
+    with pytest.raises(ExportError) as refused:
+        build(tmp_path / "refused", "avx2", ["x86_64-avx2"],
+              extra=f"executables-from = [{json.dumps(str(wheels['edited']))}]\n")
+    assert "artifact jxe_scalars:scaled/0/cpu differs (SHA-256 " in str(refused.value)
 
 
 @pytest.mark.slow

@@ -56,10 +56,11 @@ def test_all_errors_reported_together_with_full_paths():
            "platfroms": ["cpu"], "colour": "blue"}
     assert errors_of(raw) == [
         f"{HATCH}.colour is not an option of hatch-jaxexport; known options: packages, "
-        "platforms, jobs, on-error, jax-requirement, editable, executables, executable-jaxlibs",
+        "platforms, jobs, on-error, jax-requirement, editable, executables, executable-jaxlibs, "
+        "executables-from",
         f"{HATCH}.platfroms is not an option of hatch-jaxexport (did you mean `platforms`?); "
         "known options: packages, platforms, jobs, on-error, jax-requirement, editable, "
-        "executables, executable-jaxlibs",
+        "executables, executable-jaxlibs, executables-from",
         f"{HATCH}.packages[1] must be the import name of a top-level package (like "
         "\"my_pkg\"), got 'not-a-name'",
         f"{HATCH}.packages[2] must be the import name of a top-level package (like "
@@ -202,7 +203,7 @@ def test_setuptools_plugin_reports_config_errors(tmp_path):
     assert info.value.errors == [
         "tool.jaxexport.platform is not an option of hatch-jaxexport (did you mean "
         "`platforms`?); known options: packages, platforms, jobs, on-error, jax-requirement, "
-        "editable, executables, executable-jaxlibs",
+        "editable, executables, executable-jaxlibs, executables-from",
         "tool.jaxexport.jobs must be an int >= 1 or \"auto\", got -1"]
 
 
@@ -271,7 +272,7 @@ def test_an_uncaught_config_error_prints_its_message_alone(run_python):
     assert proc.stderr == (
         "error: invalid hatch-jaxexport configuration: tool.jaxexport.job is not an option of "
         "hatch-jaxexport (did you mean `jobs`?); known options: packages, platforms, jobs, "
-        "on-error, jax-requirement, editable, executables, executable-jaxlibs\n")
+        "on-error, jax-requirement, editable, executables, executable-jaxlibs, executables-from\n")
 
 
 def test_an_uncaught_export_error_points_at_the_list_above_in_one_line(run_python):
@@ -357,6 +358,12 @@ def test_executable_jaxlibs_option():
     assert errors_of({"executable-jaxlibs": ["0.10.1", "latest", 3]}) == [
         f"{HATCH}.executable-jaxlibs[1] must be a jax version such as \"0.10.1\", got 'latest'",
         f"{HATCH}.executable-jaxlibs[2] must be a jax version such as \"0.10.1\", got 3"]
+    assert errors_of({"executables-from": ["wheels/*.zip", 3]}) == [
+        f"{HATCH}.executables-from[0] must be a path or pattern ending in .whl, got "
+        "'wheels/*.zip'",
+        f"{HATCH}.executables-from[1] must be a path or pattern ending in .whl, got 3"]
+    assert parse_options({"executables-from": ["a/*.whl", "a/*.whl"]},
+                         HATCH).executables_from == ("a/*.whl",)
     assert errors_of({"executable-jaxlibs": "0.10.1"}) == [
         f"{HATCH}.executable-jaxlibs must be an array of jax versions such as [\"0.10.1\"], "
         "got '0.10.1'"]
