@@ -226,10 +226,15 @@ def main() -> None:
     print("\n".join(lines))
     if args.write_docs:
         docs = ROOT / "docs"
-        (docs / "performance-results.md").write_text(
+        page = docs / "performance-results.md"
+        # benchmarks/executables.py writes the section from this heading on: keep it
+        marker = "\n## Precompiled executables\n"
+        kept = marker + page.read_text().split(marker, 1)[1] if page.exists() and \
+            marker in page.read_text() else ""
+        page.write_text(
             "# Benchmark results\n\nMeasured by `python benchmarks/cold_start.py --write-docs` on "
             "a 2-core CPU machine.\n\n![first call](performance.png)\n\n" + "\n".join(lines) +
-            "\n")
+            "\n" + kept)
         plot(results, docs / "performance.png")
         (docs / "performance-results.json").write_text(json.dumps(results, indent=1) + "\n")
 
