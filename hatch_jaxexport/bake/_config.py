@@ -134,11 +134,62 @@ def merge_requirement(dependencies: Sequence[str], requirement: str
         if canonicalize_name(own.name) != name or own.url or added.marker is not None:
             result.append(entry)
             continue
+        merged_any = True
+        if not _admits_a_version(own.specifier & added.specifier):
+            result.append(entry)  # kept as the project wrote it (``requirement_conflicts``)
+            continue
         own.extras |= added.extras
         own.specifier = _strictest(own.specifier & added.specifier)
         result.append(str(own))
-        merged_any = True
     return result, None if merged_any else requirement
+
+
+def requirement_conflicts(dependencies: Sequence[str], requirement: str) -> list[str]:
+    """The build's warnings for the project's requirements on jax that ``requirement`` (the
+    exporting jax's) cannot tighten: merged, they would admit no version, and a wheel whose
+    metadata admits none installs nowhere. ``merge_requirement`` keeps each as it is.
+
+    The usual cause is a pin per Python (``jax==0.10.2; python_version < "3.12"`` beside
+    ``jax==0.12.0.1; python_version >= "3.12"``) built on the other Python: the wheel installs
+    there with the project's pin, and the loader falls back to tracing (with a
+    ``FallbackWarning``) where that jax cannot read the artifacts."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    added = Requirement(requirement)
+    conflicts = []
+    for entry in dependencies:
+        try:
+            own = Requirement(entry)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(own.name) == canonicalize_name(added.name) and not own.url and \
+                added.marker is None and not _admits_a_version(own.specifier & added.specifier):
+            conflicts.append(
+                f"the project's requirement `{entry}` admits no {added.name} that is also "
+                f"{added.specifier} (the {added.name} these artifacts were exported with): kept "
+                f"as it is, so the wheel still installs where it applies, and there the loader "
+                f"traces the source if that {added.name} cannot read the artifacts; to ship "
+                f"artifacts for those Pythons, build one wheel per Python (each with the "
+                f"{added.name} it pins)")
+    return conflicts
+
+
+def _admits_a_version(specifiers: Any) -> bool:
+    """Whether ``specifiers`` admits one of the versions its clauses name: for pins and bounds
+    (what requirements on jax use), ``False`` means no version at all can satisfy them
+    (``==0.10.2,>=0.12.0.1``; ``>=0.12,<0.11``). A wildcard or legacy clause: ``True``."""
+    from packaging.version import InvalidVersion, Version
+
+    named = []
+    for spec in specifiers:
+        try:
+            version = Version(spec.version)
+        except InvalidVersion:
+            return True
+        *head, last = version.release  # and the next release, for ``> V``
+        named += [version, Version(".".join(map(str, [*head, last + 1])))]
+    return not named or any(specifiers.contains(v, prereleases=True) for v in named)
 
 
 def _strictest(specifiers: Any) -> Any:
@@ -356,5 +407,6 @@ __all__ = [
     "EXPORT_FAILED",
     "brief_uncaught_build_errors",
     "merge_requirement",
+    "requirement_conflicts",
     "parse_options",
 ]

@@ -43,6 +43,7 @@ from hatch_jaxexport.bake._config import (
     brief_uncaught_build_errors,
     merge_requirement,
     parse_options,
+    requirement_conflicts,
 )
 from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, MANIFEST_NAME
 
@@ -209,6 +210,8 @@ class JaxExportBuildHook(BuildHookInterface):
             merged, leftover = list(own), requirement
         else:
             merged, leftover = merge_requirement(own, requirement)
+            for conflict in requirement_conflicts(own, requirement):
+                self.app.display_warning(f"jaxexport: warning: {conflict}")
         changed = [entry for entry in merged if entry not in own]
         if changed:
             own[:] = merged

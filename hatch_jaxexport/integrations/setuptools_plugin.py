@@ -34,6 +34,7 @@ from hatch_jaxexport.bake._config import (
     brief_uncaught_build_errors,
     merge_requirement,
     parse_options,
+    requirement_conflicts,
 )
 from hatch_jaxexport.formats._settings import skip_requested
 from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, MANIFEST_NAME
@@ -97,6 +98,8 @@ def _wrap_egg_info(base: type) -> type:
             if requirement is not None:
                 # Merged into the project's own jax requirement: Requires-Dist names jax once.
                 merged, leftover = merge_requirement(current, requirement)
+                for conflict in requirement_conflicts(current, requirement):
+                    self.announce(f"jaxexport: warning: {conflict}", WARNING)
                 if leftover is not None and leftover not in merged:
                     merged.append(leftover)
                 if merged != current:

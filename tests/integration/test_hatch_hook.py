@@ -75,6 +75,37 @@ def test_wheel_carries_each_artifact_file_and_the_jax_requirement(tmp_path, caps
     assert not list((tmp_path / "dist").glob("jaxexport-*"))  # no scratch in the output dir
 
 
+def test_a_pin_per_python_built_on_one_python_still_installs_on_the_other(tmp_path, capsys):
+    """Per-Python pins built on this Python: tightening the other Python's pin with this jax
+    would admit no version (``jax==0.4.30,>=0.10.2``); it is kept, the build says so, and
+    the wheel's metadata still resolves there (evaluated for that Python's environment)."""
+    from packaging.markers import default_environment
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    older = f"{sys.version_info.major}.{sys.version_info.minor - 1}"
+    own = [f'jax=={JAX_VERSION}; python_version >= "{here}"',
+           f'jax==0.4.30; python_version < "{here}"']
+    root = tiny(tmp_path / "proj")
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('"jax"]', f"{json.dumps(own)[1:-1]}]"))
+    (wheel,) = inprocess_build(root, tmp_path / "dist")
+    assert [r.replace("'", '"') for r in jax_requirements(wheel)] == [
+        f'jax=={JAX_VERSION},>={JAX_VERSION}; python_version >= "{here}"',
+        f'jax==0.4.30; python_version < "{here}"']  # the other Python's pin kept as written
+    err = capsys.readouterr().err
+    assert re.search(r"jaxexport: warning: the project's requirement `jax==0\.4\.30; "
+                     rf"python_version < .{re.escape(here)}.` admits no jax that is also "
+                     rf">={re.escape(JAX_VERSION)} ", err), err
+    assert "build one wheel per Python" in err
+    there = {**default_environment(), "python_version": older, "python_full_version": older}
+    active = [Requirement(r) for r in jax_requirements(wheel)]
+    active = [r for r in active if r.marker is None or r.marker.evaluate(there)]
+    assert [str(r.specifier) for r in active] == ["==0.4.30"]
+    assert Version("0.4.30") in active[0].specifier
+
+
 def test_options_reach_the_export(tmp_path):
     root = tiny(tmp_path / "proj", """
         platforms = ["cpu", "cuda"]

@@ -14,6 +14,7 @@ from hatch_jaxexport.bake._config import (
     ExportOptions,
     merge_requirement,
     parse_options,
+    requirement_conflicts,
 )
 
 HATCH = "tool.hatch.build.targets.wheel.hooks.jaxexport"
@@ -237,6 +238,38 @@ def test_merge_requirement_names_jax_once_with_the_stricter_bounds(own, added, e
 ])
 def test_merge_requirement_leaves_what_it_cannot_merge_to_be_added(own, added):
     assert merge_requirement(own, added) == (own, added)
+
+
+PER_PYTHON = ['jax==0.12.0.1; python_version >= "3.12"', 'jax==0.10.2; python_version < "3.12"']
+
+
+def test_a_pin_per_python_built_on_one_keeps_the_other_pythons_pin():
+    """Built on 3.12 (jax 0.12.0.1): tightening the 3.11 pin would give ``==0.10.2,>=0.12.0.1``,
+    which no jax satisfies; it is kept as the project wrote it, nothing is added unmarked, and
+    the build's warning says why and what to do."""
+    merged, leftover = merge_requirement(PER_PYTHON, "jax>=0.12.0.1")
+    assert merged == ['jax==0.12.0.1,>=0.12.0.1; python_version >= "3.12"',
+                      'jax==0.10.2; python_version < "3.12"']
+    assert leftover is None  # an unmarked jax>=0.12.0.1 would make 3.11 uninstallable again
+    (conflict,) = requirement_conflicts(PER_PYTHON, "jax>=0.12.0.1")
+    assert conflict.startswith("the project's requirement `jax==0.10.2; python_version < "
+                               "\"3.12\"` admits no jax that is also >=0.12.0.1 (the jax these "
+                               "artifacts were exported with): kept as it is")
+    assert "build one wheel per Python" in conflict
+
+
+@pytest.mark.parametrize("own", [["jax>=0.12,<0.11"], ["jax<0.12"], ["jax==0.10.*"]])
+def test_bounds_that_cross_are_a_conflict_and_a_wildcard_is_not_judged(own):
+    conflicts = requirement_conflicts(own, "jax>=0.12.0.1")
+    assert len(conflicts) == (0 if "*" in own[0] else 1), conflicts
+    assert merge_requirement(own, "jax>=0.12.0.1")[0] == (
+        own if conflicts else ["jax==0.10.*,>=0.12.0.1"])
+
+
+def test_requirements_that_merge_have_no_conflict():
+    for own, added in [(["jax>=0.10.2"], "jax>0.10.2"), (["jax<2"], "jax>=0.10.2,<3"),
+                       (["JAX!=0.10.1"], "jax>=0.10.2")]:
+        assert requirement_conflicts(own, added) == [], own
 
 
 def test_merge_requirement_refuses_a_bad_requirement():
