@@ -158,7 +158,7 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
             return _source_without_static(fn, plan)
         if not fn.export_spec.uses_family:
             if record.vjp_order and not mesh:
-                return _native_vjp(fn, package, record, loaded, platform, call)
+                return _native_vjp(fn, plan, package, record, loaded, platform, call)
             return jax.jit(loaded.call)
         from hatch_jaxexport.runtime._primitive import jitted_primal
 
@@ -238,10 +238,14 @@ def _shipped(fn: ExportableFunction, package: PackageArtifacts, record: Artifact
     return ShippedExecutables(records, package.read_blob, out_tree, fn.name)
 
 
-def _native_vjp(fn: ExportableFunction, package: PackageArtifacts, record: ArtifactRecord,
-                exported: Any, platform: str, primal: Callable[..., Any]) -> Any:
+def _native_vjp(fn: ExportableFunction, plan: CallPlan, package: PackageArtifacts,
+                record: ArtifactRecord, exported: Any, platform: str,
+                primal: Callable[..., Any]) -> Any:
     """The jitted call of an artifact serialized with jax's VJP, whose eager gradients run
-    the primal's eager call and an eager call of the VJP (``_native_vjp``)."""
+    the primal's eager call and an eager call of the VJP (``_native_vjp``); what it cannot
+    serve (``vmap``, forward mode, a second derivative) says so in our words, then traces
+    the source or, in strict mode, raises."""
+    from hatch_jaxexport.runtime._family import source_flat, warn_or_raise
     from hatch_jaxexport.runtime._jaxcompat import needs_lapack
     from hatch_jaxexport.runtime._native_vjp import NativeVjpCall
     from hatch_jaxexport.runtime._tiers import EagerCall
@@ -255,7 +259,9 @@ def _native_vjp(fn: ExportableFunction, package: PackageArtifacts, record: Artif
         return EagerCall(lambda: jax.jit(exported.vjp().call), job, False,
                          needs_lapack(record.custom_calls), shipped)
 
-    return NativeVjpCall(exported, primal, vjp_call)
+    return NativeVjpCall(exported, primal, vjp_call, source_flat=source_flat(
+        fn, plan.structure_index, plan.static, exported.in_tree),
+        on_missing=warn_or_raise(fn.name, strict_mode()))
 
 
 def _family(fn: ExportableFunction, plan: CallPlan, package: PackageArtifacts,

@@ -21,8 +21,15 @@ from option_matrix import MODES, TRANSFORMATIONS
 CELLS = [(v, a, m) for v in (0, 1, 2) for a in (0, 1, 2) for m in (0, 1)]
 REVERSE = ("grad", "value_and_grad", "vjp", "jacrev", "vmap_of_grad", "grad_of_vmap")
 FORWARD = ("jvp", "linearize", "jacfwd")
-NATIVE_BATCHING = "Batching rule for 'call_exported' not implemented"
-NATIVE_FORWARD = "can't apply forward-mode autodiff (jvp) to a custom_vjp function"
+#: What the native cells (``vjp_order`` alone: jax's own VJP) cannot serve, in our words.
+NATIVE_BATCHING = "needs the batched artifacts, which were not baked (vjp_order alone keeps " \
+    "jax's native VJP); set vmap=True in @exportable(...)"
+NATIVE_FORWARD = "needs the jvp artifact, which was not baked (vjp_order alone keeps jax's " \
+    "native VJP); set ad_order=1 in @exportable(...)"
+#: Forward mode on a native VJP under jax.linearize or inside jax.jit: jax raises it where the
+#: staged tangent is evaluated, after the loaded function returned, so it stays jax's words.
+JAX_FORWARD = "can't apply forward-mode autodiff (jvp) to a custom_vjp function"
+NATIVE_SECOND = "needs the VJP of the VJP, which was not baked; set vjp_order=2 (or ad_order=2)"
 
 
 def expected_error(v: int, a: int, m: int, transformation: str, mode: str) -> str | None:
@@ -34,7 +41,9 @@ def expected_error(v: int, a: int, m: int, transformation: str, mode: str) -> st
         if transformation in ("grad", "value_and_grad", "vjp"):
             return None
         if transformation == "grad_of_grad":
-            return None if v >= 2 else "No VJP is available"
+            return None if v >= 2 else NATIVE_SECOND
+        if transformation == "linearize" or (transformation == "jvp" and mode == "jit"):
+            return JAX_FORWARD
         return NATIVE_FORWARD if transformation in (*FORWARD, "hessian") else NATIVE_BATCHING
     if transformation == "vmap":
         return None
@@ -86,6 +95,26 @@ def test_vjp_order_with_vmap_serves_reverse_mode_from_artifacts(options_site, mo
     assert jnp.allclose(got, want, rtol=2e-5) and jnp.allclose(batched[0], want, rtol=2e-5)
     with pytest.raises(ArtifactError, match=r"needs the jvp artifact.*set ad_order=1 in"):
         jax.jvp(f, (x,), (x,))
+
+
+def test_vmap_of_a_native_vjp_function_traces_the_source_saying_what_to_set(
+        options_site, monkeypatch):
+    """Not strict: a transformation no baked member serves says what is missing, with the
+    function's name and the option, then traces the source (the documented fallback)."""
+    import jax
+    import jax.numpy as jnp
+
+    from hatch_jaxexport.errors import FallbackWarning
+
+    monkeypatch.delenv("HATCH_JAXEXPORT_STRICT", raising=False)
+    monkeypatch.syspath_prepend(str(options_site))
+    f = importlib.import_module("jxe_options").f_v1_a0_m0
+    xs = jnp.stack([jnp.linspace(0.1, 1.0, 4, dtype=jnp.float32)] * 2)
+    with pytest.warns(FallbackWarning, match=r"jxe_options\.f_v1_a0_m0: tracing the source: "
+                      r"jax\.vmap .*set vmap=True in @exportable"):
+        got = jax.vmap(f)(xs)
+    want = jax.vmap(f.__wrapped__)(xs)
+    assert all(jnp.allclose(a, b) for a, b in zip(got, want, strict=True))
 
 
 def test_every_cell_bakes_what_its_options_ask_for() -> None:
