@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -162,6 +163,12 @@ class ExportableFunction:
             _call_exportable = call_exportable
         return _call_exportable(self, args, kwargs)
 
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        """Bind like the function it wraps, so that a decorated method works: ``op.apply(x)``
+        calls it with ``op`` as its first argument (``self``, which its structure gives a
+        pytree spec); looked up on the class, the function itself."""
+        return self if instance is None else types.MethodType(self, instance)
+
     def __repr__(self) -> str:
         return f"<exportable {self.name}>"
 
@@ -295,10 +302,34 @@ def _check_orders(fn_name: str, vjp_order: Any, ad_order: Any, constraints: Any)
                         f"strings, got {constraints!r}")
 
 
+def method_owner(fn: Any) -> str | None:
+    """The class a function is defined in, by its ``__qualname__`` (``Op.apply`` in a module
+    gives ``Op``), or ``None`` for a module-level or nested function."""
+    path = getattr(fn, "__qualname__", "").split(".")[:-1]
+    return path[-1] if path and path[-1] != "<locals>" else None
+
+
+def _unbound_method(pname: str, owner: str, method: str) -> str:
+    """The refusal of a method whose object has no spec: what to write instead."""
+    if pname == "cls":
+        return (f"argument 'cls' has no spec: a classmethod of {owner} cannot be exported (a "
+                "class is not an array); decorate a @staticmethod instead (write @staticmethod "
+                "above @exportable) and pass it what it needs from the class as arguments")
+    return (f"argument 'self' has no spec: an exported method takes its {owner} object as an "
+            "argument, which must be a pytree of arrays with a spec. For an object that holds "
+            "configuration, decorate a @staticmethod (write @staticmethod above @exportable) "
+            "that takes the arrays, and call it from the method; for a pytree object (an "
+            "equinox Module, a registered dataclass) decorate the method once the class "
+            f"exists: {owner}.{method} = exportable({{'self': {owner}(...), ...}})"
+            f"({owner}.{method})")
+
+
 def _structure_layout(fn_name: str, index: int, structure: Structure,
                       signature: inspect.Signature, params: Mapping[str, inspect.Parameter],
-                      static_values: Mapping[str, Any], export_with_kwargs: bool) -> CallLayout:
-    """Check that a structure's arguments fit the signature; how its values are passed."""
+                      static_values: Mapping[str, Any], export_with_kwargs: bool,
+                      owner: tuple[str, str] | None = None) -> CallLayout:
+    """Check that a structure's arguments fit the signature; how its values are passed
+    (``owner``: a method's class and name, for the message when ``self`` has no spec)."""
     where = f"@exportable spec of {fn_name}, structure {index}"
     for arg in structure.args:
         if arg not in params:
@@ -307,9 +338,11 @@ def _structure_layout(fn_name: str, index: int, structure: Structure,
         if arg in static_values:
             raise SpecError(f"{where}: argument {arg!r} is static; it takes values "
                             "from static=, not a (shape, dtype) spec")
-    for pname, param in params.items():
+    for position, (pname, param) in enumerate(params.items()):
         if pname not in structure.args and pname not in static_values \
                 and param.default is param.empty:
+            if position == 0 and owner is not None and pname in ("self", "cls"):
+                raise SpecError(f"{where}: {_unbound_method(pname, *owner)}")
             raise SpecError(f"{where}: argument {pname!r} has no spec, no default and "
                             "is not static; add it to the structure or to static=")
     try:
@@ -375,8 +408,10 @@ def _wrap(fn: Callable[..., Any], name: str | None, specs: tuple[Any, ...], *,
     static_values = _check_static(fn_name, static, params)
     structures = tuple(parse_structure(fn_name, raw, i, constraints)
                        for i, raw in enumerate(specs))
+    cls = method_owner(fn)
+    owner = (cls, fn.__name__) if cls is not None else None
     layouts = tuple(_structure_layout(fn_name, index, structure, signature, params,
-                                      static_values, export_with_kwargs)
+                                      static_values, export_with_kwargs, owner)
                     for index, structure in enumerate(structures))
     sharded = _check_sharding(fn_name, structures, params, static_values, mesh, in_specs,
                               out_specs)
@@ -471,12 +506,25 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
                "in_specs": in_specs, "out_specs": out_specs, "x64": x64,
                "executables": executables, "executable_sizes": executable_sizes}
 
-    def decorate(fn: Callable[..., Any]) -> ExportableFunction:
-        wrapper = _wrap(fn, name, specs, **options)
-        REGISTRY.setdefault(getattr(fn, "__module__", "__main__"), []).append(wrapper)
-        return wrapper
+    def decorate(fn: Callable[..., Any]) -> Any:
+        return _decorate(fn, name, specs, options)
 
     return decorate
+
+
+def _decorate(fn: Any, name: str | None, specs: tuple[Any, ...],
+              options: dict[str, Any]) -> Any:
+    """Wrap ``fn`` and register it for the build; a ``staticmethod`` stays one around the
+    wrapper (it never binds), a ``classmethod`` is refused (its ``cls`` is no array)."""
+    if isinstance(fn, staticmethod):  # @exportable above @staticmethod
+        return staticmethod(_decorate(fn.__func__, name, specs, options))
+    if isinstance(fn, classmethod):
+        method = fn.__func__
+        raise SpecError(f"@exportable on {method.__qualname__}: " + _unbound_method(
+            "cls", method_owner(method) or "its class", method.__name__))
+    wrapper = _wrap(fn, name, specs, **options)
+    REGISTRY.setdefault(getattr(fn, "__module__", "__main__"), []).append(wrapper)
+    return wrapper
 
 
 def registered_in(package: str) -> list[ExportableFunction]:
@@ -489,4 +537,4 @@ def registered_in(package: str) -> list[ExportableFunction]:
 
 
 __all__ = ["REGISTRY", "CallLayout", "ExportSpec", "ExportableFunction", "exportable",
-           "registered_in"]
+           "method_owner", "registered_in"]
