@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from hatch_jaxexport.formats._dtypes import is_key_dtype, key_impl
+from hatch_jaxexport.formats._dtypes import is_key_dtype, key_data_words, key_impl
 from hatch_jaxexport.formats.spec import numpy_dtype
 
 
@@ -31,7 +31,7 @@ def jax_dtype(name: str) -> Any:
 
 def is_key(dtype: Any) -> bool:
     """Whether a dtype object is a typed PRNG key's (without numpy, which cannot read one)."""
-    if isinstance(dtype, np.dtype):
+    if dtype is None or isinstance(dtype, np.dtype):
         return False
     import jax
 
@@ -52,4 +52,33 @@ def dtype_text(dtype: Any) -> str:
         return str(dtype)
 
 
-__all__ = ["dtype_text", "is_key", "jax_dtype"]
+def has_keys(avals: Any) -> bool:
+    """Whether any of an artifact's avals is a typed key: a compiled executable's or a
+    static-shape module's record names dtypes numpy must read back, which a key's cannot."""
+    return any(is_key(a.dtype) for a in avals)
+
+
+def leaf_value(shape: tuple[int, ...], name: str, words: Any = None) -> Any:
+    """A concrete value for a leaf of dtype ``name`` (warm-up, the release check's inputs):
+    zeros, or typed keys made from ``words`` (``uint32`` data; zeros when not given)."""
+    if not is_key_dtype(name):
+        return np.zeros(shape, numpy_dtype(name)) if words is None else \
+            np.asarray(words).astype(numpy_dtype(name))
+    import jax
+
+    data = np.zeros((*shape, key_data_words(name)), np.uint32) if words is None else \
+        np.asarray(words).astype(np.uint32)
+    return jax.random.wrap_key_data(data, impl=key_impl(name))
+
+
+def plain(value: Any) -> Any:
+    """A value numpy can read: a typed key's ``uint32`` data, anything else as it is (for
+    comparing outputs, where two keys are equal when their data is)."""
+    if is_key(getattr(value, "dtype", None)):
+        import jax
+
+        return jax.random.key_data(value)
+    return value
+
+
+__all__ = ["dtype_text", "has_keys", "is_key", "jax_dtype", "leaf_value", "plain"]

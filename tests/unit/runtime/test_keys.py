@@ -27,7 +27,8 @@ K = jax.random.key(7)
 
 @pytest.fixture(scope="module")
 def keys(tmp_path_factory: pytest.TempPathFactory, monkeypatch_module):
-    site = export_into_copy(tmp_path_factory.mktemp("keys-site"), "jxe_keys", jobs=1)
+    site = export_into_copy(tmp_path_factory.mktemp("keys-site"), "jxe_keys", jobs=1,
+                            executables=True)  # refused for key artifacts, with a note
     monkeypatch_module.setenv("HATCH_JAXEXPORT_STRICT", "1")
     sys.path.insert(0, str(site))
     try:
@@ -187,3 +188,10 @@ def test_vmap_over_keys_and_grad_wrt_floats_equal_the_source(keys):
         jax.jvp(lambda x: f("noisy")(K, x), (X,), (X,)),
         jax.vmap(jax.grad(loss(f, "noisy"), argnums=1))(ks, xs),
         jax.grad(loss(f, "noisy_native"), argnums=1)(K, X)])
+
+
+def test_warmup_calls_key_leaves_with_typed_keys(keys):
+    from hatch_jaxexport.bake.warmup import warmup_package
+
+    result = warmup_package("jxe_keys", {"n": [4], "b": [2]}, log=lambda line: None)
+    assert result.warmed == 7 and not result.skipped, result
