@@ -22,6 +22,7 @@ from typing import Any
 from hatch_jaxexport.bake._executables import EXECUTABLE_SUFFIX, builder_machine
 from hatch_jaxexport.formats._cpu_targets import TARGETS, executable_system, required_features
 from hatch_jaxexport.formats.manifest import ExecutableRecord, sha256_hex
+from hatch_jaxexport.runtime._dtypes import has_keys
 
 
 def compile_plan(plan: Mapping[str, Any], target: str, out_dir: Path, package: str,
@@ -38,6 +39,10 @@ def compile_plan(plan: Mapping[str, Any], target: str, out_dir: Path, package: s
     for ref in plan["pytree_types"]:
         load_type(ref, package)
     exported = jax.export.deserialize(bytearray((out_dir / plan["file"]).read_bytes()))
+    if has_keys([*exported.in_avals, *exported.out_avals]):
+        notes.append(f"no {target} executable for {plan['artifact']}: typed PRNG keys in its "
+                     "inputs or outputs; its calls compile the StableHLO")
+        return []
     calls = [(0, exported)]
     if plan.get("native_vjp"):
         vjp = exported.vjp()

@@ -23,6 +23,7 @@ from hatch_jaxexport.formats.manifest import (
 )
 from hatch_jaxexport.formats.spec import LeafSpec, Structure, static_key, tree_map_leaves
 from hatch_jaxexport.runtime import _pytrees as pytrees
+from hatch_jaxexport.runtime._dtypes import jax_dtype
 from hatch_jaxexport.runtime._family import (
     BATCH_SYMBOL,
     baked_kinds,
@@ -112,14 +113,13 @@ def tasks_for(fn: ExportableFunction, default_platforms: tuple[str, ...]) -> lis
 def abstract_args(structure: Structure, scope: Any = None) -> dict[str, Any]:
     """``jax.ShapeDtypeStruct`` trees for a structure, all symbols in one ``SymbolicScope``."""
     import jax
-    import jax.numpy as jnp
     from jax import export
 
     scope = scope or export.SymbolicScope(list(structure.constraints))
 
     def leaf(spec: LeafSpec) -> Any:
         shape = export.symbolic_shape(spec.shape_text, scope=scope) if spec.shape else ()
-        return jax.ShapeDtypeStruct(shape, jnp.dtype(spec.dtype))
+        return jax.ShapeDtypeStruct(shape, jax_dtype(spec.dtype))
 
     return {name: tree_map_leaves(leaf, tree) for name, tree in structure.args.items()}
 

@@ -57,6 +57,7 @@ from hatch_jaxexport.formats.spec import (
     static_key,
     tree_map_leaves,
 )
+from hatch_jaxexport.runtime._dtypes import jax_dtype
 from hatch_jaxexport.runtime._jaxcompat import (
     ir_context,
     is_lapack_target,
@@ -140,11 +141,10 @@ class PortableVariant:
 
 def _concrete_args(structure: Structure, env: Mapping[str, int]) -> dict[str, Any]:
     import jax
-    import jax.numpy as jnp
 
     def leaf(spec: LeafSpec) -> Any:
         shape = tuple(evaluate_dim(dim, env) for dim in spec.shape)
-        return jax.ShapeDtypeStruct(shape, jnp.dtype(spec.dtype))
+        return jax.ShapeDtypeStruct(shape, jax_dtype(spec.dtype))
 
     return {name: tree_map_leaves(leaf, tree) for name, tree in structure.args.items()}
 

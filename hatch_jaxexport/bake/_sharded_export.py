@@ -15,6 +15,7 @@ from typing import Any
 from hatch_jaxexport.formats._mesh import is_broadcast, mesh_size, parse_leaf_spec
 from hatch_jaxexport.formats.manifest import MeshShape, mesh_from_record
 from hatch_jaxexport.formats.spec import ClassNode, LeafSpec, Structure
+from hatch_jaxexport.runtime._dtypes import jax_dtype
 from hatch_jaxexport.runtime._placement import named
 
 
@@ -36,13 +37,12 @@ def sharded_structs(structure: Structure, specs: Mapping[str, Any], mesh: Any,
                     scope: Any) -> dict[str, Any]:
     """``jax.ShapeDtypeStruct`` trees for a structure, each carrying its ``NamedSharding``."""
     import jax
-    import jax.numpy as jnp
     from jax import export
 
     def build(tree: Any, spec_tree: Any) -> Any:
         if isinstance(tree, LeafSpec):
             shape = export.symbolic_shape(tree.shape_text, scope=scope) if tree.shape else ()
-            return jax.ShapeDtypeStruct(shape, jnp.dtype(tree.dtype),
+            return jax.ShapeDtypeStruct(shape, jax_dtype(tree.dtype),
                                         sharding=named(mesh, spec_tree))
         if tree is None:
             return None

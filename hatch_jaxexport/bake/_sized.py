@@ -22,6 +22,7 @@ from typing import Any
 from hatch_jaxexport.bake._executables import size_envs
 from hatch_jaxexport.formats._signatures import Recorded
 from hatch_jaxexport.formats.manifest import ArtifactRecord, sha256_hex
+from hatch_jaxexport.runtime._dtypes import has_keys
 
 #: The suffix of a static-shape module's file (a ``jax.export`` serialization, like artifacts).
 SIZED_SUFFIX = ".sized.jaxexport"
@@ -59,6 +60,10 @@ def sized_entries(fn: Any, record: ArtifactRecord, blob: bytes, out_dir: Path,
             continue
         try:
             exported = exported or export.deserialize(bytearray(blob))
+            if has_keys([*exported.in_avals, *exported.out_avals]):
+                note(f"{record.id}: no static-shape modules: typed PRNG keys in its inputs or "
+                     "outputs (a first call compiles the symbolic artifact)")
+                return entries
             avals = [jax.ShapeDtypeStruct(concrete_shape(a.shape, sizes), a.dtype)
                      for a in exported.in_avals]
             args, kwargs = exported.in_tree.unflatten(avals)

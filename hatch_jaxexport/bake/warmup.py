@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hatch_jaxexport.formats._settings import TIERED_ENV
+from hatch_jaxexport.runtime._dtypes import leaf_value
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,6 @@ def _warmup(package: str, dims: Mapping[str, Sequence[int]], log: Callable[[str]
     import contextlib
 
     import jax
-    import numpy as np
 
     from hatch_jaxexport.bake._discover import discover
     from hatch_jaxexport.formats.spec import evaluate_dim, tree_map_leaves
@@ -96,8 +96,8 @@ def _warmup(package: str, dims: Mapping[str, Sequence[int]], log: Callable[[str]
     for number, (fn, index, static, env) in enumerate(plans, 1):
         structure = fn.export_spec.structures[index]
         values = {name: tree_map_leaves(
-            lambda leaf, env=env: np.zeros([evaluate_dim(d, env) for d in leaf.shape],
-                                           dtype=leaf.dtype), tree)
+            lambda leaf, env=env: leaf_value(tuple(evaluate_dim(d, env) for d in leaf.shape),
+                                             leaf.dtype), tree)
                   for name, tree in structure.args.items()}
         args, kwargs = fn.layouts[index].split({**values, **static})
         started = time.perf_counter()

@@ -6,6 +6,11 @@ call then failed with the x64 error; a misspelt name gave no hint. ``parse_dtype
 accepts only canonical names (``"float32"``), numpy's sized codes (``"f4"``) and dtype objects
 (``np.float32``, ``jnp.float64``, ``np.dtype("int8")``), and refuses anything else with the
 closest valid names.
+
+Typed PRNG keys (``jax.random.key(0).dtype``, jax's ``key<fry>``) are leaves too: jax.export takes
+them as arguments, and a key is not its ``uint32`` data (``jax.random.key_data``). Their names
+are plain text here (``KEY_DTYPES``), so reading a spec never imports jax; a key dtype object is
+read by its ``str``.
 """
 
 from __future__ import annotations
@@ -20,6 +25,54 @@ import numpy as np
 #: The numpy dtypes jax can export, by canonical name.
 NUMPY_DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
                      "uint64", "float16", "float32", "float64", "complex64", "complex128")
+
+#: Typed PRNG key dtypes jax.export can serialize, by jax's name (``str(key.dtype)``): the
+#: PRNG implementation (``jax.random.key(seed, impl=...)``) and the ``uint32`` words of one key's
+#: data (the last axis of ``jax.random.key_data``, and of a legacy ``uint32`` key).
+KEY_DTYPES: dict[str, tuple[str, int]] = {
+    "key<fry>": ("threefry2x32", 2), "key<rbg>": ("rbg", 4), "key<urbg>": ("unsafe_rbg", 4)}
+#: jax's other key dtypes: jax.export has no serialization for them (``KeyError`` at serialize).
+UNSERIALIZABLE_KEY_DTYPES = {"key<phx2>": "philox2x32", "key<phx4>": "philox4x32",
+                             "key<fry4>": "threefry4x32"}
+#: ``key<impl>`` with the implementation's own name, as ``jax.random.key(0, impl=impl)`` takes it.
+_KEY_ALIASES = {f"key<{impl}>": name for name, (impl, _) in KEY_DTYPES.items()}
+
+
+def is_key_dtype(name: str) -> bool:
+    """Whether a canonical dtype name is a typed PRNG key's (``key<fry>``)."""
+    return name in KEY_DTYPES
+
+
+def key_impl(name: str) -> str:
+    """The PRNG implementation of a key dtype name (``threefry2x32`` for ``key<fry>``)."""
+    return KEY_DTYPES[name][0]
+
+
+def key_data_words(name: str) -> int:
+    """The ``uint32`` words of one key of this dtype (its legacy form's last axis)."""
+    return KEY_DTYPES[name][1]
+
+
+def _key_name(raw: str) -> str:
+    """The canonical name of a key dtype's name, or ``TypeError`` naming the ones jax exports."""
+    name = _KEY_ALIASES.get(raw, raw)
+    if name in KEY_DTYPES:
+        return name
+    known = ", ".join(f"{n} ({impl})" for n, (impl, _) in KEY_DTYPES.items())
+    impl = UNSERIALIZABLE_KEY_DTYPES.get(raw) or next(
+        (i for i in UNSERIALIZABLE_KEY_DTYPES.values() if raw == f"key<{i}>"), None)
+    if impl is not None:
+        raise TypeError(f"{raw!r} is a typed PRNG key of impl {impl}, which jax.export cannot "
+                        f"serialize; it serializes {known}")
+    raise TypeError(f"{raw!r} is not a key dtype name; typed PRNG keys are {known}")
+
+
+def _is_key_dtype_object(raw: Any) -> bool:
+    """A jax key dtype object (``jax.random.key(0).dtype``), read without importing jax: jax's
+    extended dtypes are not numpy dtypes, and their ``str`` is ``key<...>``."""
+    return (not isinstance(raw, np.dtype | type) and type(raw).__module__.startswith("jax")
+            and str(raw).startswith("key<"))
+
 
 #: Names that do not say their size: each means two dtypes to someone, so neither is guessed.
 #: (numpy's reading of them is given in the message: it is what the old behaviour was.)
@@ -127,6 +180,10 @@ def _ml_dtype(name: str) -> Any:
 def dtype_name(raw: Any) -> str:
     """The canonical name of a dtype given as a name, a numpy or jax dtype or scalar type, or
     an array; ``TypeError`` with the closest valid names otherwise."""
+    if isinstance(raw, str) and raw.startswith("key<"):
+        return _key_name(raw)
+    if _is_key_dtype_object(raw):
+        return _key_name(str(raw))
     if isinstance(raw, str):
         dtype = _dtype_of_name(raw)
     elif isinstance(raw, type) and raw in _PYTHON_TYPES:
@@ -140,7 +197,8 @@ def dtype_name(raw: Any) -> str:
         dtype = np.dtype(raw)
     else:
         raise TypeError(f"{raw!r} ({type(raw).__name__}) is not a dtype: give a name such as "
-                        "'float32' or a numpy/jax dtype such as jnp.float32")
+                        "'float32' or a numpy/jax dtype such as jnp.float32 (a typed PRNG key: "
+                        "'key<fry>' or jax.random.key(0).dtype)")
     if dtype.name not in NUMPY_DTYPE_NAMES and dtype.name not in accepted_dtype_names():
         raise TypeError(f"{raw!r} is {dtype.name}, which jax cannot export (it takes "
                         f"{', '.join(NUMPY_DTYPE_NAMES)}, bfloat16, float8_e4m3fn, ...)")
@@ -149,7 +207,11 @@ def dtype_name(raw: Any) -> str:
 
 def is_dtype_like(value: Any) -> bool:
     """Whether a value was probably meant as a dtype (for messages about misplaced ones)."""
+    if _is_key_dtype_object(value):
+        return True
     if isinstance(value, str):
+        if value.startswith("key<") and value.endswith(">"):
+            return True
         if value in AMBIGUOUS_DTYPE_NAMES or value in accepted_dtype_names():
             return True
         # numpy's aliases ("double", "f4"); not its one-letter codes, which read as symbols
@@ -161,5 +223,6 @@ def is_dtype_like(value: Any) -> bool:
     return isinstance(value, np.dtype)
 
 
-__all__ = ["AMBIGUOUS_DTYPE_NAMES", "NUMPY_DTYPE_NAMES", "accepted_dtype_names", "dtype_name",
-           "is_dtype_like"]
+__all__ = ["AMBIGUOUS_DTYPE_NAMES", "KEY_DTYPES", "NUMPY_DTYPE_NAMES",
+           "UNSERIALIZABLE_KEY_DTYPES", "accepted_dtype_names", "dtype_name", "is_dtype_like",
+           "is_key_dtype", "key_data_words", "key_impl"]

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from hatch_jaxexport.errors import SpecError
-from hatch_jaxexport.formats._dtypes import dtype_name, is_dtype_like
+from hatch_jaxexport.formats._dtypes import dtype_name, is_dtype_like, is_key_dtype
 from hatch_jaxexport.formats._shape_syntax import SHAPE_GRAMMAR, find_shape_problem, shape_message
 
 #: Function names allowed in symbolic dimension expressions (those jax.export parses).
@@ -167,7 +167,10 @@ class Structure(_Frozen):
 
 
 def numpy_dtype(name: str) -> np.dtype:
-    """The numpy dtype of a canonical name, ml_dtypes' too (``bfloat16``, ``float8_*``)."""
+    """The numpy dtype of a canonical name, ml_dtypes' too (``bfloat16``, ``float8_*``); a typed
+    PRNG key (``key<fry>``) has none: ``TypeError`` (``runtime._dtypes.jax_dtype`` has it)."""
+    if is_key_dtype(name):
+        raise TypeError(f"{name} is a typed PRNG key dtype, which numpy has no dtype for")
     try:
         return np.dtype(name)
     except TypeError:

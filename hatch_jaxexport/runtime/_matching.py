@@ -15,6 +15,7 @@ from hatch_jaxexport.errors import (
     SignatureMismatch,
     StaticValueMismatch,
 )
+from hatch_jaxexport.formats._dtypes import is_key_dtype, key_data_words, key_impl
 from hatch_jaxexport.formats._settings import FULL_STRUCTURES_ENV, full_structures
 from hatch_jaxexport.formats._structure_text import abbreviate_structure
 from hatch_jaxexport.formats.spec import (
@@ -28,6 +29,7 @@ from hatch_jaxexport.formats.spec import (
     numpy_dtype,
     static_key,
 )
+from hatch_jaxexport.runtime._dtypes import dtype_text, is_key
 
 if TYPE_CHECKING:
     from hatch_jaxexport.runtime.decorator import ExportableFunction
@@ -58,7 +60,7 @@ class _NoMatch(Exception):
 
 def _describe_value(value: Any) -> str:
     if hasattr(value, "shape") and hasattr(value, "dtype"):
-        return f"{np.dtype(value.dtype).name}{list(value.shape)}"
+        return f"{dtype_text(value.dtype)}{list(value.shape)}"
     if value is None:
         return "None"
     if isinstance(value, Mapping):
@@ -123,6 +125,10 @@ def _check_scalar(leaf: LeafSpec, value: bool | int | float | complex, path: str
     if leaf.shape:
         raise _NoMatch(_LEAF, f"argument {path!r} expects {leaf.describe()}, got {given}",
                        ShapeMismatch)
+    if is_key_dtype(leaf.dtype):
+        raise _NoMatch(_LEAF, f"argument {path!r} expects a typed PRNG key {leaf.describe()}, "
+                              f"got {given}; pass {_make_key(leaf.dtype, 'seed')}",
+                       DtypeMismatch)
     kind = numpy_dtype(leaf.dtype).kind
     if kind == "V" and "float" in leaf.dtype:  # ml_dtypes' bfloat16, float8_*
         kind = "f"
@@ -136,6 +142,39 @@ def _check_scalar(leaf: LeafSpec, value: bool | int | float | complex, path: str
     return np.asarray(value, dtype=numpy_dtype(leaf.dtype))
 
 
+def _make_key(name: str, seed: str) -> str:
+    """How to make a key of a key dtype, in a message (the impl named unless jax's default)."""
+    impl = key_impl(name)
+    return f"jax.random.key({seed})" if impl == "threefry2x32" else \
+        f"jax.random.key({seed}, impl={impl!r})"
+
+
+def _key_refusal(leaf: LeafSpec, array: Any, path: str, given: str) -> _NoMatch | None:
+    """Why a value's dtype does not fit a leaf where either is a typed PRNG key (``None`` when
+    it fits): a key of another impl, a legacy ``uint32`` key, or a key where data is expected."""
+    shown = f"{given}{list(array.shape)}"
+    head = f"argument {path!r} expects {leaf.describe()}, got {shown}"
+    if is_key_dtype(leaf.dtype) and given == leaf.dtype:
+        return None
+    if is_key_dtype(leaf.dtype):
+        impl = key_impl(leaf.dtype)
+        wrap = "k" if impl == "threefry2x32" else f"k, impl={impl!r}"
+        if is_key(array.dtype):
+            fix = (f"a typed key of impl {key_impl(given)}, not {impl}; make it with "
+                   f"{_make_key(leaf.dtype, 'seed')}") if is_key_dtype(given) else \
+                f"a typed key jax.export cannot serialize; make it with " \
+                f"{_make_key(leaf.dtype, 'seed')}"
+        elif given == "uint32" and tuple(array.shape)[-1:] == (key_data_words(leaf.dtype),):
+            fix = (f"a legacy uint32 key, not a typed key; wrap it first: "
+                   f"jax.random.wrap_key_data({wrap})")
+        else:
+            fix = f"pass a typed PRNG key: {_make_key(leaf.dtype, 'seed')}"
+        return _NoMatch(_LEAF, f"{head}: {fix}", DtypeMismatch)
+    fix = "pass its data, jax.random.key_data(k)" if leaf.dtype == "uint32" else \
+        f"pass an array of dtype {leaf.dtype}"
+    return _NoMatch(_LEAF, f"{head}, a typed PRNG key; {fix}", DtypeMismatch)
+
+
 def _check_leaf(leaf: LeafSpec, value: Any, path: str, shapes: Shapes) -> Any:
     import jax
 
@@ -146,7 +185,12 @@ def _check_leaf(leaf: LeafSpec, value: Any, path: str, shapes: Shapes) -> Any:
     if array is None:
         raise _NoMatch(_LEAF, f"argument {path!r} expects an array {leaf.describe()}, got "
                               f"{_describe_value(value)}", PytreeMismatch)
-    given = np.dtype(array.dtype).name
+    given = dtype_text(array.dtype)
+    if is_key_dtype(leaf.dtype) or is_key(array.dtype):
+        refusal = _key_refusal(leaf, array, path, given)
+        if refusal is not None:
+            raise refusal
+        return _checked_rank(leaf, array, path, shapes)
     if x64_off:
         raise _x64_refusal(leaf, path, given, cast=given != leaf.dtype)
     try:
@@ -158,6 +202,11 @@ def _check_leaf(leaf: LeafSpec, value: Any, path: str, shapes: Shapes) -> Any:
         raise _NoMatch(_LEAF, f"argument {path!r} expects dtype {leaf.dtype} "
                               f"({leaf.describe()}), got {given}{hint}; cast it first "
                               f"(.astype('{leaf.dtype}'))", DtypeMismatch)
+    return _checked_rank(leaf, array, path, shapes)
+
+
+def _checked_rank(leaf: LeafSpec, array: Any, path: str, shapes: Shapes) -> Any:
+    """The array, once its rank fits the leaf's; its shape noted for binding the symbols."""
     shape = tuple(array.shape)
     if len(shape) != len(leaf.shape):
         raise _NoMatch(_LEAF, f"argument {path!r} expects rank {len(leaf.shape)} "

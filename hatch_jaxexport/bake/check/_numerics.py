@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hatch_jaxexport.bake.check._outcome import first_line
+from hatch_jaxexport.formats._dtypes import key_data_words
 from hatch_jaxexport.formats._options import DEFAULT_CHECK_SHAPES
 from hatch_jaxexport.formats.spec import (
     X64_DTYPES,
@@ -23,6 +24,7 @@ from hatch_jaxexport.formats.spec import (
     dim_symbols,
     evaluate_dim,
 )
+from hatch_jaxexport.runtime._dtypes import is_key, leaf_value, plain
 from hatch_jaxexport.runtime._family import on_inexact
 from hatch_jaxexport.runtime._jaxcompat import x64_context
 
@@ -146,6 +148,10 @@ def make_inputs(avals: Sequence[Any], env: Mapping[str, int], seed: int) -> list
         shape = tuple(d if isinstance(d, int) else evaluate_dim(str(d), env)
                       for d in aval.shape)
         dtype = aval.dtype
+        if is_key(dtype):  # typed PRNG keys: random key data of the key's words
+            words = rng.integers(0, 2**32, (*shape, key_data_words(str(dtype))), dtype=np.uint64)
+            out.append(leaf_value(shape, str(dtype), words))
+            continue
         if jnp.issubdtype(dtype, jnp.complexfloating):
             value = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
         elif jnp.issubdtype(dtype, jnp.floating):
@@ -196,7 +202,7 @@ def compare_arrays(label: str, bundled: Any, fresh: Any) -> str | None:
     """A one-line problem if two arrays differ beyond the dtype's tolerance, else ``None``."""
     import numpy as np
 
-    a, b = np.asarray(bundled), np.asarray(fresh)
+    a, b = np.asarray(plain(bundled)), np.asarray(plain(fresh))
     if a.shape != b.shape or a.dtype != b.dtype:
         return (f"{label}: wheel gives {a.dtype}{list(a.shape)}, source gives "
                 f"{b.dtype}{list(b.shape)}")
