@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import json
 import keyword
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -110,6 +111,10 @@ class ClassNode(_Frozen):
     def kind(self) -> str:
         return "namedtuple" if issubclass(self.type, tuple) else "dataclass"
 
+    def children(self, value: Any) -> list[Any]:
+        """The values of ``value`` (an instance of ``type``) at this node's children."""
+        return [getattr(value, name) for name in self.fields]
+
     def build(self, items: Sequence[Any]) -> Any:
         """An instance of the type with the given field values (both kinds take keywords).
 
@@ -123,6 +128,60 @@ class ClassNode(_Frozen):
         for name, value in (*values.items(), *self.static):
             object.__setattr__(instance, name, value)
         return instance
+
+
+class RegisteredNode(ClassNode):
+    """A node of any other type in jax's pytree registry (a sparse ``BCOO``, a class registered
+    with ``register_pytree_node``): its children's specs, labelled by jax's key paths or the
+    attributes that hold them, and ``treedef``, the one-level ``PyTreeDef`` (type and aux data)
+    that rebuilds it. jax flattens and unflattens it, so nothing about the class (its
+    ``__init__``, which fields are data) is guessed; its aux data must match at call time."""
+
+    __slots__ = ("treedef",)
+    _value_fields = ("type", "fields", "items", "aux_text")
+    treedef: Any
+
+    def __init__(self, type: type, fields: tuple[str, ...], items: tuple[Any, ...],
+                 treedef: Any) -> None:
+        super().__init__(type, fields, items)
+        object.__setattr__(self, "treedef", treedef)
+
+    @property
+    def aux(self) -> Any:
+        """jax's aux data of the node (``BCOO``: its dense shape and index flags)."""
+        return self.treedef.node_data()[1]
+
+    @property
+    def aux_text(self) -> str:
+        return repr(self.aux)
+
+    @property
+    def kind(self) -> str:
+        return "node"
+
+    def replace(self, items: tuple[Any, ...]) -> RegisteredNode:
+        return RegisteredNode(self.type, self.fields, items, self.treedef)
+
+    def build(self, items: Sequence[Any]) -> Any:
+        """The node with these children, made by jax's unflattening of the type."""
+        return self.treedef.unflatten(list(items))
+
+    def children(self, value: Any) -> list[Any]:
+        split = split_node(value)
+        if split is None or split[1] != self.treedef:
+            raise ValueError(f"{value!r:.80} is not a {self.type.__name__} with aux data "
+                             f"{self.aux_text}")
+        return split[0]
+
+    def mismatch(self, value: Any) -> str | None:
+        """What differs between ``value`` and this node (type or aux data), or ``None``."""
+        split = split_node(value)
+        if split is None or split[1].node_data()[0] is not self.type:
+            return f"a {self.type.__name__}"
+        if split[1] != self.treedef:
+            return (f"a {self.type.__name__} with aux data {self.aux_text}, got aux data "
+                    f"{split[1].node_data()[1]!r}")
+        return None
 
 
 class Structure(_Frozen):
@@ -413,6 +472,51 @@ def _is_dataclass_instance(value: Any) -> bool:
     return dataclasses.is_dataclass(value) and not isinstance(value, type)
 
 
+#: Containers a spec reads itself, though jax's registry holds them too.
+_OWN_CONTAINERS = (dict, list, tuple, type(None), collections.OrderedDict,
+                   collections.defaultdict)
+
+
+def split_node(value: Any) -> tuple[list[Any], Any] | None:
+    """``(children, one-level PyTreeDef)`` of a value whose type is a node in jax's pytree
+    registry, other than the containers a spec reads itself; ``None`` for anything else.
+
+    Registration is what decides, not shape: a ``chex.dataclass`` is also a ``Mapping``, a
+    sparse ``BCOO`` has ``.shape`` and ``.dtype``, and read by shape they became a dict or a
+    dense leaf. jax's registry is read only when jax is already imported: an instance of a
+    registered type exists only once its library has imported jax, so this module never
+    imports jax itself."""
+    jax = sys.modules.get("jax")
+    tree_util = getattr(jax, "tree_util", None)
+    if tree_util is None or isinstance(value, type) or type(value) in _OWN_CONTAINERS \
+            or _is_namedtuple(value):
+        return None
+    children, treedef = tree_util.tree_flatten(value, is_leaf=lambda x: x is not value)
+    if len(children) == 1 and children[0] is value:
+        return None  # a leaf: jax does not know the type as a node
+    return children, treedef
+
+
+def _child_labels(value: Any, children: list[Any]) -> tuple[str, ...]:
+    """A name for each child of a registered node: the attribute, key or field jax's key path
+    gives, else the attribute that holds exactly that child (``BCOO``'s ``data`` and
+    ``indices``), else ``item<i>``."""
+    jax = sys.modules["jax"]
+    paths = [path for path, _ in jax.tree_util.tree_flatten_with_path(
+        value, is_leaf=lambda x: x is not value)[0]]
+    attributes = getattr(value, "__dict__", {})
+    labels: list[str] = []
+    for index, (path, child) in enumerate(zip(paths, children, strict=True)):
+        key = path[0] if path else None
+        label = getattr(key, "name", None) or (
+            str(key.key) if hasattr(key, "key") and isinstance(key.key, str) else None)
+        if label is None:
+            label = next((name for name, item in attributes.items()
+                          if item is child and name not in labels), f"item{index}")
+        labels.append(label)
+    return tuple(labels)
+
+
 def _looks_like_shape(value: Any) -> bool:
     return isinstance(value, str) or (
         isinstance(value, list | tuple) and all(isinstance(d, int | str | np.integer)
@@ -497,8 +601,7 @@ def _parse_leaf(raw: Any, where: str, constraints: list[str]) -> LeafSpec:
 
 def _is_bare(value: Any) -> bool:
     """A value that can only be part of a leaf: a shape, a dtype, a number..., never a tree."""
-    return value is not None and not isinstance(value, Mapping | list | tuple) \
-        and not _is_dataclass_instance(value) and not _looks_like_leaf(value)
+    return value is not None and not _is_tree_node(value) and not _looks_like_leaf(value)
 
 
 def _show_dtype(value: Any) -> str:
@@ -540,7 +643,8 @@ def _misshapen_leaf(raw: list[Any] | tuple[Any, ...]) -> str | None:
 
 
 def _is_tree_node(value: Any) -> bool:
-    return isinstance(value, Mapping | list | tuple) or _is_dataclass_instance(value)
+    return isinstance(value, Mapping | list | tuple) or _is_dataclass_instance(value) \
+        or split_node(value) is not None
 
 
 def _not_a_tree(raw: Any) -> str:
@@ -559,7 +663,27 @@ def _not_a_tree(raw: Any) -> str:
     return f"{_TREE_EXPECTED}; got {raw!r} ({type(raw).__name__})"
 
 
+def _registered_node(raw: Any, where: str, constraints: list[str]) -> ClassNode | None:
+    """The node of a value whose type jax registers (``None`` if it is not one): a dataclass
+    whose data fields are jax's children stays a ``ClassNode`` of its fields (chex, flax and
+    equinox dataclasses, static fields included); any other type is a ``RegisteredNode``."""
+    split = split_node(raw)
+    if split is None:
+        return None
+    children, treedef = split
+    labels = _child_labels(raw, children)
+    if _is_dataclass_instance(raw) and set(labels) == {
+            f.name for f in dataclasses.fields(raw) if f.init and not _is_static_field(f)}:
+        return _class_node(raw, where, constraints)
+    items = tuple(_parse_tree(child, f"{where}.{label}", constraints)
+                  for label, child in zip(labels, children, strict=True))
+    return RegisteredNode(type(raw), labels, items, treedef)
+
+
 def _parse_tree(raw: Any, where: str, constraints: list[str]) -> Any:
+    node = _registered_node(raw, where, constraints)
+    if node is not None:
+        return node
     if _looks_like_leaf(raw):
         return _parse_leaf(raw, where, constraints)
     if raw is None:
@@ -610,7 +734,8 @@ def _describe_tree(tree: Any) -> str:
         inner = ", ".join([f"{f}={_describe_tree(v)}"
                            for f, v in zip(tree.fields, tree.items, strict=True)]
                           + [f"{f}={v!r}" for f, v in tree.static])
-        return f"{tree.type.__name__}({inner})"
+        aux = f"; {tree.aux_text}" if isinstance(tree, RegisteredNode) else ""
+        return f"{tree.type.__name__}({inner}{aux})"
     inner = ", ".join(_describe_tree(v) for v in tree)
     return f"[{inner}]" if isinstance(tree, list) else f"({inner}{',' if len(tree) == 1 else ''})"
 
@@ -632,6 +757,8 @@ def tree_to_json(tree: Any) -> Any:
         node = {"kind": tree.kind, "type": type_name(tree.type),
                 "items": {f: tree_to_json(v)
                           for f, v in zip(tree.fields, tree.items, strict=True)}}
+        if isinstance(tree, RegisteredNode):
+            return {**node, "aux": tree.aux_text}
         return {**node, "static": dict(tree.static)} if tree.static else node
     return {"kind": "list" if isinstance(tree, list) else "tuple",
             "items": [tree_to_json(v) for v in tree]}
@@ -700,8 +827,8 @@ def check_static_value(value: Any) -> bool:
                              and not (isinstance(value, float) and not np.isfinite(value)))
 
 
-__all__ = ["ClassNode", "DIM_FUNCTIONS", "JsonScalar", "LeafSpec", "Structure", "X64_DTYPES",
-           "check_constraint", "check_static_value", "constraint_symbols", "dim_symbols",
-           "evaluate_dim", "iter_leaves", "numpy_dtype", "parse_constraint", "parse_dtype",
-           "parse_shape", "parse_structure", "static_key", "tree_map_leaves", "tree_to_json",
-           "type_name"]
+__all__ = ["ClassNode", "DIM_FUNCTIONS", "JsonScalar", "LeafSpec", "RegisteredNode", "Structure",
+           "X64_DTYPES", "check_constraint", "check_static_value", "constraint_symbols",
+           "dim_symbols", "evaluate_dim", "iter_leaves", "numpy_dtype", "parse_constraint",
+           "parse_dtype", "parse_shape", "parse_structure", "split_node", "static_key",
+           "tree_map_leaves", "tree_to_json", "type_name"]

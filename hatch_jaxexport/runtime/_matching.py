@@ -22,6 +22,7 @@ from hatch_jaxexport.formats.spec import (
     X64_DTYPES,
     ClassNode,
     LeafSpec,
+    RegisteredNode,
     Structure,
     check_constraint,
     dim_symbols,
@@ -267,8 +268,12 @@ def _walk(spec: Any, value: Any, path: str, shapes: list[Any]) -> Any:
                 raise _NoMatch(_TREE, f"argument {path!r} expects a {spec.type.__name__} with "
                                       f"static field {name}={baked!r}, got "
                                       f"{name}={getattr(value, name, None)!r}", PytreeMismatch)
-        return spec.build([_walk(s, getattr(value, f), f"{path}.{f}", shapes)
-                           for f, s in zip(spec.fields, spec.items, strict=True)])
+        different = spec.mismatch(value) if isinstance(spec, RegisteredNode) else None
+        if different:
+            raise _NoMatch(_TREE, f"argument {path!r} expects {different}; pass one with the "
+                                  f"same aux data, or bake a structure for it", PytreeMismatch)
+        return spec.build([_walk(s, v, f"{path}.{f}", shapes) for f, s, v in
+                           zip(spec.fields, spec.items, spec.children(value), strict=True)])
     kind = list if isinstance(spec, list) else tuple
     if type(value) is not kind or len(value) != len(spec):
         raise _NoMatch(_TREE, f"argument {path!r} expects a {kind.__name__} of {len(spec)}, got "

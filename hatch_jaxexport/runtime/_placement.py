@@ -153,8 +153,8 @@ def place(structure: Structure, specs: Mapping[str, Any], values: Mapping[str, A
         if isinstance(tree, Mapping):
             return type(tree)((k, put(v, spec[k], value[k])) for k, v in tree.items())
         if isinstance(tree, ClassNode):
-            return tree.build([put(v, s, getattr(value, f)) for f, v, s in
-                               zip(tree.fields, tree.items, spec.items, strict=True)])
+            return tree.build([put(v, s, x) for v, s, x in
+                               zip(tree.items, spec.items, tree.children(value), strict=True)])
         items = [put(v, s, x) for v, s, x in zip(tree, spec, value, strict=True)]
         return items if isinstance(tree, list) else tuple(items)
 

@@ -74,8 +74,14 @@ def _serialize_aux(aux: Any) -> bytes:
     return json.dumps(aux, default=_constant_ref).encode()
 
 
+def _tuples_in(obj: dict[str, Any]) -> Any:
+    """A JSON object with its arrays as tuples (a sparse ``BCOO``'s aux data is a dict whose
+    ``shape`` is a tuple), or the constant it references."""
+    return _resolve_constant({key: _to_tuples(value) for key, value in obj.items()})
+
+
 def _deserialize_aux(data: bytes) -> Any:
-    return _to_tuples(json.loads(data, object_hook=_resolve_constant))
+    return _to_tuples(json.loads(data, object_hook=_tuples_in))
 
 
 def register(cls: type) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import collections
+import collections.abc
 import dataclasses
+import types
 
 import jax
 import jax.numpy as jnp
@@ -12,6 +14,9 @@ import pytest
 
 from hatch_jaxexport import SpecError, exportable
 from hatch_jaxexport.formats.spec import (
+    ClassNode,
+    LeafSpec,
+    RegisteredNode,
     check_constraint,
     evaluate_dim,
     parse_constraint,
@@ -215,6 +220,114 @@ def test_a_static_field_that_is_not_json_is_a_spec_error():
     with pytest.raises(SpecError, match=r"argument 'p'\.name: a static field of _Layer must "
                                         r"hold a JSON scalar or a tuple of them .* got <built-in"):
         parse_structure("f", {"p": _Layer(("n", "float32"), (), len)}, 0)
+
+
+# --------------------------------------------------------------------------------------------
+# Registered pytree nodes: read by jax's registry before their shape
+
+
+def test_a_chex_dataclass_is_its_node_not_the_dict_it_also_is():
+    chex = pytest.importorskip("chex")
+
+    @chex.dataclass
+    class State:
+        w: object
+        b: object
+
+    raw = State(w=("n, m", "float32"), b=("m", "float32"))
+    assert isinstance(raw, collections.abc.Mapping)
+    s = parse_structure("f", {"s": raw}, 0)
+    assert s.key == "s: State(w=float32[n, m], b=float32[m])"
+    node = s.args["s"]
+    assert type(node) is ClassNode and node.kind == "dataclass" and node.type is State
+    assert type(node.build([1, 2])) is State
+
+
+def _bcoo_spec(data, indices, shape=(5, 4)):
+    from jax.experimental import sparse
+
+    info = {"shape": shape, "indices_sorted": False, "unique_indices": False}
+    return sparse.BCOO.tree_unflatten(info, (data, indices))
+
+
+_BCOO_AUX = "{'shape': (5, 4), 'indices_sorted': False, 'unique_indices': False}"
+
+
+def test_a_concrete_bcoo_is_a_node_of_its_childrens_shapes_not_a_dense_leaf():
+    from jax.experimental import sparse
+
+    m = sparse.BCOO.fromdense(jnp.eye(4, 3, dtype=jnp.float32))
+    assert (m.shape, m.dtype) == ((4, 3), jnp.float32)  # what made it a dense leaf
+    s = parse_structure("f", {"m": m}, 0)
+    assert s.key == ("m: BCOO(data=float32[3], indices=int32[3, 2]; {'shape': (4, 3), "
+                     "'indices_sorted': True, 'unique_indices': True})")
+    node = s.args["m"]
+    assert type(node) is RegisteredNode and node.fields == ("data", "indices")
+    assert s.to_json()["args"]["m"]["kind"] == "node"
+    built = node.build([jax.ShapeDtypeStruct((3,), jnp.float32),
+                        jax.ShapeDtypeStruct((3, 2), jnp.int32)])
+    assert type(built) is sparse.BCOO and built.shape == (4, 3)
+
+
+def test_a_bcoo_of_eval_shape_or_of_leaf_specs_with_a_symbolic_nse():
+    from jax.experimental import sparse
+
+    shaped = jax.eval_shape(lambda: sparse.BCOO.fromdense(jnp.ones((5, 4)), nse=3))
+    assert parse_structure("f", {"m": shaped}, 0).key.startswith(
+        "m: BCOO(data=float32[3], indices=int32[3, 2]; ")
+    s = parse_structure("f", {"m": _bcoo_spec(("nse", "float32"), ("nse, 2", "int32"))}, 0)
+    assert s.key == f"m: BCOO(data=float32[nse], indices=int32[nse, 2]; {_BCOO_AUX})"
+    assert s.symbols == {"nse"}
+
+
+def test_a_bad_child_of_a_registered_node_names_its_position():
+    with pytest.raises(SpecError, match=r"argument 'm'\.indices: bad dtype: 'int' does not say"):
+        parse_structure("f", {"m": _bcoo_spec(("nse", "float32"), ("nse, 2", "int"))}, 0)
+
+
+class _Pair:
+    """A ``register_pytree_node`` class whose children are not attributes."""
+
+    def __init__(self, items, tag):
+        self.items, self.tag = items, tag
+
+
+jax.tree_util.register_pytree_node(_Pair, lambda p: (p.items, p.tag),
+                                   lambda tag, items: _Pair(tuple(items), tag))
+
+
+def test_a_registered_class_is_a_node_with_its_aux_data():
+    s = parse_structure("f", {"p": _Pair((("n", "float32"), ("", "int32")), "t")}, 0)
+    assert s.key == "p: _Pair(item0=float32[n], item1=int32[]; 't')"
+    built = s.args["p"].build([1, 2])
+    assert type(built) is _Pair and (built.items, built.tag) == ((1, 2), "t")
+
+
+@dataclasses.dataclass
+class _Meta:
+    """Registered with a meta field that no field metadata marks."""
+
+    x: object
+    n: int
+
+
+jax.tree_util.register_dataclass(_Meta, data_fields=["x"], meta_fields=["n"])
+
+
+def test_a_dataclass_whose_registration_differs_from_its_fields_is_read_by_jax():
+    s = parse_structure("f", {"p": _Meta(("n", "float32"), 3)}, 0)
+    assert type(s.args["p"]) is RegisteredNode and s.args["p"].fields == ("x",)
+    assert s.key == "p: _Meta(x=float32[n]; (3,))"
+    built = s.args["p"].build([1.0])
+    assert type(built) is _Meta and (built.x, built.n) == (1.0, 3)
+
+
+def test_plain_mappings_stay_dicts():
+    proxy = types.MappingProxyType({"a": ("n", "float32")})
+    ordered = collections.OrderedDict(a=("n", "float32"))
+    s = parse_structure("f", {"p": proxy, "o": ordered}, 0)
+    assert s.args["p"] == {"a": LeafSpec(("n",), "float32")} and type(s.args["p"]) is dict
+    assert type(s.args["o"]) is collections.OrderedDict
 
 
 # --------------------------------------------------------------------------------------------
