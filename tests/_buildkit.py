@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 import textwrap
 import zipfile
@@ -186,3 +187,23 @@ def assert_baked_run(report: dict[str, Any], diffs: dict[str, float]) -> None:
     for label, diff in diffs.items():
         assert diff <= (1e-12 if "float64" in label else 1e-5), (label, diff)
     assert len(diffs) == len(report["rows"])
+
+
+def other_python() -> str | None:
+    """A Python of another minor version than this one (so, most likely, another jax).
+
+    Looked up on PATH, then among pyenv's versions (as scripts/test.sh does).
+    """
+    version = "3.12" if sys.version_info[:2] == (3, 11) else "3.11"
+    candidates = [shutil.which(f"python{version}")]
+    if shutil.which("pyenv"):
+        root = subprocess.run(["pyenv", "root"], capture_output=True, text=True).stdout.strip()
+        if root:
+            candidates += sorted(map(str, Path(root).glob(f"versions/{version}*/bin/python"
+                                                          f"{version}")))
+    for candidate in filter(None, candidates):
+        proc = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2])"],
+                              capture_output=True, text=True)
+        if proc.returncode == 0:
+            return candidate
+    return None

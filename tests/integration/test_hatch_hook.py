@@ -33,6 +33,7 @@ from _buildkit import (
     links_env,
     members,
     metadata,
+    other_python,
     run_example,
     wheel_tag,
     write_project,
@@ -104,6 +105,32 @@ def test_a_pin_per_python_built_on_one_python_still_installs_on_the_other(tmp_pa
     active = [r for r in active if r.marker is None or r.marker.evaluate(there)]
     assert [str(r.specifier) for r in active] == ["==0.4.30"]
     assert Version("0.4.30") in active[0].specifier
+
+
+@pytest.mark.slow
+def test_per_python_pins_built_here_install_on_the_other_python(tmp_path, project_wheel):
+    """The same pins as above, but installed for real: pip of the other Python (3.12 beside
+    3.11, 3.11 beside 3.12) resolves the wheel from the package index to its own jax pin."""
+    other = other_python()
+    if other is None:
+        pytest.skip("no Python 3.11/3.12 besides this one to resolve the wheel with")
+    other_version = run([other, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"]
+                        ).stdout.strip()
+    other_jax = "0.12.0.1" if other_version == "3.12" else "0.10.2"
+    mine, theirs = ('<', '>=') if other_version == "3.12" else ('>=', '<')
+    own = [f'jax=={JAX_VERSION}; python_version {mine} "3.12"',
+           f'jax=={other_jax}; python_version {theirs} "3.12"']
+    root = tiny(tmp_path / "proj")
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('"jax"]', f"{json.dumps(own)[1:-1]}]"))
+    (wheel,) = inprocess_build(root, tmp_path / "dist")
+    report = run([other, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+                  "--disable-pip-version-check", "--report", "-", "--find-links",
+                  project_wheel.parent, wheel])
+    chosen = {item["metadata"]["name"]: item["metadata"]["version"]
+              for item in json.loads(report.stdout)["install"]}
+    assert chosen["jax"] == other_jax, chosen
+    assert chosen["jxe-tiny"] == "0.1.0"
 
 
 def test_options_reach_the_export(tmp_path):

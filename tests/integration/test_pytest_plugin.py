@@ -16,11 +16,11 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from _buildkit import other_python as find_other_python
 from conftest import FIXTURES, make_venv, run
 
 pytest_plugins = ["pytester"]
@@ -451,26 +451,6 @@ def test_stale_wheel_in_a_fresh_venv_refused_as_its_own_source_then_checked_by_p
            "    jxe_release.models:mlp/0/cpu\n" in checked.stdout, checked.stdout[-3000:]
 
 
-def _other_python() -> str | None:
-    """A Python of another minor version than this one (so, most likely, another jax).
-
-    Looked up on PATH, then among pyenv's versions (as scripts/test.sh does).
-    """
-    version = "3.12" if sys.version_info[:2] == (3, 11) else "3.11"
-    candidates = [shutil.which(f"python{version}")]
-    if shutil.which("pyenv"):
-        root = subprocess.run(["pyenv", "root"], capture_output=True, text=True).stdout.strip()
-        if root:
-            candidates += sorted(map(str, Path(root).glob(f"versions/{version}*/bin/python"
-                                                          f"{version}")))
-    for candidate in filter(None, candidates):
-        proc = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2])"],
-                              capture_output=True, text=True)
-        if proc.returncode == 0:
-            return candidate
-    return None
-
-
 def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(".") if part.isdigit())
 
@@ -479,7 +459,7 @@ def _version(text: str) -> tuple[int, ...]:
 def test_artifacts_built_by_another_jax(tmp_path, project_wheel, release_wheel, release_site):
     """Newer jax checking older artifacts: fingerprint (without jax's diagnostic messages) and
     numbers, versions stated. Older jax checking newer artifacts: a clear 'cannot read'."""
-    other = _other_python()
+    other = find_other_python()
     if other is None:
         pytest.skip("no Python 3.11/3.12 besides this one to install another jax into")
     other_python = make_venv(tmp_path / "venv", project_wheel, "pytest", "hatchling",
