@@ -250,6 +250,7 @@ def submit(job: BackgroundJob, count: int | None = None) -> BackgroundJob:
         job._settle("failed", f"{BACKGROUND_COMPILES_ENV}=0 allows none")
         return job
     with _WAKE:
+        _release_ended()
         if not _QUEUE and job.try_start(count):
             return job
         _QUEUE.append((job, count))
@@ -311,6 +312,23 @@ def end_after(seconds: float, lock: Path, scratch: Path) -> None:
         signal.alarm(math.ceil(seconds) + ALARM_GRACE_S)
 
 
+def scratch_folder(folder: Path) -> Path:
+    """A fresh folder for this background process's partial files, in ``folder``'s slot
+    folder; those of processes that ended without cleaning (killed, or ended by ``SIGALRM``
+    before their watchdog ran) are removed once older than ``lock_stale_s()``: no compile lives
+    that long."""
+    slots = folder / SLOT_FOLDER
+    for old in slots.glob("tmp-*"):
+        try:
+            if time.time() - old.stat().st_mtime > lock_stale_s():
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            pass
+    scratch = slots / f"tmp-{os.getpid()}"
+    scratch.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return scratch
+
+
 def expired(code: int | None) -> bool:
     """Whether a background process's exit status says its time limit ended it."""
     return code == EXPIRED_EXIT or (hasattr(signal, "SIGALRM") and code == -signal.SIGALRM)
@@ -318,5 +336,5 @@ def expired(code: int | None) -> bool:
 
 __all__ = ["ALARM_GRACE_S", "CHILDREN", "EXPIRED_EXIT", "SLOT_FOLDER", "SLOT_POLL_S",
            "BackgroundJob", "Slot", "busy_slots", "default_slots", "end_after", "expired",
-           "key_lock_held", "lock_stale_s", "queued", "slot_count", "submit", "take_key_lock",
-           "take_slot"]
+           "key_lock_held", "lock_stale_s", "queued", "scratch_folder", "slot_count", "submit",
+           "take_key_lock", "take_slot"]

@@ -53,12 +53,12 @@ from hatch_jaxexport.formats._settings import (
 from hatch_jaxexport.formats.manifest import signature_text
 from hatch_jaxexport.runtime import _executable_cache as executables
 from hatch_jaxexport.runtime._background import (
-    SLOT_FOLDER,
     BackgroundJob,
     end_after,
     expired,
     key_lock_held,
     lock_stale_s,
+    scratch_folder,
     slot_count,
     submit,
 )
@@ -546,7 +546,7 @@ def optimize(job: dict[str, Any]) -> int:
     except (AttributeError, OSError):
         pass
     folder = Path(job["folder"])
-    scratch = folder / SLOT_FOLDER / f"tmp-{os.getpid()}"
+    scratch = scratch_folder(folder)
     end_after(float(job.get("timeout", background_timeout())), Path(job["lock"]), scratch)
     sys.path[:0] = [p for p in job["sys_path"] if p not in sys.path]
     try:

@@ -93,3 +93,16 @@ def test_a_child_started_with_a_slot_keeps_it_after_the_parent_lets_go(tmp_path)
     finally:
         child.kill()
         child.wait()
+
+
+def test_scratch_folders_left_by_killed_compiles_are_removed_once_stale(tmp_path):
+    slots = tmp_path / background.SLOT_FOLDER
+    stale, recent = slots / "tmp-1", slots / "tmp-2"
+    for folder in (stale, recent):
+        folder.mkdir(parents=True)
+        (folder / "entry.xla").write_bytes(b"partial")
+    old = time.time() - background.lock_stale_s() - 1
+    os.utime(stale, (old, old))
+    mine = background.scratch_folder(tmp_path)
+    assert mine == slots / f"tmp-{os.getpid()}" and mine.is_dir()
+    assert not stale.exists() and recent.exists()  # a running compile's files stay
