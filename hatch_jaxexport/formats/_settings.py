@@ -29,6 +29,14 @@ REPORT_ENV = "HATCH_JAXEXPORT_REPORT"
 RECORD_ENV = "HATCH_JAXEXPORT_RECORD"
 #: Build errors with their whole text and tracebacks (off: one line per cause, with hints).
 TRACEBACK_ENV = "HATCH_JAXEXPORT_TRACEBACK"
+#: Tiered compilation's background compiles running at once on a machine (per cache folder):
+#: a count, ``0`` for none (tiering off); unset for the runtime's default from the CPU count.
+BACKGROUND_COMPILES_ENV = "HATCH_JAXEXPORT_BACKGROUND_COMPILES"
+#: Seconds one background compile may run before it ends itself.
+BACKGROUND_TIMEOUT_ENV = "HATCH_JAXEXPORT_BACKGROUND_TIMEOUT"
+#: ``BACKGROUND_TIMEOUT_ENV`` unset: ten minutes, far beyond the compiles measured here (seconds),
+#: so that only a runaway is ended; also the age at which a tier lock used to count as stale.
+DEFAULT_BACKGROUND_TIMEOUT_S = 600
 
 ON_VALUES = ("1", "true", "yes", "on")
 OFF_VALUES = ("0", "false", "no", "off")
@@ -101,8 +109,33 @@ def cache_choice(environ: Mapping[str, str] = os.environ) -> bool | str:
     return value
 
 
-__all__ = ["CACHE_ENV", "EXECUTABLES_ENV", "FULL_STRUCTURES_ENV", "OFF_VALUES", "ON_VALUES",
-           "RECORD_ENV", "REPORT_ENV", "SKIP_ENV", "STRICT_ENV", "TIERED_ENV", "TRACEBACK_ENV",
-           "cache_choice", "call_report_wanted", "flag", "full_structures", "record_choice",
+def background_compiles(environ: Mapping[str, str] = os.environ) -> int | None:
+    """``HATCH_JAXEXPORT_BACKGROUND_COMPILES``: how many background compiles may run at once
+    (``0``: none), or ``None`` when unset or not a whole number >= 0 (the runtime's default,
+    which depends on the CPU count, applies)."""
+    value = environ.get(BACKGROUND_COMPILES_ENV, "").strip()
+    try:
+        count = int(value)
+    except ValueError:
+        return None
+    return count if count >= 0 else None
+
+
+def background_timeout(environ: Mapping[str, str] = os.environ) -> float:
+    """``HATCH_JAXEXPORT_BACKGROUND_TIMEOUT``: seconds a background compile may run, a positive
+    number (fractions allowed); ``DEFAULT_BACKGROUND_TIMEOUT_S`` when unset or anything else."""
+    value = environ.get(BACKGROUND_TIMEOUT_ENV, "").strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        return DEFAULT_BACKGROUND_TIMEOUT_S
+    return seconds if 0 < seconds < float("inf") else DEFAULT_BACKGROUND_TIMEOUT_S
+
+
+__all__ = ["BACKGROUND_COMPILES_ENV", "BACKGROUND_TIMEOUT_ENV", "CACHE_ENV",
+           "DEFAULT_BACKGROUND_TIMEOUT_S", "EXECUTABLES_ENV", "FULL_STRUCTURES_ENV", "OFF_VALUES",
+           "ON_VALUES", "RECORD_ENV", "REPORT_ENV", "SKIP_ENV", "STRICT_ENV", "TIERED_ENV",
+           "TRACEBACK_ENV", "background_compiles", "background_timeout", "cache_choice",
+           "call_report_wanted", "flag", "full_structures", "record_choice",
            "shipped_executables_wanted", "skip_requested", "strict_mode", "tiered_choice",
            "traceback_wanted"]

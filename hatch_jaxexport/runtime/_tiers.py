@@ -15,21 +15,25 @@ The background compile is a process, not a thread: CPython tears daemon threads 
 and a thread inside XLA's compiler then aborts the process (``terminate called after throwing``,
 seen on Python 3.11 with jax 0.10.2), so a thread would have to block exit. The process runs in
 its own session at a lower priority and outlives a parent that exits: its executable is the
-next process's warm start. A lock file next to the entry keeps two processes from compiling the
-same signature; a failed background compile leaves the quick tier in use with a
-``TieredCompileWarning``. The quick tier is never written to the cache.
+next process's warm start. ``_background`` bounds them: a few at once per machine (slots), the
+others queued in this process in order of first use, each ended after a time limit. A lock
+file next to the entry keeps two processes from compiling the same signature; a failed
+background compile leaves the quick tier in use with a ``TieredCompileWarning``. The quick
+tier is never written to the cache.
 
 ``HATCH_JAXEXPORT_TIERED=0`` turns tiering off (``1`` turns it on for every artifact), as does
 ``@exportable(..., tiered=False)``. The default: on for CPU artifacts whose StableHLO module is
 at least ``TIER_MIN_MODULE_BYTES`` (small modules compile about as fast either way); off on other
 platforms, where it has not been measured here. Tiering needs the executable cache
-(``HATCH_JAXEXPORT_CACHE`` not ``0``).
+(``HATCH_JAXEXPORT_CACHE`` not ``0``) and background compiles
+(``HATCH_JAXEXPORT_BACKGROUND_COMPILES`` not ``0``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -39,9 +43,25 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from hatch_jaxexport.errors import TieredCompileWarning
-from hatch_jaxexport.formats._settings import TIERED_ENV, call_report_wanted, tiered_choice
+from hatch_jaxexport.formats._settings import (
+    BACKGROUND_TIMEOUT_ENV,
+    TIERED_ENV,
+    background_timeout,
+    call_report_wanted,
+    tiered_choice,
+)
 from hatch_jaxexport.formats.manifest import signature_text
 from hatch_jaxexport.runtime import _executable_cache as executables
+from hatch_jaxexport.runtime._background import (
+    BackgroundJob,
+    end_after,
+    expired,
+    key_lock_held,
+    lock_stale_s,
+    scratch_folder,
+    slot_count,
+    submit,
+)
 from hatch_jaxexport.runtime._jaxcompat import initialize_lapack, lapack_init_skipped
 from hatch_jaxexport.runtime._user_frame import warn_at_user_frame
 
@@ -49,15 +69,17 @@ from hatch_jaxexport.runtime._user_frame import warn_at_user_frame
 QUICK_OPTIONS: dict[str, dict[str, Any]] = {"cpu": {"xla_backend_optimization_level": 0}}
 #: Default tiering threshold: the serialized StableHLO size of an artifact (bytes).
 TIER_MIN_MODULE_BYTES = 16_384
-#: A lock older than this (seconds) is from a compile that died; it no longer blocks.
-LOCK_STALE_S = 600.0
 _POLL_EVERY_S = 0.2
 
 
 def tiering_wanted(platform: str, option: bool | None, module_bytes: int) -> bool:
-    """Whether to tier: the environment, then the function's option, then the default."""
+    """Whether to tier: the environment, then the function's option, then the default.
+
+    Never without background compiles (``HATCH_JAXEXPORT_BACKGROUND_COMPILES=0``): a quick tier
+    that nothing replaces would be cached and serve every later process, slower for good.
+    """
     forced = tiered_choice()
-    if forced is False or platform not in QUICK_OPTIONS:
+    if forced is False or platform not in QUICK_OPTIONS or slot_count() == 0:
         return False
     if forced:
         return True
@@ -67,14 +89,12 @@ def tiering_wanted(platform: str, option: bool | None, module_bytes: int) -> boo
 
 
 class _Pending:
-    """An optimized compile in flight (ours: ``proc``; another process's: ``proc is None``)."""
+    """An optimized compile to come: ``job`` queued or running here, or ``elsewhere`` (another
+    process's, watched through its lock file and entry)."""
 
-    def __init__(self, key: str, proc: subprocess.Popen[bytes] | None, log: Path | None,
-                 started: float) -> None:
+    def __init__(self, key: str, job: BackgroundJob) -> None:
         self.key = key
-        self.proc = proc
-        self.log = log
-        self.started = started
+        self.job = job
         self.next_check = 0.0
 
 
@@ -386,80 +406,94 @@ class EagerCall:
             return (direct or self.jitted).lower(*args, **kwargs)  # type: ignore[attr-defined]
 
     def _start_optimizer(self, key: str, sig: Any) -> _Pending | None:
+        """Hand the optimized compile of ``sig`` to ``_background``: started now, queued for a
+        free slot, or left to the process that already compiles it."""
         assert self.folder is not None
         lock = self.folder / f"{key}.lock"
         try:
             self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            if not _take_lock(lock):
-                return _Pending(key, None, None, time.monotonic())  # another process compiles
-            log = self.folder / f"{key}.log"
-            job = {**self.job, "key": key, "folder": str(self.folder), "lock": str(lock),
-                   "leaves": [[list(shape), dtype, weak]
-                              for shape, dtype, weak in self.artifact_types(sig)[1]],
-                   "x64": _x64(), "sys_path": [p for p in sys.path if p]}
-            # the artifact's platform only (cpu: no accelerator probing), never tiering again
-            env = {**os.environ, TIERED_ENV: "0", "JAX_PLATFORMS": self.platform}
-            with open(log, "wb") as err:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "hatch_jaxexport.runtime._tiers", json.dumps(job)],
-                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env,
-                    start_new_session=True, close_fds=True)
-            _CHILDREN.append(proc)
-            return _Pending(key, proc, log, time.monotonic())
         except OSError as err:
             warn_at_user_frame(f"cannot start the optimized compile, the quick tier stays in "
                                f"use: {err}", TieredCompileWarning)
             return None
+        job = {**self.job, "key": key, "folder": str(self.folder), "lock": str(lock),
+               "leaves": [[list(shape), dtype, weak]
+                          for shape, dtype, weak in self.artifact_types(sig)[1]],
+               "x64": _x64(), "sys_path": [p for p in sys.path if p],
+               "timeout": background_timeout()}
+        # the artifact's platform only (cpu: no accelerator probing), never tiering again
+        env = {**os.environ, TIERED_ENV: "0", "JAX_PLATFORMS": self.platform}
+        argv = [sys.executable, "-m", "hatch_jaxexport.runtime._tiers", json.dumps(job)]
+        work = BackgroundJob(argv, env, self.folder, lock, self.folder / f"{key}.log",
+                             executables.entry_path(self.folder, key))
+        if key_lock_held(lock):  # another process compiles it: nothing to queue
+            work.state = "elsewhere"
+            return _Pending(key, work)
+        return _Pending(key, submit(work))
 
     def _poll(self, sig: Any, entry: _Entry) -> _Entry:
+        """Switch ``sig`` to its optimized executable if it is in; warn and stay quick if its
+        compile failed; else leave it pending (under ``_settle``'s lock)."""
         pending = entry.pending
         assert pending is not None and self.folder is not None
-        if pending.proc is not None:
-            code = pending.proc.poll()
-            if code is None:
-                return entry
-        else:
-            now = time.monotonic()
-            if now < pending.next_check:
-                return entry
-            pending.next_check = now + _POLL_EVERY_S
-            lock = self.folder / f"{pending.key}.lock"
-            if not executables.entry_path(self.folder, pending.key).exists():
-                if lock.exists() and now - pending.started < LOCK_STALE_S:
-                    return entry
-                entry.pending = None  # the other process gave up: stay quick
-                return entry
-            code = 0
+        code = self._outcome(pending)
+        if code is None:
+            return entry
         compiled = executables.load(self.folder, pending.key) if code == 0 else None
         if compiled is not None:
-            if pending.log is not None:
-                pending.log.unlink(missing_ok=True)
+            if pending.job.proc is not None:
+                pending.job.log.unlink(missing_ok=True)
             if entry.quick_key is not None:  # the optimized one is in: the quick one is stale
                 executables.entry_path(self.folder, entry.quick_key).unlink(missing_ok=True)
             optimized = _Entry(compiled, "optimized", pending.key)
             optimized.not_shipped, optimized.seconds = entry.not_shipped, entry.seconds
             entry = self.entries[sig] = optimized
             return entry
-        if pending.proc is not None:  # ours died without removing its lock: remove it
-            (self.folder / f"{pending.key}.lock").unlink(missing_ok=True)
-        reason = _tail(pending.log) if pending.log is not None else ""
-        warn_at_user_frame(f"{self.job.get('function', 'artifact')}: the optimized compile "
-                           f"failed (exit {code}), the quick tier stays in use: {reason}",
-                           TieredCompileWarning)
+        if code == _GAVE_UP:  # the other process's compile ended without an entry: stay quick
+            entry.pending = None
+            return entry
+        what, why = _failure(pending.job)
+        warn_at_user_frame(f"{self.job.get('function', 'artifact')}: {what}, the quick tier "
+                           f"stays in use: {why}", TieredCompileWarning)
         entry.pending = None
         return entry
 
+    def _outcome(self, pending: _Pending) -> int | None:
+        """``None`` while the compile is queued or runs; else ``0`` if its entry should be in,
+        its exit status, ``_NOT_STARTED`` or ``_GAVE_UP`` (another process's, without entry)."""
+        assert self.folder is not None
+        job = pending.job
+        if job.state == "queued":
+            return None
+        if job.state == "failed":
+            return _NOT_STARTED
+        if job.proc is not None:
+            code = job.proc.poll()
+            if code not in (None, 0):  # ours died, maybe without removing its lock
+                job.lock.unlink(missing_ok=True)
+            return code
+        now = time.monotonic()  # another process's: look at its files now and then
+        if now < pending.next_check:
+            return None
+        pending.next_check = now + _POLL_EVERY_S
+        if job.entry.exists():
+            return 0
+        if job.lock.exists() and now - job.since < lock_stale_s():
+            return None
+        return _GAVE_UP
+
     def wait(self, timeout: float | None = None) -> bool:
-        """Wait for background compiles and switch to their executables (tests, benchmarks);
-        ``True`` if none is left pending."""
+        """Wait for background compiles (queued ones too) and switch to their executables
+        (tests, benchmarks); ``True`` if none is left pending."""
         deadline = None if timeout is None else time.monotonic() + timeout
         for sig, entry in list(self.entries.items()):
             while entry.pending is not None:
                 if deadline is not None and time.monotonic() > deadline:
                     return False
-                if entry.pending.proc is not None:
+                proc = entry.pending.job.proc
+                if proc is not None:
                     try:
-                        entry.pending.proc.wait(0.05)
+                        proc.wait(0.05)
                     except subprocess.TimeoutExpired:
                         continue
                 else:
@@ -472,7 +506,9 @@ class EagerCall:
         return self.jitted.lower(*args, **kwargs)  # type: ignore[attr-defined]
 
 
-_CHILDREN: list[subprocess.Popen[bytes]] = []  # referenced until exit: never reaped mid-run
+#: ``_outcome`` of a compile that could not start, and of another process's that ended
+#: without writing its entry.
+_NOT_STARTED, _GAVE_UP = -1000, -1001
 
 
 def _x64() -> bool:
@@ -481,22 +517,16 @@ def _x64() -> bool:
     return bool(jax.config.jax_enable_x64)
 
 
-def _take_lock(lock: Path) -> bool:
-    for _ in range(2):
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-        except FileExistsError:
-            try:
-                if time.time() - lock.stat().st_mtime < LOCK_STALE_S:
-                    return False
-                lock.unlink()
-            except OSError:
-                return False
-            continue
-        with os.fdopen(fd, "w") as out:
-            out.write(str(os.getpid()))
-        return True
-    return False
+def _failure(job: BackgroundJob) -> tuple[str, str]:
+    """What became of a background compile of ours that gave no executable, and why (the last
+    line of its log), for its warning."""
+    if job.proc is None:
+        return "cannot start the optimized compile", job.error
+    code = job.proc.poll()
+    if expired(code):
+        return (f"the optimized compile ran past its time limit of {background_timeout():g} s "
+                f"and was ended (exit {code})", _tail(job.log) or BACKGROUND_TIMEOUT_ENV)
+    return f"the optimized compile failed (exit {code})", _tail(job.log)
 
 
 def _tail(log: Path) -> str:
@@ -508,11 +538,16 @@ def _tail(log: Path) -> str:
 
 
 def optimize(job: dict[str, Any]) -> int:
-    """The background process: compile one artifact for one signature into the cache."""
+    """The background process: compile one artifact for one signature into the cache, within
+    its time limit (``end_after``). The entry is written in a scratch folder of its own and
+    renamed into place, so that ending the process early leaves no partial file of ours."""
     try:
         os.nice(5)
     except (AttributeError, OSError):
         pass
+    folder = Path(job["folder"])
+    scratch = scratch_folder(folder)
+    end_after(float(job.get("timeout", background_timeout())), Path(job["lock"]), scratch)
     sys.path[:0] = [p for p in job["sys_path"] if p not in sys.path]
     try:
         import jax
@@ -532,11 +567,14 @@ def optimize(job: dict[str, Any]) -> int:
                   for shape, dtype, weak in job["leaves"]]
         args, kwargs = jax.tree_util.tree_unflatten(exported.in_tree, leaves)
         compiled, fresh = executables.compile_fresh(jax.jit(exported.call).lower(*args, **kwargs))
-        if not fresh or not executables.store(Path(job["folder"]), job["key"], compiled):
+        if not fresh or not executables.store(scratch, job["key"], compiled):
             print("the executable could not be written to the cache", file=sys.stderr)
             return 3
+        os.replace(executables.entry_path(scratch, job["key"]),
+                   executables.entry_path(folder, job["key"]))
         return 0
     finally:
+        shutil.rmtree(scratch, ignore_errors=True)
         try:
             os.unlink(job["lock"])
         except OSError:

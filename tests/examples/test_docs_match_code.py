@@ -127,9 +127,20 @@ def _tiered_default() -> str:
     return f"on for CPU artifacts of {threshold // 1024} kB or more"
 
 
+def _background_compiles_default() -> str:
+    """``HATCH_JAXEXPORT_BACKGROUND_COMPILES`` unset: the rule of ``runtime/_background.py``."""
+    from hatch_jaxexport.runtime._background import default_slots
+
+    assert [default_slots(n) for n in (1, 4, 7, 8, 12, 16, 64)] == [1, 1, 1, 2, 3, 4, 4]
+    return "a quarter of the CPU cores, 1 to 4"
+
+
 #: Variables whose reader returns ``None`` when unset (the caller's default applies): how the
 #: page states that default, checked against the caller's code.
-CALLER_DEFAULTS: dict[str, Callable[[], str]] = {_settings.TIERED_ENV: _tiered_default}
+CALLER_DEFAULTS: dict[str, Callable[[], str]] = {
+    _settings.TIERED_ENV: _tiered_default,
+    _settings.BACKGROUND_COMPILES_ENV: _background_compiles_default,
+}
 
 
 def code_default(variable: str, constant: str) -> str:

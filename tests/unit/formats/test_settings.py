@@ -54,3 +54,21 @@ def test_shipped_executables_are_on_unless_turned_off():
     assert settings.shipped_executables_wanted({settings.EXECUTABLES_ENV: "yes"})
     assert settings.shipped_executables_wanted({settings.EXECUTABLES_ENV: "maybe"})
     assert not settings.shipped_executables_wanted({settings.EXECUTABLES_ENV: " Off "})
+
+
+def test_background_compiles_is_a_count_or_the_runtimes_default():
+    read = settings.background_compiles
+    assert read({}) is None and read({settings.BACKGROUND_COMPILES_ENV: " "}) is None
+    assert read({settings.BACKGROUND_COMPILES_ENV: " 3 "}) == 3
+    assert read({settings.BACKGROUND_COMPILES_ENV: "0"}) == 0  # none: tiering off
+    for odd in ("-1", "two", "1.5"):
+        assert read({settings.BACKGROUND_COMPILES_ENV: odd}) is None
+
+
+def test_background_timeout_is_positive_seconds_or_the_default():
+    read, default = settings.background_timeout, settings.DEFAULT_BACKGROUND_TIMEOUT_S
+    assert read({}) == default == 600
+    assert read({settings.BACKGROUND_TIMEOUT_ENV: "90"}) == 90.0
+    assert read({settings.BACKGROUND_TIMEOUT_ENV: " 0.25"}) == 0.25
+    for odd in ("0", "-5", "soon", "inf", "nan"):
+        assert read({settings.BACKGROUND_TIMEOUT_ENV: odd}) == default
