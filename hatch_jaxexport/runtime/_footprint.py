@@ -58,10 +58,15 @@ LEGACY_NAME = re.compile(r"(quick-)?[0-9a-f]{64}(\.xla|\.log|\.lock)")
 _JAX_SUFFIXES = ("-cache", "-atime")
 
 
+def version_label(version: str) -> str:
+    """A jaxlib version as entry names spell it (no ``-``, the names' separator)."""
+    return re.sub(r"[^A-Za-z0-9_.+]", "_", version)
+
+
 def entry_label(package: str, artifact_sha256: str, jaxlib: str) -> str:
     """The readable head of an entry's name: ``<package>-<sha16>-jaxlib<version>``."""
     package = re.sub(r"[^A-Za-z0-9_.]", "_", package) or "_"
-    return f"{package[:100]}-{artifact_sha256[:16]}-jaxlib{re.sub(r'[^A-Za-z0-9_.+]', '_', jaxlib)}"
+    return f"{package[:100]}-{artifact_sha256[:16]}-jaxlib{version_label(jaxlib)}"
 
 
 def touch(path: Path) -> None:
@@ -153,12 +158,13 @@ def scan(folders: CacheFolders) -> list[CacheItem]:
 
 def _scan_jax(folder: Path) -> list[CacheItem]:
     """JAX's entries: ``<key>-cache`` and ``<key>-atime`` are one item, used when either last
-    changed (jax rewrites ``-atime`` on a hit); older jax wrote one file per key."""
+    changed (jax rewrites ``-atime`` on a hit). Other files are left alone, whatever they are:
+    the folder may be one the user named with ``HATCH_JAXEXPORT_CACHE``."""
     groups: dict[str, list[tuple[Path, os.stat_result]]] = {}
     with contextlib.suppress(OSError), os.scandir(folder) as entries:
         for entry in entries:
             stat = _stat(entry)
-            if stat is None or entry.name.startswith("."):  # jax's own .lockfile
+            if stat is None or not entry.name.endswith(_JAX_SUFFIXES):  # .lockfile, others'
                 continue
             key = entry.name.removesuffix("-cache").removesuffix("-atime")
             groups.setdefault(key, []).append((Path(entry.path), stat))
@@ -281,7 +287,7 @@ class Installed:
     def __init__(self) -> None:
         self._shipped: dict[str, frozenset[str] | None] = {}
         try:
-            self.jaxlib: str | None = importlib.metadata.version("jaxlib")
+            self.jaxlib: str | None = version_label(importlib.metadata.version("jaxlib"))
         except importlib.metadata.PackageNotFoundError:
             self.jaxlib = None
 
@@ -372,8 +378,9 @@ def prune_plan(folders: CacheFolders, limit: int | None,
 
 
 def clear_plan(folders: CacheFolders) -> list[Removal]:
-    """What ``jaxexport cache clear`` removes: every file of ours."""
-    return [Removal(item, "clear") for item in scan(folders)]
+    """What ``jaxexport cache clear`` removes: every file of ours (a file whose name is none
+    of ours stays: it is not known to be ours)."""
+    return [Removal(item, "clear") for item in scan(folders) if item.kind != "other"]
 
 
 def apply(plan: Sequence[Removal], folders: CacheFolders) -> int:
@@ -385,4 +392,4 @@ def apply(plan: Sequence[Removal], folders: CacheFolders) -> int:
 __all__ = ["ENTRY_SUFFIX", "LEFT_BEHIND_S", "NAME", "CacheFolders", "CacheItem", "Installed",
            "Removal", "after_store", "apply", "cache_folders", "clear_plan", "entry_label",
            "over_limit", "prune_plan", "remove", "scan", "stale_reason", "total_size", "touch",
-           "trim"]
+           "trim", "version_label"]
