@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hatch_jaxexport.runtime._footprint import ENTRY_SUFFIX, after_store, entry_label, touch
+from hatch_jaxexport.runtime._entry_names import ENTRY_SUFFIX, entry_label, touch
 
 MAGIC = b"hatch-jaxexport executable 1\n"
 SUFFIX = ENTRY_SUFFIX
@@ -241,5 +241,7 @@ def store(folder: Path, key: str, compiled: Any) -> bool:
             raise
     except OSError:
         return False
+    from hatch_jaxexport.runtime._footprint import after_store  # here: not on a call's path
+
     after_store(folder)  # the cache grew: keep it under HATCH_JAXEXPORT_CACHE_MAX_BYTES
     return True

@@ -1,10 +1,8 @@
 """What hatch-jaxexport keeps in the user's cache folder: its size, a limit, eviction and prune.
 
 Without a bound the caches only grow: every release of a package (new artifact SHA-256), every
-jaxlib upgrade and every new argument shape adds entries. This module owns the names of the
-executable cache's files, so that each one says which package, artifact and jaxlib it belongs
-to (``<package>-<sha16>-jaxlib<version>-<digest>.xla``, with ``quick-`` before a quick tier and
-``.log``/``.lock`` for a background compile's files), and from that:
+jaxlib upgrade and every new argument shape adds entries. The executable cache's file names say
+which package, artifact and jaxlib each belongs to (``_entry_names``), and from that:
 
 - ``trim``: least-recently-used eviction down to ``HATCH_JAXEXPORT_CACHE_MAX_BYTES``, run after
   a new entry is written (in the store thread or the background compile, never on a call's
@@ -28,7 +26,6 @@ say nothing of their package, so they are only trimmed and cleared, never pruned
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import importlib.util
 import json
 import os
@@ -41,38 +38,14 @@ from typing import NamedTuple
 
 from hatch_jaxexport.formats._settings import DEFAULT_CACHE_MAX_BYTES, cache_choice, cache_max_bytes
 from hatch_jaxexport.runtime._compile_cache import default_cache_dir
+from hatch_jaxexport.runtime._entry_names import LEGACY_NAME, NAME, version_label
 
-#: The executable cache's entry suffix.
-ENTRY_SUFFIX = ".xla"
 #: A lock or temporary file older than this is from a process that stopped (seconds).
 LEFT_BEHIND_S = 3600.0
 #: How long ``trim`` waits for another process's trim before giving up (seconds).
 TRIM_LOCK_WAIT_S = 10.0
 TRIM_LOCK = ".trim-lock"
-#: The name of an executable cache file: which package, artifact and jaxlib it belongs to.
-NAME = re.compile(r"(?P<quick>quick-)?(?P<package>[A-Za-z0-9_.]+)-(?P<sha>[0-9a-f]{16})"
-                  r"-jaxlib(?P<jaxlib>[A-Za-z0-9_.+]+)-(?P<digest>[0-9a-f]{64})"
-                  r"(?P<suffix>\.xla|\.log|\.lock)")
-#: The names of hatch-jaxexport 0.1's entries, which recorded no package.
-LEGACY_NAME = re.compile(r"(quick-)?[0-9a-f]{64}(\.xla|\.log|\.lock)")
 _JAX_SUFFIXES = ("-cache", "-atime")
-
-
-def version_label(version: str) -> str:
-    """A jaxlib version as entry names spell it (no ``-``, the names' separator)."""
-    return re.sub(r"[^A-Za-z0-9_.+]", "_", version)
-
-
-def entry_label(package: str, artifact_sha256: str, jaxlib: str) -> str:
-    """The readable head of an entry's name: ``<package>-<sha16>-jaxlib<version>``."""
-    package = re.sub(r"[^A-Za-z0-9_.]", "_", package) or "_"
-    return f"{package[:100]}-{artifact_sha256[:16]}-jaxlib{version_label(jaxlib)}"
-
-
-def touch(path: Path) -> None:
-    """Mark an entry as just used (its modification time: ``atime`` is often not kept)."""
-    with contextlib.suppress(OSError):  # a read-only cache still serves
-        os.utime(path)
 
 
 class CacheFolders(NamedTuple):
@@ -127,7 +100,7 @@ def _stat(entry: os.DirEntry[str]) -> os.stat_result | None:
 
 def _executable_item(path: Path, stat: os.stat_result) -> CacheItem:
     name = path.name
-    found = NAME.fullmatch(name)
+    found = re.fullmatch(NAME, name)  # compiled on first use: not at the loader's import
     if found:
         suffix = found["suffix"]
         kind = {".log": "log", ".lock": "lock"}.get(suffix) or \
@@ -139,7 +112,7 @@ def _executable_item(path: Path, stat: os.stat_result) -> CacheItem:
     elif name.startswith("cpu-") or name == TRIM_LOCK:
         kind = "memo"
     else:
-        kind = "legacy" if LEGACY_NAME.fullmatch(name) else "other"
+        kind = "legacy" if re.fullmatch(LEGACY_NAME, name) else "other"
     return CacheItem((path,), stat.st_size, stat.st_mtime, kind)
 
 
@@ -285,6 +258,8 @@ class Installed:
     prefix), read once from its manifest without importing it, and the jaxlib version."""
 
     def __init__(self) -> None:
+        import importlib.metadata  # here: its import (email, zipfile...) is not for the loader
+
         self._shipped: dict[str, frozenset[str] | None] = {}
         try:
             self.jaxlib: str | None = version_label(importlib.metadata.version("jaxlib"))
@@ -389,7 +364,6 @@ def apply(plan: Sequence[Removal], folders: CacheFolders) -> int:
         return remove([r.item for r in plan])
 
 
-__all__ = ["ENTRY_SUFFIX", "LEFT_BEHIND_S", "NAME", "CacheFolders", "CacheItem", "Installed",
-           "Removal", "after_store", "apply", "cache_folders", "clear_plan", "entry_label",
-           "over_limit", "prune_plan", "remove", "scan", "stale_reason", "total_size", "touch",
-           "trim", "version_label"]
+__all__ = ["LEFT_BEHIND_S", "CacheFolders", "CacheItem", "Installed", "Removal", "after_store",
+           "apply", "cache_folders", "clear_plan", "over_limit", "prune_plan", "remove", "scan",
+           "stale_reason", "total_size", "trim"]

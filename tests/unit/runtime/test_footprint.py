@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ from conftest import TESTS
 
 from hatch_jaxexport.formats._settings import CACHE_ENV, CACHE_MAX_BYTES_ENV
 from hatch_jaxexport.runtime import _footprint as footprint
+from hatch_jaxexport.runtime._entry_names import NAME
 
 SHA = hashlib.sha256(b"artifact").hexdigest()
 
@@ -39,7 +41,7 @@ def test_an_entry_name_says_its_package_artifact_and_jaxlib(tmp_path):
     from hatch_jaxexport.runtime._executable_cache import entry_key
 
     key = entry_key(tmp_path, SHA, ("t", ()), "cpu", package="jxe_demo")
-    found = footprint.NAME.fullmatch(f"quick-{key}.xla")
+    found = re.fullmatch(NAME, f"quick-{key}.xla")
     assert found and found["quick"] and found["suffix"] == ".xla"
     assert (found["package"], found["sha"], found["jaxlib"]) == ("jxe_demo", SHA[:16],
                                                                  jaxlib.__version__)
