@@ -8,6 +8,7 @@ Each reader takes the environment it is handed (``os.environ`` by default) and d
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 
 #: Errors instead of falling back to tracing (the loader and the transformation family).
@@ -18,6 +19,8 @@ FULL_STRUCTURES_ENV = "HATCH_JAXEXPORT_FULL_STRUCTURES"
 TIERED_ENV = "HATCH_JAXEXPORT_TIERED"
 #: The compilation and executable caches: off, on (the default folder), or a folder.
 CACHE_ENV = "HATCH_JAXEXPORT_CACHE"
+#: The most bytes hatch-jaxexport keeps in its cache folders (``500M``, ``2G``; ``0``: no limit).
+CACHE_MAX_BYTES_ENV = "HATCH_JAXEXPORT_CACHE_MAX_BYTES"
 #: Build a wheel without exporting anything (the integrations).
 SKIP_ENV = "HATCH_JAXEXPORT_SKIP"
 #: Set to 0 to ignore the precompiled executables a wheel ships (compile the StableHLO).
@@ -39,6 +42,13 @@ BACKGROUND_TIMEOUT_ENV = "HATCH_JAXEXPORT_BACKGROUND_TIMEOUT"
 DEFAULT_BACKGROUND_TIMEOUT_S = 600
 
 ON_VALUES = ("1", "true", "yes", "on")
+#: The cache limit when ``HATCH_JAXEXPORT_CACHE_MAX_BYTES`` is unset: 1 GiB holds thousands of
+#: executables of typical functions (10 kB to a few MB each), and a user never notices it on a
+#: disk, while a cache that only grows reaches tens of GB over releases and jaxlib upgrades.
+DEFAULT_CACHE_MAX_BYTES = 1 << 30
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20,
+               "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
+               "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
 OFF_VALUES = ("0", "false", "no", "off")
 
 
@@ -132,10 +142,41 @@ def background_timeout(environ: Mapping[str, str] = os.environ) -> float:
     return seconds if 0 < seconds < float("inf") else DEFAULT_BACKGROUND_TIMEOUT_S
 
 
-__all__ = ["BACKGROUND_COMPILES_ENV", "BACKGROUND_TIMEOUT_ENV", "CACHE_ENV",
-           "DEFAULT_BACKGROUND_TIMEOUT_S", "EXECUTABLES_ENV", "FULL_STRUCTURES_ENV", "OFF_VALUES",
-           "ON_VALUES", "RECORD_ENV", "REPORT_ENV", "SKIP_ENV", "STRICT_ENV", "TIERED_ENV",
-           "TRACEBACK_ENV", "background_compiles", "background_timeout", "cache_choice",
-           "call_report_wanted", "flag", "full_structures", "record_choice",
-           "shipped_executables_wanted", "skip_requested", "strict_mode", "tiered_choice",
-           "traceback_wanted"]
+def parse_byte_size(text: str) -> int:
+    """Bytes from a size such as ``500M``, ``2G``, ``1.5GiB`` or ``1048576``.
+
+    Units are binary (``K`` = 1024), as ``du -h`` and pip show them, whichever spelling
+    (``M``, ``MB``, ``MiB``, any case): a limit is about disk blocks, not marketing sizes.
+    ``ValueError`` says what was expected when the text is none of these.
+    """
+    found = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*", text)
+    unit = found and _SIZE_UNITS.get(found.group(2).lower())
+    if not found or unit is None:
+        raise ValueError(f"{text!r} is not a size: give bytes or a number with K, M, G or T "
+                         "(binary units), e.g. 500M or 2G")
+    return int(float(found.group(1)) * unit)
+
+
+def cache_max_bytes(environ: Mapping[str, str] = os.environ) -> int | None:
+    """``HATCH_JAXEXPORT_CACHE_MAX_BYTES``: the limit in bytes (``DEFAULT_CACHE_MAX_BYTES``
+    when unset or empty), ``None`` for no limit (``0`` or an off word). ``ValueError`` for a
+    value that is not a size, naming the variable."""
+    value = environ.get(CACHE_MAX_BYTES_ENV, "").strip()
+    if value == "":
+        return DEFAULT_CACHE_MAX_BYTES
+    if value.lower() in OFF_VALUES:
+        return None
+    try:
+        limit = parse_byte_size(value)
+    except ValueError as err:
+        raise ValueError(f"{CACHE_MAX_BYTES_ENV}={value}: {err}") from None
+    return limit or None
+
+
+__all__ = ["BACKGROUND_COMPILES_ENV", "BACKGROUND_TIMEOUT_ENV", "CACHE_ENV", "CACHE_MAX_BYTES_ENV",
+           "DEFAULT_BACKGROUND_TIMEOUT_S", "DEFAULT_CACHE_MAX_BYTES", "EXECUTABLES_ENV",
+           "FULL_STRUCTURES_ENV", "OFF_VALUES", "ON_VALUES", "RECORD_ENV", "REPORT_ENV",
+           "SKIP_ENV", "STRICT_ENV", "TIERED_ENV", "TRACEBACK_ENV", "background_compiles",
+           "background_timeout", "cache_choice", "cache_max_bytes", "call_report_wanted", "flag",
+           "full_structures", "parse_byte_size", "record_choice", "shipped_executables_wanted",
+           "skip_requested", "strict_mode", "tiered_choice", "traceback_wanted"]

@@ -22,6 +22,8 @@ from hatch_jaxexport.formats.manifest import (
     signature_text,
     summarize,
 )
+from hatch_jaxexport.integrations._cache_command import add_command as add_cache_command
+from hatch_jaxexport.integrations._cache_command import run_command as run_cache_command
 from hatch_jaxexport.integrations._portable_command import add_command as add_portable_command
 from hatch_jaxexport.integrations._portable_command import run_command as run_portable_command
 
@@ -97,7 +99,8 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     merge.add_argument("wheels", nargs="+", metavar="WHEEL", help="the builds of one wheel")
     merge.add_argument("--out", required=True, metavar="DIR", help="folder for the merged wheel")
     add_portable_command(sub)
-    return parser, dict(sub.choices)
+    nested = add_cache_command(sub)
+    return parser, {**sub.choices, **nested}
 
 
 def help_pages(width: int = 80) -> dict[str, str]:
@@ -323,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return {"export": _export, "inspect": _inspect, "warmup": _warmup,
                 "verify": _verify, "merge": _merge,
-                "portable": run_portable_command}[args.command](args)
+                "portable": run_portable_command, "cache": run_cache_command}[args.command](args)
     except KeyboardInterrupt as err:
         if args.debug:
             raise

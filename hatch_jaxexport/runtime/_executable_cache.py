@@ -31,8 +31,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hatch_jaxexport.runtime._entry_names import ENTRY_SUFFIX, entry_label, touch
+
 MAGIC = b"hatch-jaxexport executable 1\n"
-SUFFIX = ".xla"
+SUFFIX = ENTRY_SUFFIX
 #: (module, name) pairs an entry may name besides jax's and jaxlib's own classes.
 _ALLOWED_GLOBALS = frozenset({("numpy", "dtype"), ("copyreg", "_reconstructor"),
                               ("builtins", "object"), ("builtins", "slice"),
@@ -119,12 +121,25 @@ def _machine(platform: str, folder: Path) -> str:
                       str(len(devices)), cpu_fingerprint(folder), str(sys.version_info[:2])])
 
 
+@functools.cache
+def _jaxlib_version() -> str:
+    import jaxlib
+
+    return getattr(jaxlib, "__version__", "unknown")
+
+
 def entry_key(folder: Path, artifact_sha256: str, signature: Sequence[Any], platform: str,
-              options: str = "default") -> str:
-    """The entry name of an artifact's executable for these argument types on this machine."""
+              options: str = "default", package: str = "") -> str:
+    """The entry name of an artifact's executable for these argument types on this machine.
+
+    It starts with the package, the artifact's SHA-256 and the jaxlib (``_footprint``), so
+    that ``jaxexport cache prune`` can tell the entries no installed package ships any more;
+    the digest after them is the key proper.
+    """
     text = "\n".join([artifact_sha256, repr(tuple(signature)), options,
                       _machine(platform, folder)])
-    return hashlib.sha256(text.encode()).hexdigest()
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    return f"{entry_label(package, artifact_sha256, _jaxlib_version())}-{digest}"
 
 
 def entry_path(folder: Path, key: str) -> Path:
@@ -158,6 +173,7 @@ def load(folder: Path, key: str) -> Any | None:
         return None
     if not data.startswith(MAGIC):
         return None
+    touch(path)  # recently used: the last to go when the cache is over its limit
     try:
         import jax
         from jax.experimental import serialize_executable as se
@@ -225,4 +241,7 @@ def store(folder: Path, key: str, compiled: Any) -> bool:
             raise
     except OSError:
         return False
+    from hatch_jaxexport.runtime._footprint import after_store  # here: not on a call's path
+
+    after_store(folder)  # the cache grew: keep it under HATCH_JAXEXPORT_CACHE_MAX_BYTES
     return True

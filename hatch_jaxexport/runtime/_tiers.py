@@ -360,7 +360,8 @@ class EagerCall:
             # different executables: the convention is part of the key
             key = executables.entry_key(self.folder, self.job["sha256"],
                                         self.artifact_types(sig), self.platform,
-                                        self.job.get("convention", "default"))
+                                        self.job.get("convention", "default"),
+                                        package=self.job.get("package", ""))
             if self.lapack:
                 initialize_lapack()
             compiled = executables.load(self.folder, key)
@@ -375,7 +376,8 @@ class EagerCall:
         """The cache entry of this signature's quick tier."""
         assert self.folder is not None
         return "quick-" + executables.entry_key(self.folder, self.job["sha256"],
-                                                self.artifact_types(sig), self.platform, "quick")
+                                                self.artifact_types(sig), self.platform, "quick",
+                                                package=self.job.get("package", ""))
 
     def _compile(self, sig: Any, key: str | None, args: tuple[Any, ...],
                  kwargs: dict[str, Any]) -> _Entry:

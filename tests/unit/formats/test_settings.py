@@ -72,3 +72,17 @@ def test_background_timeout_is_positive_seconds_or_the_default():
     assert read({settings.BACKGROUND_TIMEOUT_ENV: " 0.25"}) == 0.25
     for odd in ("0", "-5", "soon", "inf", "nan"):
         assert read({settings.BACKGROUND_TIMEOUT_ENV: odd}) == default
+
+
+@pytest.mark.parametrize(("value", "limit"), [
+    ("", settings.DEFAULT_CACHE_MAX_BYTES), ("500M", 500 << 20), ("2G", 2 << 30),
+    ("1.5GiB", 3 << 29), (" 10 kb ", 10240), ("1048576", 1 << 20), ("0", None), ("off", None)])
+def test_the_cache_limit_reads_sizes_in_binary_units(value: str, limit: int | None) -> None:
+    assert settings.cache_max_bytes({settings.CACHE_MAX_BYTES_ENV: value}) == limit
+
+
+@pytest.mark.parametrize("value", ["lots", "1X", "-5M", "on"])
+def test_a_cache_limit_that_is_no_size_names_the_variable(value: str) -> None:
+    with pytest.raises(ValueError, match=f"HATCH_JAXEXPORT_CACHE_MAX_BYTES={value}: "
+                                         f"'{value}' is not a size: give bytes or a number"):
+        settings.cache_max_bytes({settings.CACHE_MAX_BYTES_ENV: value})
