@@ -16,8 +16,12 @@ STRICT_ENV = "HATCH_JAXEXPORT_STRICT"
 FULL_STRUCTURES_ENV = "HATCH_JAXEXPORT_FULL_STRUCTURES"
 #: Tiered compilation of eager first calls: on, off, or unset for the per-function default.
 TIERED_ENV = "HATCH_JAXEXPORT_TIERED"
-#: The compilation and executable caches: off, on (the default folder), or a folder.
+#: The loader's caches (its executable cache, and JAX's when turned on): off, on (the default
+#: folder), or a folder.
 CACHE_ENV = "HATCH_JAXEXPORT_CACHE"
+#: Turn JAX's persistent compilation cache on in the loader's folder (off: jax's config is
+#: never changed; a cache the user configured is used either way).
+JAX_CACHE_ENV = "HATCH_JAXEXPORT_JAX_CACHE"
 #: Build a wheel without exporting anything (the integrations).
 SKIP_ENV = "HATCH_JAXEXPORT_SKIP"
 #: Set to 0 to ignore the precompiled executables a wheel ships (compile the StableHLO).
@@ -101,8 +105,14 @@ def cache_choice(environ: Mapping[str, str] = os.environ) -> bool | str:
     return value
 
 
-__all__ = ["CACHE_ENV", "EXECUTABLES_ENV", "FULL_STRUCTURES_ENV", "OFF_VALUES", "ON_VALUES",
-           "RECORD_ENV", "REPORT_ENV", "SKIP_ENV", "STRICT_ENV", "TIERED_ENV", "TRACEBACK_ENV",
-           "cache_choice", "call_report_wanted", "flag", "full_structures", "record_choice",
-           "shipped_executables_wanted", "skip_requested", "strict_mode", "tiered_choice",
-           "traceback_wanted"]
+def jax_cache_wanted(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether ``HATCH_JAXEXPORT_JAX_CACHE`` asks the loader to turn JAX's persistent
+    compilation cache on (default off: a library leaves its host's jax config alone)."""
+    return flag(JAX_CACHE_ENV, environ) is True
+
+
+__all__ = ["CACHE_ENV", "EXECUTABLES_ENV", "FULL_STRUCTURES_ENV", "JAX_CACHE_ENV", "OFF_VALUES",
+           "ON_VALUES", "RECORD_ENV", "REPORT_ENV", "SKIP_ENV", "STRICT_ENV", "TIERED_ENV",
+           "TRACEBACK_ENV", "cache_choice", "call_report_wanted", "flag", "full_structures",
+           "jax_cache_wanted", "record_choice", "shipped_executables_wanted", "skip_requested",
+           "strict_mode", "tiered_choice", "traceback_wanted"]
