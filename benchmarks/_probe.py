@@ -3,7 +3,9 @@
 Usage: ``python _probe.py MODE WORKLOAD [FLOOR_FILE]`` where MODE is ``source`` (``jax.jit`` of
 the function's Python body), ``loaded`` (the installed package's baked artifact), ``floor``
 (a compiled executable deserialized from FLOOR_FILE; written first with ``floor-write``),
-``steady`` (per-call time, loaded vs jit) or ``import`` (import cost of the package).
+``steady`` (per-call time, loaded vs jit), ``import`` (import cost of the package), or one of
+``TRANSFORMS`` (a first call of the loaded ``mlp_loss`` through that path: eager, ``jax.jit``,
+eager ``jax.grad``, ``jax.jit(jax.grad(...))``; WORKLOAD is ignored).
 """
 
 from __future__ import annotations
@@ -21,8 +23,34 @@ def source_jit(fn):
     return jax.jit(fn.__wrapped__, static_argnames=tuple(fn.export_spec.static))
 
 
+#: First-call paths of ``jax_cache_probe``: the loaded function eagerly and under transformations.
+TRANSFORMS = ("eager", "jit", "grad", "jit_grad")
+
+
+def jax_cache_probe(mode: str) -> dict[str, float]:
+    """One first call of the loaded ``example_pkg.nn.mlp_loss`` (``vjp_order=1``) through
+    ``mode`` (``TRANSFORMS``); its time, and whether jax's persistent cache was on."""
+    import jax
+    import numpy as np
+    from example_pkg.nn import init_mlp, mlp_loss
+
+    def loss(params, x, y):
+        return mlp_loss(params, x, y)
+
+    fn = {"eager": mlp_loss, "jit": jax.jit(mlp_loss), "grad": jax.grad(loss),
+          "jit_grad": jax.jit(jax.grad(loss))}[mode]
+    args = (init_mlp(0), np.ones((32, 8), np.float32), np.zeros((32, 4), np.float32))
+    start = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    return {"first_call_s": time.perf_counter() - start,
+            "jax_cache": bool(jax.config.jax_compilation_cache_dir)}
+
+
 def main() -> None:
     mode, workload = sys.argv[1], sys.argv[2]
+    if mode in TRANSFORMS:
+        print(json.dumps(jax_cache_probe(mode)))
+        return
     t0 = time.perf_counter()
     import jax
     import numpy as np

@@ -1,6 +1,7 @@
 """Cold start, side by side in one run: source jit vs baked artifacts, cache cold and warm.
 
     python benchmarks/cold_start.py [--runs 5] [--quick] [--write-docs] [--steady-only]
+                                    [--jax-cache]
 
 Builds this project's wheel and ``example_pkg``'s wheel (baked by the Hatch hook), installs both
 into a fresh virtual environment, then measures each workload of ``example_pkg.benchmarks`` in
@@ -19,6 +20,11 @@ fresh processes (medians of ``--runs``, with min and max):
 
 Then the import cost, the steady-state per-call time (tiny), peak memory of 3 vs 1, and the
 ratios the project targets. ``--write-docs`` writes ``docs/performance-results.md`` and a plot.
+
+``--jax-cache`` measures instead what JAX's persistent compilation cache adds to the loader's
+executable cache: the first call of the loaded ``mlp_loss`` eagerly, under ``jax.jit``, through
+eager ``jax.grad`` and ``jax.jit(jax.grad(...))``, in a first process (caches empty) and in a
+second one, by default (no jax config changed) and with ``HATCH_JAXEXPORT_JAX_CACHE=1``.
 """
 
 from __future__ import annotations
@@ -136,6 +142,46 @@ def measure_steady(python: Path, work: Path, workload: str) -> dict[str, float]:
             "compiled": med([s["compiled_call_us"] for s in runs])}
 
 
+#: ``--jax-cache`` columns: label, the loader's settings, whether a process ran before.
+JAX_CACHE_COLUMNS = [("1st process, default", {}, False),
+                     ("2nd process, default", {}, True),
+                     ("1st process, HATCH_JAXEXPORT_JAX_CACHE=1",
+                      {"HATCH_JAXEXPORT_JAX_CACHE": "1"}, False),
+                     ("2nd process, HATCH_JAXEXPORT_JAX_CACHE=1",
+                      {"HATCH_JAXEXPORT_JAX_CACHE": "1"}, True)]
+#: ``--jax-cache`` rows: the probe's mode and how the row names the path.
+JAX_CACHE_ROWS = [("eager", "`mlp_loss(...)` eager"), ("jit", "`jax.jit(mlp_loss)`"),
+                  ("grad", "`jax.grad(mlp_loss)` eager"),
+                  ("jit_grad", "`jax.jit(jax.grad(mlp_loss))`")]
+
+
+def measure_jax_cache(python: Path, work: Path, runs: int) -> list[str]:
+    """First-call medians (ms) of each path of ``JAX_CACHE_ROWS`` under each of
+    ``JAX_CACHE_COLUMNS``: a markdown table. Each first process gets an empty cache folder; a
+    second process shares one with a process that made the same call before it."""
+    base = {"JAX_PLATFORMS": "cpu", "HATCH_JAXEXPORT_EXECUTABLES": "0"}
+    lines = ["| first call of the loaded function | " +
+             " | ".join(label for label, _, _ in JAX_CACHE_COLUMNS) + " |",
+             "|---|" + "---:|" * len(JAX_CACHE_COLUMNS)]
+    for mode, name in JAX_CACHE_ROWS:
+        cells = []
+        for number, (label, settings, second) in enumerate(JAX_CACHE_COLUMNS):
+            times = []
+            for run in range(runs):
+                folder = work / f"jaxcache-{mode}-{number}-{0 if second else run}"
+                env = {**base, **settings, "XDG_CACHE_HOME": str(folder)}
+                if second and run == 0:
+                    probe(python, mode, "mlp", env)  # the process before
+                out = probe(python, mode, "mlp", env)
+                if out["jax_cache"] != bool(settings):
+                    raise SystemExit(f"{mode} {label}: jax's cache on is {out['jax_cache']}")
+                times.append(out["first_call_s"] * 1e3)
+            cells.append(f"{med(times):.0f} ({min(times):.0f}-{max(times):.0f})")
+            print(f"  {mode:9s} {label:42s} median {med(times):8.1f} ms", flush=True)
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def med(values: list[float]) -> float:
     return statistics.median(values)
 
@@ -206,6 +252,9 @@ def main() -> None:
     parser.add_argument("--write-docs", action="store_true")
     parser.add_argument("--steady-only", action="store_true",
                         help="only the steady-state per-call time, of every workload")
+    parser.add_argument("--jax-cache", action="store_true",
+                        help="only what JAX's persistent cache adds to the loader's own: first "
+                             "calls (eager, jit, grad, jit of grad) with and without it")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="jaxexport-bench-") as tmp:
         work = Path(tmp)
@@ -218,6 +267,9 @@ def main() -> None:
                 r = measure_steady(python, work, workload)
                 print(f"| {workload} | {r['jit']:.1f} | {r['loaded']:.1f} | "
                       f"{r['loaded'] / r['jit']:.2f} | {r['compiled']:.1f} |", flush=True)
+            return
+        if args.jax_cache:
+            print("\n".join(measure_jax_cache(python, work, args.runs)))
             return
         workloads = ["tiny", "trace_heavy"] if args.quick else \
             ["tiny", "mlp", "solve", "deep", "trace_heavy"]

@@ -75,6 +75,11 @@ class TieredCompileWarning(RuntimeWarning):
     """The background optimized compile failed; the quick tier stays in use."""
 
 
+class CacheWarning(UserWarning):
+    """A cache folder cannot be written (read-only, full, a file in its place): calls still
+    run, compiling what the cache would have served; issued at most once per process."""
+
+
 class ConfigError(ValueError):
     """Invalid build configuration; ``errors`` lists every problem, each with its TOML path."""
 
@@ -97,6 +102,7 @@ class NotPortable(ValueError):
     """A variant that cannot be made portable; the message says why."""
 
 
-__all__ = ["ArtifactError", "CallMismatch", "CheckError", "ConfigError", "DtypeMismatch",
-           "ExportError", "FallbackWarning", "NotPortable", "PytreeMismatch", "ShapeMismatch",
-           "SignatureMismatch", "SpecError", "StaticValueMismatch", "TieredCompileWarning"]
+__all__ = ["ArtifactError", "CacheWarning", "CallMismatch", "CheckError", "ConfigError",
+           "DtypeMismatch", "ExportError", "FallbackWarning", "NotPortable", "PytreeMismatch",
+           "ShapeMismatch", "SignatureMismatch", "SpecError", "StaticValueMismatch",
+           "TieredCompileWarning"]

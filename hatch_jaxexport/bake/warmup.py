@@ -1,8 +1,13 @@
-"""``jaxexport warmup``: compile a package's artifacts into the persistent compilation cache.
+"""``jaxexport warmup``: compile a package's artifacts into the loader's executable cache.
 
 For container images and deploy steps: run once on the target machine, and the first call of
 every warmed (function, structure, static values, shapes) in later processes loads a compiled
-executable instead of compiling. Symbolic dimensions take the sizes the function names at build
+executable instead of compiling. JAX's persistent compilation cache is filled too exactly when
+later processes would read it: the user configured it (``JAX_COMPILATION_CACHE_DIR``) or turned
+the loader's on (``HATCH_JAXEXPORT_JAX_CACHE=1``); warmup follows the same settings as the
+loader, so it never fills a cache that no later process reads.
+
+Symbolic dimensions take the sizes the function names at build
 (``executable_sizes=``, else ``concrete=``) and those given on the command line
 (``--dims n=1024``, which win); a structure whose symbols are not all sized is skipped and
 reported, and the result names every
@@ -65,13 +70,16 @@ def _warmup(package: str, dims: Mapping[str, Sequence[int]], log: Callable[[str]
 
     from hatch_jaxexport.bake._discover import discover
     from hatch_jaxexport.formats.spec import evaluate_dim, tree_map_leaves
-    from hatch_jaxexport.runtime._compile_cache import ensure_compilation_cache
+    from hatch_jaxexport.runtime._compile_cache import (
+        ensure_compilation_cache,
+        executable_cache_dir,
+    )
     from hatch_jaxexport.runtime.loader import loaded_from_artifact
 
-    folder = ensure_compilation_cache()
-    if folder is None:
-        raise RuntimeError("the persistent compilation cache is off (HATCH_JAXEXPORT_CACHE=0): "
-                           "there is nothing to warm")
+    ensure_compilation_cache()  # JAX's cache too, where later processes would use it
+    if executable_cache_dir() is None:
+        raise RuntimeError("the caches are off (HATCH_JAXEXPORT_CACHE=0): there is nothing to "
+                           "warm")
     plans: list[tuple[Any, int, dict[str, Any], dict[str, int]]] = []
     skipped = []
     all_missing: set[str] = set()

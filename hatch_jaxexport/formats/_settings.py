@@ -17,10 +17,14 @@ STRICT_ENV = "HATCH_JAXEXPORT_STRICT"
 FULL_STRUCTURES_ENV = "HATCH_JAXEXPORT_FULL_STRUCTURES"
 #: Tiered compilation of eager first calls: on, off, or unset for the per-function default.
 TIERED_ENV = "HATCH_JAXEXPORT_TIERED"
-#: The compilation and executable caches: off, on (the default folder), or a folder.
+#: The loader's caches (its executable cache, and JAX's when turned on): off, on (the default
+#: folder), or a folder.
 CACHE_ENV = "HATCH_JAXEXPORT_CACHE"
 #: The most bytes hatch-jaxexport keeps in its cache folders (``500M``, ``2G``; ``0``: no limit).
 CACHE_MAX_BYTES_ENV = "HATCH_JAXEXPORT_CACHE_MAX_BYTES"
+#: Turn JAX's persistent compilation cache on in the loader's folder (off: jax's config is
+#: never changed; a cache the user configured is used either way).
+JAX_CACHE_ENV = "HATCH_JAXEXPORT_JAX_CACHE"
 #: Build a wheel without exporting anything (the integrations).
 SKIP_ENV = "HATCH_JAXEXPORT_SKIP"
 #: Set to 0 to ignore the precompiled executables a wheel ships (compile the StableHLO).
@@ -173,10 +177,17 @@ def cache_max_bytes(environ: Mapping[str, str] = os.environ) -> int | None:
     return limit or None
 
 
+def jax_cache_wanted(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether ``HATCH_JAXEXPORT_JAX_CACHE`` asks the loader to turn JAX's persistent
+    compilation cache on (default off: a library leaves its host's jax config alone)."""
+    return flag(JAX_CACHE_ENV, environ) is True
+
+
 __all__ = ["BACKGROUND_COMPILES_ENV", "BACKGROUND_TIMEOUT_ENV", "CACHE_ENV", "CACHE_MAX_BYTES_ENV",
            "DEFAULT_BACKGROUND_TIMEOUT_S", "DEFAULT_CACHE_MAX_BYTES", "EXECUTABLES_ENV",
-           "FULL_STRUCTURES_ENV", "OFF_VALUES", "ON_VALUES", "RECORD_ENV", "REPORT_ENV",
-           "SKIP_ENV", "STRICT_ENV", "TIERED_ENV", "TRACEBACK_ENV", "background_compiles",
-           "background_timeout", "cache_choice", "cache_max_bytes", "call_report_wanted", "flag",
-           "full_structures", "parse_byte_size", "record_choice", "shipped_executables_wanted",
-           "skip_requested", "strict_mode", "tiered_choice", "traceback_wanted"]
+           "FULL_STRUCTURES_ENV", "JAX_CACHE_ENV", "OFF_VALUES", "ON_VALUES", "RECORD_ENV",
+           "REPORT_ENV", "SKIP_ENV", "STRICT_ENV", "TIERED_ENV", "TRACEBACK_ENV",
+           "background_compiles", "background_timeout", "cache_choice", "cache_max_bytes",
+           "call_report_wanted", "flag", "full_structures", "jax_cache_wanted", "parse_byte_size",
+           "record_choice", "shipped_executables_wanted", "skip_requested", "strict_mode",
+           "tiered_choice", "traceback_wanted"]

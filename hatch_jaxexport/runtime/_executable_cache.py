@@ -219,7 +219,8 @@ def compile_fresh(lowered: Any, compiler_options: dict[str, Any] | None = None
 def store(folder: Path, key: str, compiled: Any) -> bool:
     """Write ``compiled`` (a ``jax.stages.Compiled`` that XLA compiled in this process, see
     ``compile_fresh``) as the entry ``key``; ``False`` if it cannot be cached (constants as
-    arguments, pytree classes, a jax without the API)."""
+    arguments, pytree classes, a jax without the API) or the folder cannot be written (one
+    ``CacheWarning`` per process: a full disk or a read-only home never fails a call)."""
     try:
         from jax.experimental import serialize_executable as se
 
@@ -239,7 +240,10 @@ def store(folder: Path, key: str, compiled: Any) -> bool:
         except BaseException:
             os.unlink(tmp)
             raise
-    except OSError:
+    except OSError as err:  # read-only, full, gone: the call ran; say so once per process
+        from hatch_jaxexport.runtime._compile_cache import cache_unwritable
+
+        cache_unwritable(folder, err)
         return False
     from hatch_jaxexport.runtime._footprint import after_store  # here: not on a call's path
 

@@ -25,7 +25,7 @@ tier is never written to the cache.
 ``@exportable(..., tiered=False)``. The default: on for CPU artifacts whose StableHLO module is
 at least ``TIER_MIN_MODULE_BYTES`` (small modules compile about as fast either way); off on other
 platforms, where it has not been measured here. Tiering needs the executable cache
-(``HATCH_JAXEXPORT_CACHE`` not ``0``) and background compiles
+(``HATCH_JAXEXPORT_CACHE`` not ``0``), a folder it can write, and background compiles
 (``HATCH_JAXEXPORT_BACKGROUND_COMPILES`` not ``0``).
 """
 
@@ -169,7 +169,10 @@ class EagerCall:
                  tiered: bool, lapack: bool, shipped: Any = None,
                  eager_lowerable: Callable[[Any], Callable[..., Any] | None] | None = None
                  ) -> None:
-        from hatch_jaxexport.runtime._compile_cache import executable_cache_dir
+        from hatch_jaxexport.runtime._compile_cache import (
+            executable_cache_dir,
+            executable_cache_writable,
+        )
 
         self._make_jitted = make_jitted
         self._jitted: Callable[..., Any] | None = None
@@ -177,7 +180,10 @@ class EagerCall:
         self.job = job
         self.platform = job["platform"]
         self.folder = executable_cache_dir()
-        self.tiered = tiered and self.folder is not None
+        #: Whether new entries can be written (a read-only cache is still read): without it
+        #: nothing is stored and no tier is built (the optimized one would have nowhere to go).
+        self.writable = executable_cache_writable()
+        self.tiered = tiered and self.folder is not None and self.writable
         self.lapack = lapack
         self.shipped = shipped
         #: ``HATCH_JAXEXPORT_REPORT=1``: one line on stderr per first call of a signature.
@@ -277,6 +283,8 @@ class EagerCall:
         entry is written whole (``executables.store`` writes a temporary file, then renames).
         """
         entry.unsaved = False
+        if not self.writable:
+            return
         assert self.folder is not None and entry.save_key is not None
         threading.Thread(target=executables.store, name="hatch-jaxexport-store",
                          args=(self.folder, entry.save_key, entry.compiled)).start()

@@ -1,4 +1,5 @@
-"""Cold-start means: the persistent compile cache, warmup, and skipping needless LAPACK init."""
+"""Cold-start means: the loader's caches (jax's only on request), warmup, and skipping needless
+LAPACK init."""
 
 from __future__ import annotations
 
@@ -24,10 +25,21 @@ def _probe(run_python, site: Path, **env: str) -> dict:
     return json.loads(run_python(PROBE, env={"PYTHONPATH": str(site), **env}).stdout)
 
 
-def test_cache_is_on_by_default_in_a_per_user_folder(demo_site, tmp_path, run_python):
+def test_executable_cache_is_on_by_default_in_a_per_user_folder(demo_site, tmp_path,
+                                                                 run_python):
     out = _probe(run_python, demo_site, XDG_CACHE_HOME=str(tmp_path))
-    assert out["ok"] and out["cache"] == str(tmp_path / "hatch-jaxexport" / "jax")
-    assert any((tmp_path / "hatch-jaxexport" / "jax").iterdir())  # the compile went in
+    executables = tmp_path / "hatch-jaxexport" / "executables"
+    assert out["ok"] and out["cache"] == str(executables) and out["jax_dir"] is None
+    assert any(executables.glob("*.xla"))  # the compile went in
+    assert not (tmp_path / "hatch-jaxexport" / "jax").exists()  # jax's cache: the user's call
+
+
+def test_jax_cache_only_with_the_opt_in(demo_site, tmp_path, run_python):
+    out = _probe(run_python, demo_site, XDG_CACHE_HOME=str(tmp_path),
+                 HATCH_JAXEXPORT_JAX_CACHE="1")
+    folder = tmp_path / "hatch-jaxexport" / "jax"
+    assert out["ok"] and out["cache"] == out["jax_dir"] == str(folder)
+    assert any(folder.iterdir())
 
 
 def test_cache_opt_out_and_users_own_cache_win(demo_site, tmp_path, run_python):
@@ -68,17 +80,17 @@ def test_warmup_fills_the_cache_so_the_next_process_compiles_nothing(demo_site, 
                 "a=2", "--dims", "b=3"], env=env)
     assert "warmed" in warm.stdout and "jxe_demo.funcs:scale [0] {'a': 2, 'b': 3}" in warm.stderr
     assert "skipped: jxe_demo.funcs:poly structure 0" in warm.stderr  # no value for n
-    cache = tmp_path / "hatch-jaxexport" / "jax"
     executables = tmp_path / "hatch-jaxexport" / "executables"
-    assert list(executables.glob("*.xla"))  # warmed into the executable cache too
-    before = sorted(p.name for p in cache.iterdir())
+    assert list(executables.glob("*.xla"))  # warmed into the executable cache
+    assert f"into {executables}" in warm.stdout
+    assert not (tmp_path / "hatch-jaxexport" / "jax").exists()  # no process would read it
     before_executables = sorted(p.name for p in executables.iterdir())
     proc = run([sys.executable, "-c", "import numpy as np, jxe_demo.funcs as f\n"
                 "from hatch_jaxexport.runtime.loader import tiered_calls\n"
                 "f.scale(np.ones((2, 3), np.float32))\n"
                 "print([t for c in tiered_calls(f.scale) for t in c.tiers.values()])"], env=env)
     assert proc.stdout.strip() == "['cached']"  # loaded, not compiled
-    assert sorted(p.name for p in cache.iterdir()) == before  # a cache hit writes nothing
+    # a cache hit writes nothing
     assert sorted(p.name for p in executables.iterdir()) == before_executables
 
 
