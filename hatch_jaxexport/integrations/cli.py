@@ -83,8 +83,8 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
                             "SHA-256, and that the folder holds nothing else. Exit 0 with one "
                             "OK line, or 1 with one line per problem.")
     verify.add_argument("package", metavar="PACKAGE", help="import name of an installed package")
-    warm = sub.add_parser("warmup", help="compile a package's artifacts into the persistent "
-                          "compilation cache of this machine",
+    warm = sub.add_parser("warmup", help="compile a package's artifacts into the executable "
+                          "cache of this machine",
                           description="Call every @exportable of PACKAGE on zeros of the given "
                           "sizes, so later processes load compiled executables from the cache.")
     warm.add_argument("package", metavar="PACKAGE", help="import name of an installed package")
