@@ -1,6 +1,8 @@
 """Read-only and shared homes: a cache folder that cannot be written never fails a call.
 
-Fresh processes call a baked package with the loader's cache folder read-only, under a regular
+Fresh processes call a baked package with the loader's cache folder read-only (a read-only
+bind mount in a mount namespace of its own when the tests run as root, whom a 0o555 mode does
+not stop; the mode otherwise), under a regular
 file (what a full or refusing file system looks like to ``mkdir``: it fails for root too), or
 with a file where the folder should be. Each call runs and gives the right result; at most one
 ``CacheWarning`` per process names the folder and ``HATCH_JAXEXPORT_CACHE``; tiering is off
@@ -11,10 +13,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from conftest import run
 
 CALLS = """
 import json, warnings
@@ -88,18 +94,43 @@ def _read_only(folder: Path) -> None:
         path.chmod(mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
 
 
+#: Run a command with one folder read-only: a bind mount of it onto itself, remounted read-only,
+#: in a mount namespace of the command's own (what a read-only file system is, for root too).
+READ_ONLY_MOUNT = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+
+
+def _read_only_mount_works(folder: Path) -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", READ_ONLY_MOUNT, str(folder), "sh", "-c",
+                            f"! touch {folder}/probe 2>/dev/null"], capture_output=True)
+    return probe.returncode == 0
+
+
+def _read_only_calls(site: Path, cache: Path) -> dict:
+    """The calls of a process that sees ``cache`` read-only."""
+    env = {"PYTHONPATH": str(site), "HATCH_JAXEXPORT_CACHE": str(cache),
+           "HATCH_JAXEXPORT_STRICT": "1", "HATCH_JAXEXPORT_TIERED": "1"}
+    if os.geteuid() == 0:
+        command = ["unshare", "-m", "sh", "-c", READ_ONLY_MOUNT, str(cache), sys.executable,
+                   "-c", CALLS]
+    else:
+        _read_only(cache)
+        command = [sys.executable, "-c", CALLS]
+    return json.loads(run(command, env=env).stdout.splitlines()[-1])
+
+
 def test_a_read_only_warmed_folder_is_read_and_never_written(demo_site, tmp_path, run_python):
     cache = tmp_path / "shared"
     warm = _calls(run_python, demo_site, cache, HATCH_JAXEXPORT_TIERED="0")
     assert warm["warnings"] == []
-    _read_only(cache)
+    if os.geteuid() == 0 and not _read_only_mount_works(cache):
+        pytest.skip("running as root without a mount namespace (unshare -m): neither a 0o555 "
+                    "mode nor a read-only mount can stop root's writes here; the folder under "
+                    "a regular file above covers the refusal")
+    before = sorted(p.name for p in (cache / "executables").iterdir())
     try:
-        if os.access(cache / "executables", os.W_OK):
-            pytest.skip("running as root: a read-only mode (0o555) does not stop root's "
-                        "writes, so a read-only folder cannot be simulated here; the folder "
-                        "under a regular file above covers the refusal")
-        before = sorted(p.name for p in (cache / "executables").iterdir())
-        out = _calls(run_python, demo_site, cache)
+        out = _read_only_calls(demo_site, cache)
         assert out["scale"] == warm["scale"]
         _assert_one_warning(out, cache / "executables")
         # the entries a writable process left are still served; a new shape compiles
