@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, export_into_copy, make_venv, run
-from test_pytest_plugin import _other_python
+from _buildkit import other_python
 
 CALL = """
 import json, warnings
@@ -41,7 +41,7 @@ print(json.dumps(out))
 @pytest.fixture(scope="module")
 def other(tmp_path_factory: pytest.TempPathFactory, project_wheel: Path) -> tuple[str, Path]:
     """The other interpreter, in a venv with its newest jax, and a site it exported."""
-    python = _other_python()
+    python = other_python()
     if python is None:
         pytest.skip("no second Python (3.11 or 3.12) on this machine to install another jax into")
     tmp = tmp_path_factory.mktemp("skew")
