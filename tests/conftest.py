@@ -30,6 +30,32 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["_JAXEXPORT_TEST_CACHE_OWNER"] = str(os.getpid())
 
 
+#: The test files that take longest (builds, fresh venvs, many fresh processes), heaviest first,
+#: from ``--durations`` of a clean-clone run of ``scripts/test.sh``. They are collected first so
+#: that the two xdist workers (``--dist loadfile``: a file stays on one worker) start them at
+#: once and finish together: collected in path order, ``unit/runtime/test_tiers.py`` and
+#: ``test_transforms.py`` came last, and one worker ran them alone for minutes while the other
+#: idled (longest-processing-time-first scheduling). Only the order changes, never what runs.
+LONGEST_FIRST = (
+    "tests/integration/test_ecosystem.py", "tests/examples/test_getting_started.py",
+    "tests/unit/runtime/test_tiers.py", "tests/unit/runtime/test_transforms.py",
+    "tests/integration/test_hatch_hook.py", "tests/unit/runtime/test_option_matrix.py",
+    "tests/integration/test_setuptools.py", "tests/integration/test_pytest_plugin.py",
+    "tests/integration/test_merge.py", "tests/integration/test_field2.py",
+    "tests/examples/test_gpu_check.py", "tests/examples/test_example_pkg.py",
+    "tests/unit/runtime/test_sharding.py", "tests/integration/test_shipped_executables.py",
+    "tests/unit/runtime/test_fuzz.py", "tests/unit/runtime/test_argument_kinds.py",
+    "tests/unit/runtime/test_shipped.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Collect the ``LONGEST_FIRST`` files first, heaviest first; the rest keep their order (a
+    stable sort: the tests of a file keep theirs)."""
+    rank = {path: index for index, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
 #: The head of a script run in a fresh process that counts XLA's backend compiles in
 #: ``compiles`` (one event per executable XLA compiled, none for one loaded from disk), and
 #: imports ``jxe_exec`` as ``m`` with numpy, jax and the loader's ``tiered_calls``.
