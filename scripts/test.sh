@@ -2,7 +2,8 @@
 # The whole test suite, from nothing: makes a virtual environment per interpreter, installs this
 # project with its test and docs extras (jax comes from PyPI), checks style and runs pytest.
 # Runs on the default python3 (jax 0.10.x on 3.11) and, where one is found, on Python 3.12 with
-# the newest jax (there without the slow end-to-end tests unless FULL_312=1, to keep CI short).
+# the newest jax (there the unit suite, every layer against that jax, unless FULL_312=1: the
+# integration tests and examples run once, on the default Python, to keep CI under 30 minutes).
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not slow"`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,10 +48,12 @@ suite() {  # suite PYTHON NAME EXTRAS [pytest args...]
 # this Python and fails, not skips, without it.
 suite python3 py-default test,docs,ecosystem "$@"
 if py312=$(find_python312); then
-  # The slow end-to-end tests (front ends, fresh venvs, version skew in both directions) ran
-  # above; on 3.12 the rest of the suite runs against the newest jax. FULL_312=1: everything
-  # (with the ecosystem extra, which the ecosystem test needs).
-  if [ "${FULL_312:-0}" = "1" ]; then suite "$py312" py312 test,docs,ecosystem "$@"; else suite "$py312" py312 test,docs -m "not slow" "$@"; fi
+  # The integration tests (front ends, fresh venvs, version skew in both directions) and the
+  # examples ran above; on 3.12 the unit suite (tests/unit: each layer in process and in fresh
+  # processes) runs against the newest jax. FULL_312=1: everything (with the ecosystem extra,
+  # which the ecosystem tests need).
+  if [ "${FULL_312:-0}" = "1" ]; then suite "$py312" py312 test,docs,ecosystem "$@"
+  else suite "$py312" py312 test,docs -m "not slow" tests/unit "$@"; fi
 else
   echo "=== no Python 3.12 interpreter found: skipping the newest-jax run ==="
 fi
