@@ -9,10 +9,11 @@ import subprocess
 import sys
 import textwrap
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from conftest import ROOT, run
+from conftest import FIXTURES, ROOT, run
 
 EXAMPLE = ROOT / "example_pkg"
 DEMO = ROOT / "scripts" / "demo.py"
@@ -207,3 +208,28 @@ def other_python() -> str | None:
         if proc.returncode == 0:
             return candidate
     return None
+
+
+def build_install_and_call(tmp: Path, package: str, libraries: Sequence[str],
+                           project_wheel: Path, calls: Path, modes: Sequence[str]
+                           ) -> tuple[Path, dict[str, dict[str, Any]]]:
+    """A fixture package of real JAX code as a user gets it: built by the hook through an
+    isolated ``python -m build``, installed with ``libraries`` (pinned to this environment's
+    versions: a missing one fails) into a fresh venv, ``verify``-ed; then ``calls`` run there
+    once per mode, in strict mode. The wheel, and each mode's last printed line as JSON."""
+    from importlib.metadata import version
+
+    from conftest import make_venv
+
+    pins = [f"{name}=={version(name)}" for name in libraries]
+    source = copy_project(FIXTURES / package, tmp / "src" / package)
+    env = {**links_env(project_wheel.parent), "HATCH_JAXEXPORT_CACHE": str(tmp / "cache")}
+    run([sys.executable, "-m", "build", "--wheel", "-o", tmp / "dist", source], env=env)
+    (wheel,) = (tmp / "dist").glob(f"{package}-*.whl")
+    python = make_venv(tmp / "venv", project_wheel, *pins, "flatbuffers", wheel)
+    call_env = {"JAX_PLATFORMS": "cpu", "PYTHONPATH": "", "HATCH_JAXEXPORT_STRICT": "1",
+                "HATCH_JAXEXPORT_CACHE": str(tmp / "cache")}
+    verified = run([python, "-m", "hatch_jaxexport", "verify", package], env=call_env, cwd=tmp)
+    assert f"{package}: OK" in verified.stdout, verified.stdout
+    return wheel, {mode: json.loads(run([python, calls, mode], env=call_env, cwd=tmp)
+                                    .stdout.strip().splitlines()[-1]) for mode in modes}

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -165,6 +166,19 @@ def export_into_copy(tmp: Path, package: str, **options: object) -> Path:
                     ignore=shutil.ignore_patterns("__pycache__"))
     export_package(package, tmp / package / "_jaxexport", search_path=[tmp], **options)
     return tmp
+
+
+def import_baked(site: Path, package: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``package`` imported from ``site`` in this process in strict mode (any fallback to its
+    source raises), its ``TRACES`` counter (where it has one) back at 0."""
+    import importlib
+
+    monkeypatch.setenv("HATCH_JAXEXPORT_STRICT", "1")
+    monkeypatch.syspath_prepend(str(site))
+    module = importlib.import_module(package)
+    if hasattr(module, "TRACES"):
+        module.TRACES["count"] = 0
+    return module
 
 
 @pytest.fixture(scope="session")

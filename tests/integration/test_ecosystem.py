@@ -12,16 +12,13 @@ test instead of skipping it.
 
 from __future__ import annotations
 
-import json
-import sys
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from _buildkit import copy_project, links_env, metadata
-from conftest import FIXTURES, TESTS, make_venv, run
+from _buildkit import build_install_and_call, metadata
+from conftest import TESTS
 
 LIBRARIES = ("jax", "flax", "equinox", "diffrax")
 CASES = [f"{kind}-{what}" for kind in ("linen", "nnx")
@@ -37,22 +34,11 @@ CASES = [f"{kind}-{what}" for kind in ("linen", "nnx")
 def ecosystem_runs(tmp_path_factory: pytest.TempPathFactory, project_wheel: Path
                    ) -> dict[str, dict[str, Any]]:
     """Build, install, verify; then the calls' results from the artifacts and from the source."""
-    tmp = tmp_path_factory.mktemp("ecosystem")
-    pins = [f"{name}=={version(name)}" for name in LIBRARIES]  # fails if the extra is missing
-    source = copy_project(FIXTURES / "jxe_ecosystem", tmp / "src" / "jxe_ecosystem")
-    env = {**links_env(project_wheel.parent), "HATCH_JAXEXPORT_CACHE": str(tmp / "cache")}
-    run([sys.executable, "-m", "build", "--wheel", "-o", tmp / "dist", source], env=env)
-    (wheel,) = (tmp / "dist").glob("jxe_ecosystem-*.whl")
+    wheel, runs = build_install_and_call(
+        tmp_path_factory.mktemp("ecosystem"), "jxe_ecosystem", LIBRARIES, project_wheel,
+        TESTS / "ecosystem_calls.py", ("artifact", "source", "x64"))
     assert all(f"Requires-Dist: {name}" in metadata(wheel) for name in LIBRARIES[1:])
-    python = make_venv(tmp / "venv", project_wheel, *pins, "flatbuffers", wheel)
-    call_env = {"JAX_PLATFORMS": "cpu", "PYTHONPATH": "", "HATCH_JAXEXPORT_STRICT": "1",
-                "HATCH_JAXEXPORT_CACHE": str(tmp / "cache")}
-    verified = run([python, "-m", "hatch_jaxexport", "verify", "jxe_ecosystem"], env=call_env,
-                   cwd=tmp)
-    assert "jxe_ecosystem: OK" in verified.stdout
-    return {mode: json.loads(run([python, TESTS / "ecosystem_calls.py", mode], env=call_env,
-                                 cwd=tmp).stdout.strip().splitlines()[-1])
-            for mode in ("artifact", "source", "x64")}
+    return runs
 
 
 @pytest.mark.slow

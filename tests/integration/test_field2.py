@@ -7,16 +7,13 @@ counter that must stay at 0; every result equals the source's, run in another pr
 
 from __future__ import annotations
 
-import json
-import sys
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from _buildkit import copy_project, links_env
-from conftest import FIXTURES, TESTS, make_venv, run
+from _buildkit import build_install_and_call
+from conftest import TESTS
 
 LIBRARIES = ("jax", "blackjax", "numpyro", "flax", "chex")
 CASES = ["blackjax-chain-fed-back", "numpyro-draws", "numpyro-vmap-keys",
@@ -28,21 +25,10 @@ CASES = ["blackjax-chain-fed-back", "numpyro-draws", "numpyro-vmap-keys",
 def field2_runs(tmp_path_factory: pytest.TempPathFactory, project_wheel: Path
                 ) -> dict[str, dict[str, Any]]:
     """Build, install, verify; then the calls' results from the artifacts and from the source."""
-    tmp = tmp_path_factory.mktemp("field2")
-    pins = [f"{name}=={version(name)}" for name in LIBRARIES]  # fails if the extra is missing
-    source = copy_project(FIXTURES / "jxe_field2", tmp / "src" / "jxe_field2")
-    env = {**links_env(project_wheel.parent), "HATCH_JAXEXPORT_CACHE": str(tmp / "cache")}
-    run([sys.executable, "-m", "build", "--wheel", "-o", tmp / "dist", source], env=env)
-    (wheel,) = (tmp / "dist").glob("jxe_field2-*.whl")
-    python = make_venv(tmp / "venv", project_wheel, *pins, "flatbuffers", wheel)
-    call_env = {"JAX_PLATFORMS": "cpu", "PYTHONPATH": "", "HATCH_JAXEXPORT_STRICT": "1",
-                "HATCH_JAXEXPORT_CACHE": str(tmp / "cache")}
-    verified = run([python, "-m", "hatch_jaxexport", "verify", "jxe_field2"], env=call_env,
-                   cwd=tmp)
-    assert "jxe_field2: OK" in verified.stdout
-    return {mode: json.loads(run([python, TESTS / "field2_calls.py", mode], env=call_env,
-                                 cwd=tmp).stdout.strip().splitlines()[-1])
-            for mode in ("artifact", "source")}
+    _, runs = build_install_and_call(tmp_path_factory.mktemp("field2"), "jxe_field2", LIBRARIES,
+                                     project_wheel, TESTS / "field2_calls.py",
+                                     ("artifact", "source"))
+    return runs
 
 
 @pytest.mark.slow

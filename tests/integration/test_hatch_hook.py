@@ -55,6 +55,16 @@ def tiny(root: Path, hook_table: str = "", *, name: str = "jxe_tiny", module: st
 
 # -- in process ----------------------------------------------------------------------------------
 
+def pinned_wheel(tmp_path: Path, requirements: list[str]) -> Path:
+    """The tiny project, with these jax requirements instead of a bare ``jax``, built here."""
+    root = tiny(tmp_path / "proj")
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(
+        '"jax"]', f"{json.dumps(requirements)[1:-1]}]"))
+    (wheel,) = inprocess_build(root, tmp_path / "dist")
+    return wheel
+
+
 def test_wheel_carries_each_artifact_file_and_the_jax_requirement(tmp_path, capsys):
     root = tiny(tmp_path / "proj")
     (wheel,) = inprocess_build(root, tmp_path / "dist")
@@ -88,10 +98,7 @@ def test_a_pin_per_python_built_on_one_python_still_installs_on_the_other(tmp_pa
     older = f"{sys.version_info.major}.{sys.version_info.minor - 1}"
     own = [f'jax=={JAX_VERSION}; python_version >= "{here}"',
            f'jax==0.4.30; python_version < "{here}"']
-    root = tiny(tmp_path / "proj")
-    pyproject = root / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace('"jax"]', f"{json.dumps(own)[1:-1]}]"))
-    (wheel,) = inprocess_build(root, tmp_path / "dist")
+    wheel = pinned_wheel(tmp_path, own)
     assert [r.replace("'", '"') for r in jax_requirements(wheel)] == [
         f'jax=={JAX_VERSION},>={JAX_VERSION}; python_version >= "{here}"',
         f'jax==0.4.30; python_version < "{here}"']  # the other Python's pin kept as written
@@ -120,10 +127,7 @@ def test_per_python_pins_built_here_install_on_the_other_python(tmp_path, projec
     mine, theirs = ('<', '>=') if other_version == "3.12" else ('>=', '<')
     own = [f'jax=={JAX_VERSION}; python_version {mine} "3.12"',
            f'jax=={other_jax}; python_version {theirs} "3.12"']
-    root = tiny(tmp_path / "proj")
-    pyproject = root / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace('"jax"]', f"{json.dumps(own)[1:-1]}]"))
-    (wheel,) = inprocess_build(root, tmp_path / "dist")
+    wheel = pinned_wheel(tmp_path, own)
     report = run([other, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
                   "--disable-pip-version-check", "--report", "-", "--find-links",
                   project_wheel.parent, wheel])

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, export_into_copy, make_venv, run
 from _buildkit import other_python
+from conftest import FIXTURES, export_into_copy, make_venv, run
 
 CALL = """
 import json, warnings

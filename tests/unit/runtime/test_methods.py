@@ -4,14 +4,13 @@
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import export_into_copy
+from conftest import export_into_copy, import_baked
 
 from hatch_jaxexport import exportable
 from hatch_jaxexport.errors import SpecError
@@ -24,11 +23,7 @@ def methods_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def pkg(methods_site: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("HATCH_JAXEXPORT_STRICT", "1")
-    monkeypatch.syspath_prepend(str(methods_site))
-    module = importlib.import_module("jxe_methods")
-    module.TRACES["count"] = 0
-    return module
+    return import_baked(methods_site, "jxe_methods", monkeypatch)
 
 
 def _source_fft(x):

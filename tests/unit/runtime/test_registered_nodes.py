@@ -4,7 +4,6 @@ and called in strict mode without tracing, equal to the source."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import shutil
 import sys
@@ -14,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, import_baked
 
 from hatch_jaxexport.bake import export_package
 
@@ -34,11 +33,7 @@ def nodes_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def pkg(nodes_site: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("HATCH_JAXEXPORT_STRICT", "1")
-    monkeypatch.syspath_prepend(str(nodes_site))
-    module = importlib.import_module("jxe_nodes")
-    module.TRACES["count"] = 0
-    return module
+    return import_baked(nodes_site, "jxe_nodes", monkeypatch)
 
 
 def _manifest(site: Path) -> dict:
