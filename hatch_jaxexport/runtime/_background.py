@@ -46,6 +46,7 @@ from hatch_jaxexport.formats._settings import (
     background_compiles,
     background_timeout,
 )
+from hatch_jaxexport.runtime._file_lock import try_lock
 
 #: The folder of the slot files, inside the executable cache folder.
 SLOT_FOLDER = "background"
@@ -97,22 +98,6 @@ class Slot:
             pass
 
 
-def _lock_nonblocking(fd: int) -> bool:
-    """Lock an open file without waiting; ``False`` if another process holds it."""
-    try:
-        if sys.platform == "win32":
-            import msvcrt
-
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        else:
-            import fcntl
-
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    return True
-
-
 def take_slot(folder: Path, count: int) -> Slot | None:
     """A free slot of ``folder``'s ``count`` slots, locked; ``None`` while all are taken."""
     slots = folder / SLOT_FOLDER
@@ -120,7 +105,7 @@ def take_slot(folder: Path, count: int) -> Slot | None:
     for index in range(count):
         path = slots / f"slot-{index}"
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        if _lock_nonblocking(fd):
+        if try_lock(fd):
             return Slot(fd, path)
         os.close(fd)
     return None
@@ -135,7 +120,7 @@ def busy_slots(folder: Path, count: int) -> int:
             continue
         fd = os.open(path, os.O_RDWR)
         try:
-            if not _lock_nonblocking(fd):
+            if not try_lock(fd):
                 held += 1
         finally:
             os.close(fd)  # closing releases the probe's own lock

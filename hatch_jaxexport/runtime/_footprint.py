@@ -30,7 +30,6 @@ import importlib.util
 import json
 import os
 import re
-import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -39,6 +38,7 @@ from typing import NamedTuple
 from hatch_jaxexport.formats._settings import DEFAULT_CACHE_MAX_BYTES, cache_choice, cache_max_bytes
 from hatch_jaxexport.runtime._compile_cache import default_cache_dir
 from hatch_jaxexport.runtime._entry_names import LEGACY_NAME, NAME, version_label
+from hatch_jaxexport.runtime._file_lock import try_lock
 
 #: A lock or temporary file older than this is from a process that stopped (seconds).
 LEFT_BEHIND_S = 3600.0
@@ -203,22 +203,13 @@ def _turn(folder: Path) -> Iterator[bool]:
 
 
 def _lock(fd: int) -> bool:
+    """Lock ``fd``, waiting up to ``TRIM_LOCK_WAIT_S`` for the process trimming now."""
     deadline = time.monotonic() + TRIM_LOCK_WAIT_S
-    while True:
-        try:
-            if sys.platform == "win32":
-                import msvcrt
-
-                msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-            else:
-                import fcntl
-
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except OSError:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.01)
+    while not try_lock(fd):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def trim(folders: CacheFolders, limit: int | None) -> list[CacheItem]:
