@@ -39,6 +39,7 @@ from hatch_jaxexport.runtime._jaxcompat import (
     mlir_ir,
     no_locations,
 )
+from hatch_jaxexport.runtime._source_calls import sources_inlined
 from hatch_jaxexport.runtime.decorator import ExportableFunction
 
 
@@ -171,12 +172,14 @@ def captured_of(fn: ExportableFunction, task: ExportTask) -> list[dict[str, Any]
 
 
 def export_exported(fn: ExportableFunction, task: ExportTask) -> Any:
-    """Trace and lower one task to a ``jax.export.Exported``, locations stripped."""
-    primal, scope, placement, _ = _primal_of(fn, task)
-    if (task.kind, task.batched) == ("primal", False):
-        return primal
-    with no_locations(), lowering_context(task_config(fn, task)):
-        return _export_member(fn, task, primal, scope, placement)
+    """Trace and lower one task to a ``jax.export.Exported``, locations stripped; the
+    ``@exportable`` functions it calls run their source inline (``sources_inlined``)."""
+    with sources_inlined():
+        primal, scope, placement, _ = _primal_of(fn, task)
+        if (task.kind, task.batched) == ("primal", False):
+            return primal
+        with no_locations(), lowering_context(task_config(fn, task)):
+            return _export_member(fn, task, primal, scope, placement)
 
 
 def _export_primal(fn: ExportableFunction,
@@ -382,7 +385,7 @@ def export_task(fn: ExportableFunction, task: ExportTask) -> tuple[bytes, Artifa
     type_refs = pytrees.register_all([exported.in_tree, exported.out_tree], fn.name)
     config = task_config(fn, task)
     try:
-        with lowering_context(config):
+        with lowering_context(config), sources_inlined():  # serialize traces the VJP
             vjp_order = spec.vjp_order if task.kind == "primal" and not task.batched else 0
             blob = bytes(exported.serialize(vjp_order=vjp_order))
             custom_calls = custom_call_targets(exported, full_text, vjp_order)

@@ -73,13 +73,14 @@ def fast_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 class ResolvedCalls:
     """One function's resolved targets, its fallback, the keyed fast cache and the hot call."""
 
-    __slots__ = ("_fallback", "fast", "hot", "hot_misses", "lock", "targets")
+    __slots__ = ("_fallback", "_uncovered", "fast", "hot", "hot_misses", "lock", "targets")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         #: resolution key -> the loader's target (an artifact's call or the fallback's)
         self.targets: dict[Any, Any] = {}
         self._fallback: Callable[..., Any] | None = None
+        self._uncovered: Callable[..., Any] | None = None
         self.fast: dict[Any, tuple[Callable[..., Any], tuple[int, ...] | None]] = {}
         #: (executable, how many leading arguments it takes, the trailing static strings)
         self.hot: tuple[Callable[..., Any], int, tuple[Any, ...]] | None = None
@@ -90,6 +91,7 @@ class ResolvedCalls:
         with self.lock:
             self.targets.clear()
             self._fallback = None
+            self._uncovered = None
             self.fast.clear()
             self.hot = None
             self.hot_misses = 0
@@ -109,6 +111,12 @@ class ResolvedCalls:
         if self._fallback is None:
             self._fallback = make()
         return self._fallback
+
+    def uncovered(self, make: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
+        """The source's calls for calls no structure accepts (``SourceCalls``), made once."""
+        if self._uncovered is None:
+            self._uncovered = make()
+        return self._uncovered
 
     def remember_fast(self, key: Any, call: Callable[..., Any],
                       picks: tuple[int, ...] | None) -> None:

@@ -10,11 +10,12 @@ the function's ``ResolvedCalls`` so that later calls of the same kind skip all o
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from hatch_jaxexport.errors import ArtifactError, FallbackWarning
-from hatch_jaxexport.formats._settings import STRICT_ENV, strict_mode
+from hatch_jaxexport.errors import ArtifactError, CallMismatch, FallbackWarning
+from hatch_jaxexport.formats._settings import STRICT_ENV, call_report_wanted, strict_mode
 from hatch_jaxexport.formats.manifest import ArtifactRecord, mesh_text, variant_text
 from hatch_jaxexport.runtime import _recorder as recorder
 from hatch_jaxexport.runtime._artifacts import (
@@ -37,6 +38,7 @@ from hatch_jaxexport.runtime._matching import (
     shown_structure,
 )
 from hatch_jaxexport.runtime._resolved_calls import fast_key, prime_fast_path
+from hatch_jaxexport.runtime._source_calls import SourceCalls, runs_inline
 from hatch_jaxexport.runtime._user_frame import warn_at_user_frame
 
 if TYPE_CHECKING:
@@ -412,8 +414,15 @@ def _split(fn: ExportableFunction, target: _Target, plan: CallPlan, values: dict
 def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run a call of an ``@exportable`` function (what ``ExportableFunction.__call__`` does)."""
     prime_fast_path()
+    if runs_inline(args, kwargs):  # inside an export: the outer artifact holds the source
+        return fn.__wrapped__(*args, **kwargs)
     fast = fast_key(args, kwargs)
-    plan = plan_call(fn, args, kwargs)
+    try:
+        plan = plan_call(fn, args, kwargs)
+    except CallMismatch as refusal:
+        if strict_mode():
+            raise
+        return _call_uncovered(fn, args, kwargs, refusal)
     if recorder.RECORDING:
         recorder.note(fn.package, fn.name, plan.structure_index, plan.sizes)
     key: tuple[Any, ...] = (plan.structure_index, plan.static_key,
@@ -430,6 +439,36 @@ def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[
     # is not among the positional arguments the hot path compares
     if not kwargs and not call_kwargs:
         _settle(fn, target, call_args, args, fast)
+    return result
+
+
+def _call_uncovered(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any],
+                    refusal: CallMismatch) -> Any:
+    """A call no baked structure accepts: the source's result, traced (``SourceCalls``).
+
+    Where the source refuses the call too, its own error is raised with ours as a note; else
+    the first call of each reason is reported (``call_report``, ``HATCH_JAXEXPORT_REPORT``) and
+    warned once, after the call ran (so a ``filterwarnings = error`` suite sees the source's
+    own error first, if any)."""
+    reason = str(refusal)
+    source = fn.calls.uncovered(lambda: SourceCalls(fn.__wrapped__, fn.export_spec.skip_jitting))
+    try:
+        result = source(args, kwargs)
+    except Exception as err:
+        err.add_note(f"hatch-jaxexport: {reason} (no baked artifact covers this call; the "
+                     "source, run instead, refused it too)")
+        raise
+    key = ("uncovered", reason)
+    if key not in fn.calls.targets:
+        fn.calls.target(key, lambda: _Target(source, static_in_call=True, from_artifact=False,
+                                              reason=reason))
+        if call_report_wanted():
+            from hatch_jaxexport.runtime._tiers import ServedCall
+
+            print(ServedCall(fn.name, "-", "traced", None, reason).line(), file=sys.stderr,
+                  flush=True)
+        warn_at_user_frame(f"{reason}; tracing the source instead (a drop-in call: set "
+                           f"{STRICT_ENV}=1 to refuse it)", FallbackWarning)
     return result
 
 

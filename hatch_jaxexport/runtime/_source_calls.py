@@ -1,0 +1,144 @@
+"""Calls that run the source instead of an artifact: inlined into an outer trace, or traced.
+
+Two kinds of call of an ``@exportable`` function never look for an artifact:
+
+- **Inlined** (``runs_inline``): a call inside an export (the build's, the release check's,
+  or a user's ``jax.export`` with symbolic shapes). The outer export must hold the inner
+  function's current source as one module: its symbolic sizes cannot pick an artifact (there is
+  no integer to match), the build may not have baked the inner artifact yet, and XLA optimizes
+  across the two once they are one program. At run time the outer artifact is called, so
+  nothing traces.
+- **Uncovered** (``SourceCalls``): a call no baked structure accepts (another dtype, rank,
+  pytree form, static value, a keyword the specs do not name). A decorated function is a
+  drop-in for its source, so it runs the source the way ``equinox.filter_jit`` would: the
+  arrays (jax, numpy) are traced, every other value (Python numbers, strings, tuples, enums,
+  configs) is held static, because the source may use it as a Python value (a size, a mode,
+  a tolerance in an ``if``) that ``jax.jit`` would turn into a tracer. A call whose static
+  part cannot be hashed, or whose source needs concrete array values (Python control flow on
+  an array), runs the source eagerly, op by op: the result is the source's either way.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from contextlib import contextmanager
+from typing import Any
+
+_EXPORTING = threading.local()
+
+
+@contextmanager
+def sources_inlined() -> Any:
+    """While exporting: calls of ``@exportable`` functions in this thread run their source."""
+    depth = getattr(_EXPORTING, "depth", 0)
+    _EXPORTING.depth = depth + 1
+    try:
+        yield
+    finally:
+        _EXPORTING.depth = depth
+
+
+def _symbolic_tracer(leaf: Any, tracer: type) -> bool:
+    """Whether ``leaf`` is a tracer with a symbolic size, itself or in the value it wraps (a
+    ``vmap`` tracer's per-example shape is concrete where its batch is symbolic)."""
+    while isinstance(leaf, tracer):
+        if any(type(d) is not int for d in leaf.aval.shape):
+            return True
+        leaf = getattr(leaf, "val", None) if hasattr(leaf, "val") else \
+            getattr(leaf, "primal", None)
+    return False
+
+
+def runs_inline(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a call must run its source inline: an export is in progress in this thread, or
+    an argument is a tracer with a symbolic size (a user's symbolic ``jax.export``)."""
+    if getattr(_EXPORTING, "depth", 0):
+        return True
+    from jax import core, tree_util
+
+    return any(_symbolic_tracer(leaf, core.Tracer)
+               for leaf in tree_util.tree_leaves((args, kwargs)))
+
+
+def _dynamic(leaf: Any) -> bool:
+    """Leaves traced in an uncovered call: arrays (jax's, numpy's), as ``eqx.filter_jit``."""
+    import jax
+    import numpy as np
+
+    return isinstance(leaf, jax.Array | np.ndarray | np.generic)
+
+
+def _concrete_value_errors(jax: Any) -> tuple[type[Exception], ...]:
+    """jax's errors of a trace that needed concrete array values the plain source had."""
+    errors = jax.errors
+    return (errors.ConcretizationTypeError, errors.TracerIntegerConversionError,
+            errors.TracerArrayConversionError, errors.NonConcreteBooleanIndexError)
+
+
+class _StaticPart:
+    """The hashable part of an uncovered call: its tree and its non-array leaves (with their
+    types, so that ``1``, ``1.0`` and ``True`` never share a trace)."""
+
+    __slots__ = ("hash", "key", "static")
+
+    def __init__(self, treedef: Any, mask: tuple[bool, ...], static: tuple[Any, ...]) -> None:
+        self.static = static
+        self.key = (treedef, mask, static, tuple(type(v) for v in static))
+        self.hash = hash(self.key)  # TypeError for an unhashable static value
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _StaticPart) and self.key == other.key
+
+
+class SourceCalls:
+    """The traced source of one function, for the calls no artifact covers."""
+
+    def __init__(self, source: Callable[..., Any], skip_jitting: bool) -> None:
+        self.source = source
+        self.skip_jitting = skip_jitting
+        self._jitted: Callable[..., Any] | None = None
+        #: Static parts whose trace needed concrete values: the source runs eagerly for them.
+        self._eager_only: set[_StaticPart] = set()
+
+    def _rebuild_and_call(self, static: _StaticPart, *dynamic: Any) -> Any:
+        from jax import tree_util
+
+        treedef, mask, _, _ = static.key
+        it_dynamic, it_static = iter(dynamic), iter(static.static)
+        leaves = [next(it_dynamic) if is_dynamic else next(it_static) for is_dynamic in mask]
+        args, kwargs = tree_util.tree_unflatten(treedef, leaves)
+        return self.source(*args, **kwargs)
+
+    def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The source's result for this call, traced with its non-array values static."""
+        if self.skip_jitting:
+            return self.source(*args, **kwargs)
+        import jax
+        from jax import tree_util
+
+        leaves, treedef = tree_util.tree_flatten((args, kwargs))
+        mask = tuple(_dynamic(leaf) for leaf in leaves)
+        try:
+            static = _StaticPart(treedef, mask, tuple(
+                leaf for leaf, is_dynamic in zip(leaves, mask, strict=True) if not is_dynamic))
+        except TypeError:  # an unhashable static value: the source, op by op
+            return self.source(*args, **kwargs)
+        if static in self._eager_only:
+            return self.source(*args, **kwargs)
+        if self._jitted is None:
+            self._jitted = jax.jit(self._rebuild_and_call, static_argnums=0)
+        dynamic = [leaf for leaf, is_dynamic in zip(leaves, mask, strict=True) if is_dynamic]
+        try:
+            return self._jitted(static, *dynamic)
+        except _concrete_value_errors(jax):
+            if any(isinstance(leaf, jax.core.Tracer) for leaf in dynamic):
+                raise  # under the caller's own trace: no concrete values to run eagerly
+            self._eager_only.add(static)  # Python control flow on array values
+            return self.source(*args, **kwargs)
+
+
+__all__ = ["SourceCalls", "runs_inline", "sources_inlined"]
