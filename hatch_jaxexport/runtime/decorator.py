@@ -19,6 +19,7 @@ import numpy as np
 
 from hatch_jaxexport.errors import SpecError
 from hatch_jaxexport.formats.spec import JsonScalar, Structure, check_static_value, parse_structure
+from hatch_jaxexport.runtime._aux_keys import aux_key
 from hatch_jaxexport.runtime._jaxcompat import lowering_config
 from hatch_jaxexport.runtime._resolved_calls import MISS, ResolvedCalls
 
@@ -406,7 +407,7 @@ def _wrap(fn: Callable[..., Any], name: str | None, specs: tuple[Any, ...], *,
     params = {n: p for n, p in signature.parameters.items()
               if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
     static_values = _check_static(fn_name, static, params)
-    structures = tuple(parse_structure(fn_name, raw, i, constraints)
+    structures = tuple(parse_structure(fn_name, raw, i, constraints, aux_key)
                        for i, raw in enumerate(specs))
     cls = method_owner(fn)
     owner = (cls, fn.__name__) if cls is not None else None
