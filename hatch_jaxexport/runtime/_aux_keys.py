@@ -27,8 +27,8 @@ from hatch_jaxexport.runtime._jaxcompat import pytree_serialization
 #: What a refusal tells the user to do.
 FIX = ("register its serialization with jax.export.register_pytree_node_serialization("
        "{cls}, serialized_name=..., serialize_auxdata=..., deserialize_auxdata=...) before "
-       "this function is decorated, or make its aux data plain hashable values (None, numbers, "
-       "strings, tuples, dicts)")
+       "this function is decorated, or make its aux data plain values (None, numbers, strings, "
+       "bytes, and tuples, lists and dicts of them)")
 
 
 def aux_key(cls: type, aux: Any) -> str:

@@ -85,7 +85,7 @@ def test_an_address_bearing_aux_without_serialization_is_refused_at_decoration()
         ".<locals>.f, structure 0, argument 'node'" in message, message
     assert "test_aux_keys:_Unkeyed" in message and "_Boxed object at 0x" in message
     assert "register its serialization with jax.export.register_pytree_node_serialization(" \
-           "_Unkeyed" in message and "plain hashable values" in message
+           "_Unkeyed" in message and "make its aux data plain values" in message
 
 
 def test_a_call_matches_by_key_when_aux_data_compares_by_identity():
