@@ -75,6 +75,19 @@ def test_registered_serialization_keys_by_a_hash_of_its_bytes_not_the_repr():
     assert aux_key(_Keyed, _ByIdentity([1, 3])) != first
 
 
+class _Sentinel:
+    """A module-level constant's type (equinox's ``MISSING`` is one): its repr has an address."""
+
+
+_UNSET = _Sentinel()
+
+
+def test_an_unregistered_type_with_a_module_constant_is_keyed_by_the_json_the_build_writes():
+    key = aux_key(_Unkeyed, (_UNSET, 3))
+    assert key.startswith('[{"__jaxexport_ref__": "') and key.endswith(':_UNSET"}, 3]'), key
+    assert "0x" not in key and key == aux_key(_Unkeyed, (_UNSET, 3))
+
+
 def test_an_address_bearing_aux_without_serialization_is_refused_at_decoration():
     with pytest.raises(SpecError) as caught:
         @exportable({"node": _Unkeyed(("n", "float32"), _Boxed([1.0]))})
