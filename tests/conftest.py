@@ -211,3 +211,16 @@ def demo(demo_site: Path):
         yield importlib.import_module("jxe_demo.funcs")
     finally:
         sys.path.remove(str(demo_site))
+
+
+def call_baked_fresh(site: Path, script: str, *args: str) -> dict[str, Any]:
+    """Run ``tests/<script>`` in a fresh process in strict mode with ``site`` (a baked fixture)
+    and this checkout first on ``sys.path``; its last stdout line, read as JSON."""
+    import json
+
+    path = os.pathsep.join([str(site), str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "HATCH_JAXEXPORT_STRICT": "1", "PYTHONPATH": path}
+    done = subprocess.run([sys.executable, str(TESTS / script), *args], env=env, text=True,
+                          capture_output=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -130,21 +130,62 @@ class ClassNode(_Frozen):
         return instance
 
 
+_PLAIN_SCALARS = (type(None), bool, int, float, str, bytes)
+#: Gives the stable text of a registered node's aux data (``type, aux -> text``), or raises
+#: ``ValueError`` saying why it has none. The text is part of the structure's key, which the
+#: manifest files artifacts under, so it must read the same in every process.
+AuxKeyer = Callable[[type, Any], str]
+
+
+def is_plain_data(value: Any) -> bool:
+    """Whether ``value`` is built of ``None``, bools, numbers, strings, bytes, tuples, lists
+    and dicts only: its ``repr`` is then the same in every process (no memory address, no set
+    whose order follows string hashing), so it can key a structure as it is."""
+    if type(value) in _PLAIN_SCALARS:
+        return True
+    if type(value) in (tuple, list):
+        return all(is_plain_data(item) for item in value)
+    if type(value) is dict:
+        return all(is_plain_data(k) and is_plain_data(v) for k, v in value.items())
+    return False
+
+
+def plain_aux_key(cls: type, aux: Any) -> str:
+    """The key of plain aux data (its ``repr``); ``ValueError`` for anything else. What a
+    structure parsed without the runtime's keyer (which also reads jax's serialization
+    registry) accepts."""
+    if is_plain_data(aux):
+        return repr(aux)
+    raise ValueError(f"its aux data ({type(aux).__name__}) is not plain data, and no keyer that "
+                     f"reads registered serializations was given")
+
+
 class RegisteredNode(ClassNode):
     """A node of any other type in jax's pytree registry (a sparse ``BCOO``, a class registered
     with ``register_pytree_node``): its children's specs, labelled by jax's key paths or the
     attributes that hold them, and ``treedef``, the one-level ``PyTreeDef`` (type and aux data)
     that rebuilds it. jax flattens and unflattens it, so nothing about the class (its
-    ``__init__``, which fields are data) is guessed; its aux data must match at call time."""
+    ``__init__``, which fields are data) is guessed; its aux data must match at call time.
 
-    __slots__ = ("treedef",)
+    ``aux_text`` keys the aux data (an ``AuxKeyer`` made it): the ``repr`` of plain data, else
+    a text of its serialization, never a ``repr`` that holds a memory address (equal objects
+    print differently in every process, and the manifest's key would never be found again).
+    A call matches when its aux data equals this one or, failing that, has the same key."""
+
+    __slots__ = ("aux_text", "keyer", "treedef")
     _value_fields = ("type", "fields", "items", "aux_text")
     treedef: Any
+    aux_text: str
+    keyer: AuxKeyer
 
     def __init__(self, type: type, fields: tuple[str, ...], items: tuple[Any, ...],
-                 treedef: Any) -> None:
+                 treedef: Any, aux_text: str | None = None,
+                 keyer: AuxKeyer = plain_aux_key) -> None:
         super().__init__(type, fields, items)
         object.__setattr__(self, "treedef", treedef)
+        object.__setattr__(self, "keyer", keyer)
+        object.__setattr__(self, "aux_text", keyer(type, treedef.node_data()[1])
+                           if aux_text is None else aux_text)
 
     @property
     def aux(self) -> Any:
@@ -152,15 +193,12 @@ class RegisteredNode(ClassNode):
         return self.treedef.node_data()[1]
 
     @property
-    def aux_text(self) -> str:
-        return repr(self.aux)
-
-    @property
     def kind(self) -> str:
         return "node"
 
     def replace(self, items: tuple[Any, ...]) -> RegisteredNode:
-        return RegisteredNode(self.type, self.fields, items, self.treedef)
+        return RegisteredNode(self.type, self.fields, items, self.treedef, self.aux_text,
+                              self.keyer)
 
     def build(self, items: Sequence[Any]) -> Any:
         """The node with these children, made by jax's unflattening of the type."""
@@ -168,19 +206,38 @@ class RegisteredNode(ClassNode):
 
     def children(self, value: Any) -> list[Any]:
         split = split_node(value)
-        if split is None or split[1] != self.treedef:
+        if split is None or self._differs(split[1]):
             raise ValueError(f"{value!r:.80} is not a {self.type.__name__} with aux data "
                              f"{self.aux_text}")
         return split[0]
+
+    def _other_key(self, aux: Any) -> str | None:
+        try:
+            return self.keyer(self.type, aux)
+        except ValueError:
+            return None
+
+    def _differs(self, treedef: Any) -> bool:
+        """Whether a value's one-level treedef differs from this node's: another type, or aux
+        data neither equal (jax's comparison, the quick one) nor of the same key."""
+        if treedef.node_data()[0] is not self.type:
+            return True
+        try:
+            if treedef == self.treedef:
+                return False
+        except Exception:  # aux data whose == gives no bool (numpy arrays): compare keys
+            pass
+        return self._other_key(treedef.node_data()[1]) != self.aux_text
 
     def mismatch(self, value: Any) -> str | None:
         """What differs between ``value`` and this node (type or aux data), or ``None``."""
         split = split_node(value)
         if split is None or split[1].node_data()[0] is not self.type:
             return f"a {self.type.__name__}"
-        if split[1] != self.treedef:
+        if self._differs(split[1]):
+            aux = split[1].node_data()[1]
             return (f"a {self.type.__name__} with aux data {self.aux_text}, got aux data "
-                    f"{split[1].node_data()[1]!r}")
+                    f"{self._other_key(aux) or repr(aux)}")
         return None
 
 
@@ -547,7 +604,7 @@ def _is_static_value(value: Any) -> bool:
         isinstance(value, tuple) and all(_is_static_value(v) for v in value))
 
 
-def _class_node(raw: Any, where: str, constraints: list[str]) -> ClassNode:
+def _class_node(raw: Any, where: str, constraints: list[str], keyer: AuxKeyer) -> ClassNode:
     """A namedtuple or dataclass spec: its children's specs and its static fields' values."""
     if _is_namedtuple(raw):
         fields, static = tuple(type(raw)._fields), ()
@@ -560,7 +617,8 @@ def _class_node(raw: Any, where: str, constraints: list[str]) -> ClassNode:
                 raise SpecError(f"{where}.{name}: a static field of {type(raw).__name__} must "
                                 f"hold a JSON scalar or a tuple of them (it is recorded in the "
                                 f"manifest), got {value!r}")
-    items = tuple(_parse_tree(getattr(raw, f), f"{where}.{f}", constraints) for f in fields)
+    items = tuple(_parse_tree(getattr(raw, f), f"{where}.{f}", constraints, keyer)
+                  for f in fields)
     return ClassNode(type(raw), fields, items, static)
 
 
@@ -663,7 +721,8 @@ def _not_a_tree(raw: Any) -> str:
     return f"{_TREE_EXPECTED}; got {raw!r} ({type(raw).__name__})"
 
 
-def _registered_node(raw: Any, where: str, constraints: list[str]) -> ClassNode | None:
+def _registered_node(raw: Any, where: str, constraints: list[str], keyer: AuxKeyer,
+                     ) -> ClassNode | None:
     """The node of a value whose type jax registers (``None`` if it is not one): a dataclass
     whose data fields are jax's children stays a ``ClassNode`` of its fields (chex, flax and
     equinox dataclasses, static fields included); any other type is a ``RegisteredNode``."""
@@ -674,14 +733,20 @@ def _registered_node(raw: Any, where: str, constraints: list[str]) -> ClassNode 
     labels = _child_labels(raw, children)
     if _is_dataclass_instance(raw) and set(labels) == {
             f.name for f in dataclasses.fields(raw) if f.init and not _is_static_field(f)}:
-        return _class_node(raw, where, constraints)
-    items = tuple(_parse_tree(child, f"{where}.{label}", constraints)
+        return _class_node(raw, where, constraints, keyer)
+    items = tuple(_parse_tree(child, f"{where}.{label}", constraints, keyer)
                   for label, child in zip(labels, children, strict=True))
-    return RegisteredNode(type(raw), labels, items, treedef)
+    try:
+        aux_text = keyer(type(raw), treedef.node_data()[1])
+    except ValueError as err:
+        raise SpecError(f"{where}: cannot key the aux data of {type_name(type(raw))} (the "
+                        f"manifest files artifacts by it, in every process alike): {err}") \
+            from None
+    return RegisteredNode(type(raw), labels, items, treedef, aux_text, keyer)
 
 
-def _parse_tree(raw: Any, where: str, constraints: list[str]) -> Any:
-    node = _registered_node(raw, where, constraints)
+def _parse_tree(raw: Any, where: str, constraints: list[str], keyer: AuxKeyer) -> Any:
+    node = _registered_node(raw, where, constraints, keyer)
     if node is not None:
         return node
     if _looks_like_leaf(raw):
@@ -694,15 +759,16 @@ def _parse_tree(raw: Any, where: str, constraints: list[str]) -> Any:
             if not isinstance(key, str):
                 raise SpecError(f"{where}: dict keys must be strings (jax.export cannot "
                                 f"serialize {type(key).__name__} keys), got {key!r}")
-            out[key] = _parse_tree(value, f"{where}[{key!r}]", constraints)
+            out[key] = _parse_tree(value, f"{where}[{key!r}]", constraints, keyer)
         return type(raw)(out) if isinstance(raw, collections.OrderedDict) else out
     if _is_namedtuple(raw) or _is_dataclass_instance(raw):
-        return _class_node(raw, where, constraints)
+        return _class_node(raw, where, constraints, keyer)
     if isinstance(raw, list | tuple):
         problem = _misshapen_leaf(raw)
         if problem is not None:
             raise SpecError(f"{where}: {problem}")
-        items = [_parse_tree(v, f"{where}[{i}]", constraints) for i, v in enumerate(raw)]
+        items = [_parse_tree(v, f"{where}[{i}]", constraints, keyer)
+                 for i, v in enumerate(raw)]
         return items if isinstance(raw, list) else tuple(items)
     raise SpecError(f"{where}: {_not_a_tree(raw)}")
 
@@ -789,8 +855,10 @@ def tree_map_leaves(fn: Callable[[LeafSpec], Any], tree: Any, *,
 
 
 def parse_structure(fn_name: str, raw: Any, index: int, extra_constraints: Sequence[str] = (),
-                    ) -> Structure:
-    """Parse one raw structure (a mapping of argument name to spec tree)."""
+                    aux_keyer: AuxKeyer = plain_aux_key) -> Structure:
+    """Parse one raw structure (a mapping of argument name to spec tree); ``aux_keyer`` keys
+    the aux data of registered nodes (the runtime gives one that reads jax's serialization
+    registry; the default accepts plain data only)."""
     where = f"@exportable spec of {fn_name}, structure {index}"
     if not isinstance(raw, Mapping) or not raw:
         raise SpecError(f"{where}: expected a non-empty dict mapping argument names to "
@@ -800,7 +868,7 @@ def parse_structure(fn_name: str, raw: Any, index: int, extra_constraints: Seque
     for name, tree in raw.items():
         if not isinstance(name, str):
             raise SpecError(f"{where}: argument names must be strings, got {name!r}")
-        args[name] = _parse_tree(tree, f"{where}, argument {name!r}", constraints)
+        args[name] = _parse_tree(tree, f"{where}, argument {name!r}", constraints, aux_keyer)
     for item in extra_constraints:
         try:
             constraints.append(parse_constraint(item))
@@ -827,8 +895,9 @@ def check_static_value(value: Any) -> bool:
                              and not (isinstance(value, float) and not np.isfinite(value)))
 
 
-__all__ = ["ClassNode", "DIM_FUNCTIONS", "JsonScalar", "LeafSpec", "RegisteredNode", "Structure",
-           "X64_DTYPES", "check_constraint", "check_static_value", "constraint_symbols",
-           "dim_symbols", "evaluate_dim", "iter_leaves", "numpy_dtype", "parse_constraint",
-           "parse_dtype", "parse_shape", "parse_structure", "split_node", "static_key",
-           "tree_map_leaves", "tree_to_json", "type_name"]
+__all__ = ["AuxKeyer", "ClassNode", "DIM_FUNCTIONS", "JsonScalar", "LeafSpec", "RegisteredNode",
+           "Structure", "X64_DTYPES", "check_constraint", "check_static_value",
+           "constraint_symbols", "dim_symbols", "evaluate_dim", "is_plain_data", "iter_leaves",
+           "numpy_dtype", "parse_constraint", "parse_dtype", "parse_shape", "parse_structure",
+           "plain_aux_key", "split_node", "static_key", "tree_map_leaves", "tree_to_json",
+           "type_name"]

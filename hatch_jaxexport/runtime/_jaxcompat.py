@@ -156,6 +156,19 @@ def with_mesh_physical() -> object | None:
         return None
 
 
+def pytree_serialization(cls: type) -> tuple[str, Any] | None:
+    """``(serialized_name, serialize_auxdata)`` that
+    ``jax.export.register_pytree_node_serialization`` was given for ``cls``, or ``None`` (not
+    registered, or this jax keeps them elsewhere). jax has no public reader of its registry;
+    the structure keys of registered nodes need one."""
+    try:
+        from jax._src.export import _export
+
+        return _export.serialization_registry.get(cls)
+    except (ImportError, AttributeError):  # pragma: no cover - another jax
+        return None
+
+
 def is_lapack_target(target: str) -> bool:
     """Whether a custom-call target is a LAPACK kernel."""
     return "lapack" in target.lower()

@@ -111,6 +111,22 @@ def register(cls: type) -> None:
     _REGISTERED.add(cls)
 
 
+def registered_here(cls: type) -> bool:
+    """Whether this module registered ``cls``'s serialization (JSON aux data)."""
+    return cls in _JSON_AUX
+
+
+def json_aux_text(aux: Any) -> str | None:
+    """The JSON text this module serializes ``aux`` to when it registers the node's type, or
+    ``None`` when ``aux`` is not JSON or does not come back from it unchanged (then the build
+    refuses the type unless its own serialization is registered)."""
+    try:
+        data = _serialize_aux(aux)
+        return data.decode() if _deserialize_aux(data) == aux else None
+    except (TypeError, ValueError):
+        return None
+
+
 def _custom_nodes(treedef: Any) -> list[tuple[type, Any]]:
     """``(type, aux data)`` of every custom (non builtin-container) node of a ``PyTreeDef``."""
     found: list[tuple[type, Any]] = []

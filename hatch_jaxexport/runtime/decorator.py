@@ -19,6 +19,7 @@ import numpy as np
 
 from hatch_jaxexport.errors import SpecError
 from hatch_jaxexport.formats.spec import JsonScalar, Structure, check_static_value, parse_structure
+from hatch_jaxexport.runtime._aux_keys import aux_key
 from hatch_jaxexport.runtime._jaxcompat import lowering_config
 from hatch_jaxexport.runtime._resolved_calls import MISS, ResolvedCalls
 
@@ -132,6 +133,40 @@ class ExportableFunction:
         #: What the loader resolved for this function's calls; written only through its methods.
         self.calls = ResolvedCalls()
 
+    # What decorators read from a function, so that one stacks on this object in either
+    # order (``@jaxtyped(typechecker=beartype)`` reads ``__globals__`` to resolve string
+    # annotations; equinox and functools read the rest). ``functools.update_wrapper`` above
+    # copied ``__module__``, ``__name__``, ``__qualname__``, ``__doc__``, ``__annotations__``
+    # (and ``__type_params__`` on Python 3.12+); these come from the innermost function of the
+    # source's ``__wrapped__`` chain, whose parameters ``inspect.signature`` shows. Properties
+    # of the class: ``__call__`` does no more work than before.
+
+    @property
+    def __globals__(self) -> dict[str, Any]:
+        """The source function's module namespace (where its annotations' names live)."""
+        return _innermost(self).__globals__  # type: ignore[no-any-return]
+
+    @property
+    def __code__(self) -> types.CodeType:
+        return _innermost(self).__code__  # type: ignore[no-any-return]
+
+    @property
+    def __defaults__(self) -> tuple[Any, ...] | None:
+        return _innermost(self).__defaults__  # type: ignore[no-any-return]
+
+    @property
+    def __kwdefaults__(self) -> dict[str, Any] | None:
+        return _innermost(self).__kwdefaults__  # type: ignore[no-any-return]
+
+    @property
+    def __closure__(self) -> tuple[Any, ...] | None:
+        return _innermost(self).__closure__  # type: ignore[no-any-return]
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        """The source's signature (``inspect.signature`` reads it without unwrapping)."""
+        return self.signature
+
     def clear_cache(self) -> None:
         """Forget resolved artifacts and fallbacks (they are resolved again on the next call)."""
         self.calls.clear()
@@ -171,6 +206,12 @@ class ExportableFunction:
 
     def __repr__(self) -> str:
         return f"<exportable {self.name}>"
+
+
+def _innermost(function: ExportableFunction) -> Any:
+    """The function at the end of the source's ``__wrapped__`` chain (the source itself when
+    it wraps nothing: a plain function, a ``jax.jit`` of one is unwrapped to it)."""
+    return inspect.unwrap(function.__wrapped__)
 
 
 #: Every ExportableFunction created, by module, for discovery at build time.
@@ -406,7 +447,7 @@ def _wrap(fn: Callable[..., Any], name: str | None, specs: tuple[Any, ...], *,
     params = {n: p for n, p in signature.parameters.items()
               if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
     static_values = _check_static(fn_name, static, params)
-    structures = tuple(parse_structure(fn_name, raw, i, constraints)
+    structures = tuple(parse_structure(fn_name, raw, i, constraints, aux_key)
                        for i, raw in enumerate(specs))
     cls = method_owner(fn)
     owner = (cls, fn.__name__) if cls is not None else None
