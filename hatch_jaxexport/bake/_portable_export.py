@@ -113,7 +113,7 @@ def plan_variants(fn: ExportableFunction) -> list[VariantPlan]:
                 parts = [short_name(fn.name)]
                 if len(spec.structures) > 1:
                     parts.append(f"s{index}")
-                parts += [f"{k}_{static_text(encode_static_value(v))}"
+                parts += [f"{k}_{v if type(v) is str else static_text(encode_static_value(v))}"
                           for k, v in sorted(static.items())]
                 parts += [f"{k}{v}" for k, v in sorted(env.items())]
                 name = "_".join(_safe(part) for part in parts)[:100]

@@ -27,7 +27,7 @@ from hatch_jaxexport.bake.check._bundle import (
 )
 from hatch_jaxexport.errors import CheckError, ExportError
 from hatch_jaxexport.formats._options import DEFAULT_PLATFORMS
-from hatch_jaxexport.formats._statics import encode_static, static_values_text
+from hatch_jaxexport.formats._statics import encode_static, static_text
 from hatch_jaxexport.formats.manifest import (
     ArtifactRecord,
     Manifest,
@@ -122,7 +122,7 @@ def plan_check(package: str, *, platforms: Sequence[str] | None = None,
 
 
 def _describe_static(static: Mapping[str, Any]) -> str:
-    return static_values_text(static) or "none"
+    return ", ".join(f"{k}={static_text(v)}" for k, v in sorted(static.items())) or "none"
 
 
 def orphan_reason(plan: Plan, case: Case) -> str:
