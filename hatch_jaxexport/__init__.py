@@ -13,6 +13,7 @@ from hatch_jaxexport.errors import (
     SpecError,
 )
 from hatch_jaxexport.formats import __version__
+from hatch_jaxexport.formats._statics import static
 from hatch_jaxexport.runtime.decorator import ExportableFunction, exportable
 
 __all__ = [
@@ -24,4 +25,5 @@ __all__ = [
     "SpecError",
     "__version__",
     "exportable",
+    "static",
 ]

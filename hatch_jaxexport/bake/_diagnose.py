@@ -18,6 +18,7 @@ from pathlib import PurePath
 from types import TracebackType
 from typing import Any
 
+from hatch_jaxexport.formats._statics import static_values_text
 from hatch_jaxexport.formats._structure_text import abbreviate_structure
 
 #: Longest structure text a failure line shows; longer ones are abbreviated as in ``inspect``.
@@ -145,7 +146,7 @@ def _task_label(task: Mapping[str, Any], structure: str) -> str:
     shown = abbreviate_structure(structure, STRUCTURE_CHARS)
     label = f"structure {task['structure_index']} ({shown})"
     if task["static"]:
-        label += f", static {task['static']}"
+        label += f", static {static_values_text(task['static'])}"  # tagged JSON, as Python
     if task.get("mesh"):
         label += ", mesh " + " x ".join(
             f"{a}={s}" for a, s in zip(task["mesh"]["axes"], task["mesh"]["sizes"], strict=True))

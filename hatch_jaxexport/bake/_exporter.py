@@ -14,6 +14,7 @@ from typing import Any
 
 from hatch_jaxexport.bake._captured import captured_constants
 from hatch_jaxexport.formats._mesh import mesh_record
+from hatch_jaxexport.formats._statics import encode_static
 from hatch_jaxexport.formats.manifest import (
     BLOB_SUFFIX,
     ArtifactRecord,
@@ -60,8 +61,15 @@ class ExportTask:
 
     @property
     def id(self) -> str:
-        return artifact_id(self.function, self.structure_index, self.static, self.platform,
-                           self.kind, self.batched, self.mesh, self.variant)
+        return artifact_id(self.function, self.structure_index, encode_static(self.static),
+                           self.platform, self.kind, self.batched, self.mesh, self.variant)
+
+    def to_json(self) -> dict[str, Any]:
+        """The task as JSON (a failure's report): its static values in tagged JSON, as the
+        manifest records them (``dataclasses.asdict`` would turn a frozen dataclass value
+        into a dict and choke on an Enum)."""
+        return {**dataclasses.asdict(dataclasses.replace(self, static={})),
+                "static": encode_static(self.static)}
 
     @property
     def primal(self) -> ExportTask:
@@ -106,7 +114,7 @@ def tasks_for(fn: ExportableFunction, default_platforms: tuple[str, ...]) -> lis
             for variant in variants
             for mesh in (spec.mesh or (None,))
             for index in range(len(spec.structures))
-            for static in spec.static_combinations()
+            for static in spec.static_combinations(index)
             for platform in platforms
             for kind, batched in members(mesh)]
 
@@ -397,7 +405,8 @@ def export_task(fn: ExportableFunction, task: ExportTask) -> tuple[bytes, Artifa
         raise
     record = ArtifactRecord(
         function=fn.name, structure=structure.key, structure_index=task.structure_index,
-        spec=structure.to_json(), constraints=list(structure.constraints), static=task.static,
+        spec=structure.to_json(), constraints=list(structure.constraints),
+        static=encode_static(task.static),
         platform=task.platform, file=task.file_name(structure), sha256=sha256_hex(blob),
         size=len(blob), fingerprint=fingerprint(exported, vjp_order, full_text),
         vjp_order=vjp_order, kwargs=spec.export_with_kwargs, kind=task.kind,

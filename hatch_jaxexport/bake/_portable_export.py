@@ -49,6 +49,7 @@ from hatch_jaxexport.formats._portable_index import (
     short_name,
     variant_label,
 )
+from hatch_jaxexport.formats._statics import encode_static, encode_static_value, static_text
 from hatch_jaxexport.formats.manifest import sha256_hex
 from hatch_jaxexport.formats.spec import (
     LeafSpec,
@@ -108,11 +109,12 @@ def plan_variants(fn: ExportableFunction) -> list[VariantPlan]:
         if not structure.symbols <= set(concrete):
             continue  # a structure with an unbound symbol has no static-shape variant
         for env in size_combinations(structure, concrete):
-            for static in spec.static_combinations():
+            for static in spec.static_combinations(index):
                 parts = [short_name(fn.name)]
                 if len(spec.structures) > 1:
                     parts.append(f"s{index}")
-                parts += [f"{k}_{v}" for k, v in sorted(static.items())]
+                parts += [f"{k}_{v if type(v) is str else static_text(encode_static_value(v))}"
+                          for k, v in sorted(static.items())]
                 parts += [f"{k}{v}" for k, v in sorted(env.items())]
                 name = "_".join(_safe(part) for part in parts)[:100]
                 unique, n = name, 2
@@ -304,7 +306,7 @@ def _interface(fn: ExportableFunction, plan: VariantPlan, structure: Structure, 
         "variant": plan.name,
         "structure_index": plan.structure_index,
         "structure": structure.key,
-        "static": plan.static,
+        "static": encode_static(plan.static),
         "concrete": plan.sizes,
         "platform": LOWERING_PLATFORM,
         "jax_version": jax.__version__,
@@ -340,7 +342,7 @@ def worker_export(functions: Sequence[ExportableFunction], worker: int, workers:
             structure = fn.export_spec.structures[plan.structure_index]
             entry = {"function": plan.function, "variant": plan.name,
                      "structure_index": plan.structure_index, "structure": structure.key,
-                     "static": plan.static, "concrete": plan.sizes}
+                     "static": encode_static(plan.static), "concrete": plan.sizes}
             started = time.perf_counter()
             try:
                 variant = export_variant(fn, plan, package)

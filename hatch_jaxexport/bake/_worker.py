@@ -8,7 +8,6 @@ so the build can say which functions are done before every worker has finished.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 import time
@@ -86,7 +85,7 @@ def _export_mine(mine: list[tuple[Any, Any]], request: dict[str, Any], result: d
         except Exception as err:
             structure = fn.export_spec.structures[task.structure_index]
             result["failures"].append({
-                "task": dataclasses.asdict(task), "structure": structure.key,
+                "task": task.to_json(), "structure": structure.key,
                 **describe_exception(err, request["package"])})
             progress.write({"id": task.id, "function": fn.name, "record": None,
                             "failed": True, "seconds": time.perf_counter() - started})

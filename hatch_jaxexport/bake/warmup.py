@@ -98,7 +98,7 @@ def _warmup(package: str, dims: Mapping[str, Sequence[int]], log: Callable[[str]
             names = sorted(structure.symbols)
             for sizes in itertools.product(*(named[n] for n in names)):
                 env = dict(zip(names, sizes, strict=True))
-                for static in fn.export_spec.static_combinations():
+                for static in fn.export_spec.static_combinations(index):
                     plans.append((fn, index, static, env))
     warmed = 0
     for number, (fn, index, static, env) in enumerate(plans, 1):

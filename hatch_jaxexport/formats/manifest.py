@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from hatch_jaxexport.errors import ArtifactError
+from hatch_jaxexport.formats._statics import static_values_text
 
 SCHEMA_VERSION = 1
 #: The folder, inside the top-level package, that holds the manifest and the blobs.
@@ -191,7 +192,7 @@ def artifact_id(function: str, structure_index: int, static: Mapping[str, Any], 
     """``function/structure/static/platform[@mesh][[variant]][/member]``, e.g.
     ``pkg.m:f/0/mode='a'/cpu/jvp``, ``pkg.m:f/0/cpu@data=2,model=2/vjp`` or
     ``pkg.m:f/0/cpu[jax_enable_x64=True]``."""
-    text = ",".join(f"{k}={v!r}" for k, v in sorted(static.items()))
+    text = static_values_text(static)  # tagged JSON (_statics), as Python writes it
     member = "" if (kind, batched) == ("primal", False) else f"/{member_name(kind, batched)}"
     sharded = ""
     if mesh:

@@ -11,7 +11,6 @@ import ast
 import collections
 import dataclasses
 import functools
-import json
 import keyword
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -22,6 +21,7 @@ import numpy as np
 from hatch_jaxexport.errors import SpecError
 from hatch_jaxexport.formats._dtypes import dtype_name, is_dtype_like, is_key_dtype
 from hatch_jaxexport.formats._shape_syntax import SHAPE_GRAMMAR, find_shape_problem, shape_message
+from hatch_jaxexport.formats._statics import static_key
 
 #: Function names allowed in symbolic dimension expressions (those jax.export parses).
 DIM_FUNCTIONS = frozenset({"max", "min", "mod", "floordiv"})
@@ -884,13 +884,9 @@ def parse_structure(fn_name: str, raw: Any, index: int, extra_constraints: Seque
     return structure
 
 
-def static_key(values: Mapping[str, JsonScalar]) -> str:
-    """A canonical text for one combination of static values."""
-    return json.dumps(dict(values), sort_keys=True, separators=(",", ":"))
-
-
 def check_static_value(value: Any) -> bool:
-    """Static values must be JSON scalars (they are recorded in the manifest)."""
+    """Whether ``value`` is a JSON scalar (a static field of a dataclass in a structure is
+    recorded in the structure's text; static *arguments* take more, see ``_statics``)."""
     return value is None or (isinstance(value, str | int | float | bool)
                              and not (isinstance(value, float) and not np.isfinite(value)))
 

@@ -18,6 +18,7 @@ import threading
 from typing import Any, NamedTuple
 
 from hatch_jaxexport.errors import ArtifactError
+from hatch_jaxexport.formats._statics import encoded_static_key
 from hatch_jaxexport.formats.manifest import (
     ARTIFACT_DIR,
     MANIFEST_NAME,
@@ -30,7 +31,6 @@ from hatch_jaxexport.formats.manifest import (
     sha256_hex,
     variant_text,
 )
-from hatch_jaxexport.formats.spec import static_key
 
 #: (function, structure key, static key, platform, mesh text, variant text, kind, batched)
 ArtifactKey = tuple[str, str, str, str, str, str, str, bool]
@@ -111,7 +111,7 @@ def artifact_key(function: str, structure: str, static_key: str, platform: str, 
 
 def record_key(record: Any) -> ArtifactKey:
     """The key of a manifest record (an artifact, or a skipped export: the same fields)."""
-    return artifact_key(record.function, record.structure, static_key(record.static),
+    return artifact_key(record.function, record.structure, encoded_static_key(record.static),
                         record.platform, mesh_key(record.mesh), variant_text(record.variant),
                         record.kind, record.batched)
 

@@ -17,6 +17,7 @@ from hatch_jaxexport.errors import (
 )
 from hatch_jaxexport.formats._dtypes import is_key_dtype, key_data_words, key_impl
 from hatch_jaxexport.formats._settings import FULL_STRUCTURES_ENV, full_structures
+from hatch_jaxexport.formats._statics import same_static
 from hatch_jaxexport.formats._structure_text import abbreviate_structure
 from hatch_jaxexport.formats.spec import (
     X64_DTYPES,
@@ -364,7 +365,9 @@ def _signature_text(fn: ExportableFunction) -> str:
 
 
 def _same(a: Any, b: Any) -> bool:
-    return a is b or (type(a) is type(b) and a == b)
+    """Whether a call's value is a baked static value or default: the same type and equal,
+    tuples and frozen dataclasses item by item (``formats._statics.same_static``)."""
+    return same_static(a, b)
 
 
 def plan_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallPlan:

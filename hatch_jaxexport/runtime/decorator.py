@@ -18,7 +18,16 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from hatch_jaxexport.errors import SpecError
-from hatch_jaxexport.formats.spec import JsonScalar, Structure, check_static_value, parse_structure
+from hatch_jaxexport.formats._statics import (
+    ALLOWED_STATIC,
+    StaticPin,
+    encode_static_value,
+    same_static,
+    static_problem,
+    static_text,
+    unique_statics,
+)
+from hatch_jaxexport.formats.spec import Structure, parse_structure
 from hatch_jaxexport.runtime._aux_keys import aux_key
 from hatch_jaxexport.runtime._jaxcompat import lowering_config
 from hatch_jaxexport.runtime._resolved_calls import MISS, ResolvedCalls
@@ -39,7 +48,8 @@ class ExportSpec(NamedTuple):
     vjp_order: int
     export_with_kwargs: bool
     skip_jitting: bool
-    static: Mapping[str, tuple[JsonScalar, ...]]
+    #: Static argument name -> its values, over all structures.
+    static: Mapping[str, tuple[Any, ...]]
     ad_order: int = 0
     vmap: bool = False
     tiered: bool | None = None
@@ -63,6 +73,9 @@ class ExportSpec(NamedTuple):
     jax_config: Mapping[str, Any] | None = None
     #: ``(False, True)`` for ``x64="both"`` (one artifact per value), else ``()``.
     x64_variants: tuple[bool, ...] = ()
+    #: Per structure: static argument name -> the values that structure is exported with
+    #: (``static(...)`` in a structure pins them); ``None``: every structure takes ``static``.
+    structure_static: tuple[Mapping[str, tuple[Any, ...]], ...] | None = None
 
     @property
     def uses_family(self) -> bool:
@@ -72,11 +85,40 @@ class ExportSpec(NamedTuple):
         """
         return not (self.vjp_order > 0 and self.ad_order == 0 and not self.vmap)
 
-    def static_combinations(self) -> list[dict[str, JsonScalar]]:
-        """Every combination of static values (one artifact each); ``[{}]`` without statics."""
-        names = sorted(self.static)
-        return [dict(zip(names, values, strict=True))
-                for values in itertools.product(*(self.static[n] for n in names))]
+    def statics_of(self, index: int) -> Mapping[str, tuple[Any, ...]]:
+        """The static values structure ``index`` is exported with (name -> values)."""
+        return self.static if self.structure_static is None else self.structure_static[index]
+
+    def static_combinations(self, index: int | None = None) -> list[dict[str, Any]]:
+        """Every combination of static values of structure ``index`` (one artifact each), or
+        of any structure (``None``), without repeats; ``[{}]`` without statics."""
+        indices = range(len(self.structures)) if index is None else (index,)
+        seen: dict[str, dict[str, Any]] = {}
+        for i in indices:
+            values = self.statics_of(i)
+            names = sorted(values)
+            for combination in itertools.product(*(values[n] for n in names)):
+                combo = dict(zip(names, combination, strict=True))
+                seen.setdefault(repr({n: encode_static_value(v) for n, v in combo.items()}),
+                                combo)
+        return list(seen.values())
+
+    def static_refusal(self, index: int, static: Mapping[str, Any]) -> str | None:
+        """Why structure ``index`` does not take a call's static values (``None`` when it
+        does): a structure that pins its values takes only those.
+
+        The loader's matching calls this for each structure it tries (``plan_call``), after
+        checking that each value is among ``static``'s."""
+        if self.structure_static is None:
+            return None
+        own = self.structure_static[index]
+        for name, value in static.items():
+            allowed = own.get(name, ())
+            if not any(same_static(value, baked) for baked in allowed):
+                shown = ", ".join(static_text(encode_static_value(v)) for v in allowed)
+                return (f"static argument {name!r} is {value!r}, but this structure is "
+                        f"exported with {shown} only")
+        return None
 
 
 class CallLayout(NamedTuple):
@@ -232,29 +274,81 @@ def _check_platforms(fn_name: str, platforms: Any) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(items))
 
 
+def _static_values(fn_name: str, name: str, values: Any, where: str) -> tuple[Any, ...]:
+    """One static argument's values (a list, or a single value), each checked, no repeats."""
+    items = [values] if isinstance(values, str) or not isinstance(values, Iterable) \
+        else list(values)
+    if not items:
+        raise SpecError(f"{where}: static argument {name!r} lists no values")
+    for value in items:
+        problem = static_problem(value)
+        if problem:
+            raise SpecError(f"{where}: static value {value!r} of {name!r} is {problem}; a "
+                            f"static value is {ALLOWED_STATIC} (it is recorded in the manifest "
+                            "as text, and a call must pass an equal value)")
+    return unique_statics(items)
+
+
 def _check_static(fn_name: str, static: Mapping[str, Any] | None,
-                  params: Mapping[str, inspect.Parameter]) -> dict[str, tuple[JsonScalar, ...]]:
+                  params: Mapping[str, inspect.Parameter]) -> dict[str, tuple[Any, ...]]:
     if static is None:
         return {}
     if not isinstance(static, Mapping):
         raise SpecError(f"@exportable spec of {fn_name}: static must map argument names to "
                         f"lists of values, got {static!r}")
-    out: dict[str, tuple[JsonScalar, ...]] = {}
+    out: dict[str, tuple[Any, ...]] = {}
     for name, values in static.items():
         if name not in params:
             raise SpecError(f"@exportable spec of {fn_name}: static argument {name!r} is not "
                             f"an argument of the function (it takes {', '.join(params)})")
-        values = [values] if isinstance(values, str) or not isinstance(values, Iterable) \
-            else list(values)
-        if not values:
-            raise SpecError(f"@exportable spec of {fn_name}: static argument {name!r} lists "
-                            "no values")
-        for value in values:
-            if not check_static_value(value):
-                raise SpecError(f"@exportable spec of {fn_name}: static value {value!r} of "
-                                f"{name!r} must be a str, int, float, bool or None")
-        out[name] = tuple(dict.fromkeys(values))
+        out[name] = _static_values(fn_name, name, values, f"@exportable spec of {fn_name}")
     return out
+
+
+def _split_pins(fn_name: str, specs: tuple[Any, ...], params: Mapping[str, inspect.Parameter]
+                ) -> tuple[tuple[Any, ...], list[dict[str, tuple[Any, ...]]]]:
+    """The structures without their ``static(...)`` entries, and each structure's pinned
+    values (argument name -> values)."""
+    raws: list[Any] = []
+    pins: list[dict[str, tuple[Any, ...]]] = []
+    for index, raw in enumerate(specs):
+        pinned: dict[str, tuple[Any, ...]] = {}
+        if isinstance(raw, Mapping) and any(isinstance(v, StaticPin) for v in raw.values()):
+            where = f"@exportable spec of {fn_name}, structure {index}"
+            for name, value in raw.items():
+                if not isinstance(value, StaticPin):
+                    continue
+                if name not in params:
+                    raise SpecError(f"{where}: static argument {name!r} is not an argument of "
+                                    f"the function (it takes {', '.join(params)})")
+                pinned[name] = _static_values(fn_name, name, value.values, where)
+            raw = {k: v for k, v in raw.items() if not isinstance(v, StaticPin)}
+        raws.append(raw)
+        pins.append(pinned)
+    return tuple(raws), pins
+
+
+def _structure_statics(fn_name: str, static_values: dict[str, tuple[Any, ...]],
+                       pins: list[dict[str, tuple[Any, ...]]]
+                       ) -> tuple[dict[str, tuple[Any, ...]], tuple[dict[str, Any], ...] | None]:
+    """Every static argument's values (all structures'), and each structure's own (``None``
+    when no structure pins any): a pin replaces ``static=``'s values for its structure."""
+    if not any(pins):
+        return static_values, None
+    names = list(dict.fromkeys([*static_values, *(n for p in pins for n in p)]))
+    own: list[dict[str, Any]] = []
+    for index, pinned in enumerate(pins):
+        values = {**static_values, **pinned}
+        missing = [n for n in names if n not in values]
+        if missing:
+            pinned_in = next(i for i, p in enumerate(pins) if missing[0] in p)
+            raise SpecError(f"@exportable spec of {fn_name}, structure {index}: static argument "
+                            f"{missing[0]!r} has no values here (structure {pinned_in} pins it): "
+                            f"pin it here too, e.g. {missing[0]!r}: static(...), or list its "
+                            "values for every structure in static=")
+        own.append({n: values[n] for n in names})
+    union = {n: unique_statics(v for values in own for v in values[n]) for n in names}
+    return union, tuple(own)
 
 
 def _check_sharding(fn_name: str, structures: tuple[Structure, ...],
@@ -446,7 +540,9 @@ def _wrap(fn: Callable[..., Any], name: str | None, specs: tuple[Any, ...], *,
         raise SpecError(f"@exportable: cannot read the signature of {fn_name}: {err}") from None
     params = {n: p for n, p in signature.parameters.items()
               if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
-    static_values = _check_static(fn_name, static, params)
+    specs, pins = _split_pins(fn_name, specs, params)
+    static_values, structure_static = _structure_statics(
+        fn_name, _check_static(fn_name, static, params), pins)
     structures = tuple(parse_structure(fn_name, raw, i, constraints, aux_key)
                        for i, raw in enumerate(specs))
     cls = method_owner(fn)
@@ -470,14 +566,14 @@ def _wrap(fn: Callable[..., Any], name: str | None, specs: tuple[Any, ...], *,
         static=static_values, ad_order=ad_order, vmap=vmap, concrete=concrete_sizes,
         tiered=tiered, jax_config=jax_config,
         x64_variants=x64_variants, executables=_check_executables(fn_name, executables),
-        executable_sizes=exe_sizes, **sharded,
+        executable_sizes=exe_sizes, structure_static=structure_static, **sharded,
     )
     return ExportableFunction(fn, spec, signature, layouts)
 
 
 def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_order: int = 0,
                export_with_kwargs: bool = False, skip_jitting: bool = False,
-               static: Mapping[str, Sequence[JsonScalar]] | None = None,
+               static: Mapping[str, Sequence[Any]] | None = None,
                constraints: Sequence[str] = (), name: str | None = None,
                ad_order: int = 0, vmap: bool = False, tiered: bool | None = None,
                concrete: Mapping[str, Sequence[int]] | None = None,
@@ -503,7 +599,10 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
         vjp_order: Reverse-mode order serialized with jax's own mechanism (as jax.export).
         export_with_kwargs: Export (and call the artifact) with keyword arguments.
         skip_jitting: The function is already a ``jax.jit`` (with its static arguments).
-        static: Argument name to the list of values to bake, one artifact per combination.
+        static: Argument name to the list of values to bake, one artifact per combination:
+            str, int, float, bool, None, Enum members, frozen dataclasses of these, tuples of
+            these. A structure may pin its own values instead, ``"axis": static(-1)`` among
+            its entries: that structure is exported, and matched, with those only.
         constraints: Symbolic constraints (``"a >= 2"``) added to every structure.
         name: The function's name in the manifest (same as a leading string).
         ad_order: ``1`` or ``2`` bakes companion artifacts for forward and reverse mode to that

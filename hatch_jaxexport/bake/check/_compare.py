@@ -34,6 +34,7 @@ from hatch_jaxexport.bake.check._outcome import (
 from hatch_jaxexport.bake.check._plan import Case, Plan, missing_reason, orphan_reason
 from hatch_jaxexport.errors import ArtifactError, CheckError
 from hatch_jaxexport.formats._options import DEFAULT_CHECK_SHAPES
+from hatch_jaxexport.formats._statics import encode_static
 from hatch_jaxexport.formats.manifest import ArtifactRecord, member_name
 from hatch_jaxexport.formats.spec import X64_DTYPES, Structure
 from hatch_jaxexport.runtime._jaxcompat import x64_context
@@ -71,7 +72,7 @@ def spec_differences(record: ArtifactRecord, fn: ExportableFunction, task: Expor
     fields = [
         ("structure", record.structure, structure.key),
         ("constraints", list(record.constraints), list(structure.constraints)),
-        ("static values", record.static, task.static),
+        ("static values", record.static, encode_static(task.static)),
         ("kind", member_name(record.kind, record.batched), member_name(task.kind, task.batched)),
         ("vjp order", record.vjp_order, vjp_order),
         ("export_with_kwargs", record.kwargs, spec.export_with_kwargs),

@@ -27,6 +27,7 @@ from hatch_jaxexport.bake.check._bundle import (
 )
 from hatch_jaxexport.errors import CheckError, ExportError
 from hatch_jaxexport.formats._options import DEFAULT_PLATFORMS
+from hatch_jaxexport.formats._statics import encode_static, static_text
 from hatch_jaxexport.formats.manifest import (
     ArtifactRecord,
     Manifest,
@@ -121,7 +122,7 @@ def plan_check(package: str, *, platforms: Sequence[str] | None = None,
 
 
 def _describe_static(static: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in sorted(static.items())) or "none"
+    return ", ".join(f"{k}={static_text(v)}" for k, v in sorted(static.items())) or "none"
 
 
 def orphan_reason(plan: Plan, case: Case) -> str:
@@ -137,10 +138,11 @@ def orphan_reason(plan: Plan, case: Case) -> str:
     if owner.structure_index >= len(spec.structures):
         return (f"{owner.function}{where} has {len(spec.structures)} structure(s) now; "
                 f"structure {owner.structure_index} ({owner.structure}) is gone from its spec")
-    if owner.static not in spec.static_combinations():
+    now = [encode_static(s) for s in spec.static_combinations(owner.structure_index)]
+    if owner.static not in now:
         return (f"{owner.function}{where} no longer lists the static values "
                 f"{_describe_static(owner.static)} (now: "
-                f"{'; '.join(_describe_static(s) for s in spec.static_combinations())})")
+                f"{'; '.join(_describe_static(s) for s in now)})")
     platforms = spec.platforms or plan.default_platforms
     if owner.platform not in platforms:
         return (f"{owner.function}{where} is no longer exported for {owner.platform} "

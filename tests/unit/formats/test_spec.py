@@ -107,7 +107,8 @@ def _body(x, y=None):
     (lambda: exportable({"x": ("n", "float32")}, static={"q": [1]})(_body),
      r"static argument 'q' is not an argument"),
     (lambda: exportable({"x": ("n", "float32")}, static={"y": [[1]]})(_body),
-     r"static value \[1\] of 'y' must be a str, int, float, bool or None"),
+     r"static value \[1\] of 'y' is a list: write a tuple; a static value is a str, an int, "
+     r"a finite float, a bool, None, an Enum member, a frozen dataclass"),
     (lambda: exportable({"x": ("n", "float32")}, platforms=["gpu"])(_body),
      r"platforms must be a non-empty list of cpu, cuda, rocm, tpu; got \['gpu'\]"),
     (lambda: exportable({"x": ("n", "float32")}, vjp_order=-1)(_body), r"vjp_order must be"),
