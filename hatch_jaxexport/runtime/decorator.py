@@ -393,6 +393,11 @@ def _wrap(fn: Callable[..., Any], name: str | None, specs: tuple[Any, ...], *,
         raise SpecError(f"@exportable spec of {default_name}: name must be a non-empty string "
                         f"(the function's name in the manifest), got {_given(name)}")
     fn_name = name or default_name
+    if not specs:
+        _check_specless(fn_name, {"static": static, "constraints": constraints,
+                                  "concrete": concrete, "executable_sizes": executable_sizes,
+                                  "mesh": mesh, "in_specs": in_specs, "out_specs": out_specs,
+                                  "ad_order": ad_order, "vmap": vmap, "vjp_order": vjp_order})
     _check_orders(fn_name, vjp_order, ad_order, constraints)
     _check_flags(fn_name, {"export_with_kwargs": export_with_kwargs,
                            "skip_jitting": skip_jitting, "vmap": vmap, "tiered": tiered})
@@ -512,6 +517,18 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
         return _decorate(fn, name, specs, options)
 
     return decorate
+
+
+def _check_specless(fn_name: str, options: Mapping[str, Any]) -> None:
+    """A spec-less ``@exportable`` bakes exactly its recorded calls (each argument's shapes,
+    its non-array values fixed): the options that shape or multiply structures have nothing to
+    apply to, and saying so beats ignoring them (``SpecError``)."""
+    given = [name for name, value in options.items() if value]
+    if given:
+        raise SpecError(f"@exportable spec of {fn_name}: {', '.join(given)} need(s) a "
+                        "structure, and none is given (a spec-less @exportable bakes exactly "
+                        "the calls HATCH_JAXEXPORT_RECORD recorded); give a structure, e.g. "
+                        "@exportable({'x': ('n', 'float32')}, ...), or drop the option")
 
 
 def _is_function(value: Any) -> bool:
