@@ -161,11 +161,13 @@ def _stop_workers(procs: Sequence[tuple[subprocess.Popen[bytes], Path, Path]]) -
 
 def _warn(skipped: Sequence[str], records: Sequence[ArtifactRecord],
           results: Sequence[dict[str, Any]], captured_warn_bytes: int,
-          emit: Callable[[str], None]) -> None:
-    """The build's warning lines: skipped exports, large captured arrays, the workers' notes
-    (a static-shape form that could not be made)."""
+          emit: Callable[[str], None], concrete_only: Sequence[str] = ()) -> None:
+    """The build's warning lines: skipped exports, exports served only at concrete sizes,
+    large captured arrays, the workers' notes (a static-shape form that could not be made)."""
     for message in skipped:
         emit(f"warning: skipped {message}")
+    for message in concrete_only:
+        emit(f"warning: served only at concrete sizes (no symbolic artifact): {message}")
     for message in captured_warnings(records, captured_warn_bytes):
         emit(f"warning: {message}")
     for message in (note for res in results for note in res.get("notes", [])):
@@ -217,9 +219,7 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
         messages = fold_failures(failures, detail=traceback_wanted())
         if failures and on_error == "fail":
             raise ExportError(messages, failures_headline(package, failures, messages))
-        _warn(messages, records, results, captured_warn_bytes, emit)
-        for message in fold_failures(covered):
-            emit(f"warning: served only at concrete sizes (no symbolic artifact): {message}")
+        _warn(messages, records, results, captured_warn_bytes, emit, fold_failures(covered))
         from hatch_jaxexport.bake._portable_export import write_index
 
         portable_errors = write_index(staging, package, results, records, on_error=on_error,

@@ -205,11 +205,8 @@ def call_unstructured(fn: ExportableFunction, args: tuple[Any, ...],
                       kwargs: dict[str, Any]) -> Any:
     """Run a call of a spec-less ``@exportable``: the artifact recorded for exactly this
     call's signature, else the traced source (``FallbackWarning`` once; ``ArtifactError`` in
-    strict mode). Notes the call when ``HATCH_JAXEXPORT_RECORD`` is on."""
-    from hatch_jaxexport.runtime import _recorder as recorder
-
-    if recorder.RECORDING:
-        recorder.note_call(fn, args, kwargs)
+    strict mode). (The decorator notes the call first when ``HATCH_JAXEXPORT_RECORD`` is
+    on.)"""
     table = fn.calls.target(("recorded calls",), lambda: _RecordedCalls(fn))
     found = described(fn, args, kwargs)
     if found is None:

@@ -157,8 +157,11 @@ class ExportableFunction:
         if result is not MISS:
             return result
         if not self.export_spec.structures:  # spec-less: its recorded calls, else the source
+            from hatch_jaxexport.runtime import _recorder as recorder
             from hatch_jaxexport.runtime._recorded_calls import call_unstructured
 
+            if recorder.RECORDING:
+                recorder.note_call(self, args, kwargs)
             return call_unstructured(self, args, kwargs)
         global _call_exportable
         if _call_exportable is None:
