@@ -60,9 +60,10 @@ def failed_primals(failures: Sequence[Mapping[str, Any]]) -> list[ExportTask]:
     return list(tasks.values())
 
 
-def structure_exported(fn: Any, task: ExportTask, env: Mapping[str, int]) -> tuple[Any, dict]:
-    """Export ``task``'s structure with its symbols bound to ``env``: the ``Exported`` and
-    the jax config it records."""
+def structure_exported(fn: Any, task: ExportTask, env: Mapping[str, int]
+                       ) -> tuple[Any, bytes, dict[str, Any]]:
+    """Export ``task``'s structure with its symbols bound to ``env``: the ``Exported``, its
+    bytes and the jax config it records."""
     import jax
     from jax import export
 
@@ -81,12 +82,14 @@ def structure_exported(fn: Any, task: ExportTask, env: Mapping[str, int]) -> tup
         target = fn.__wrapped__ if spec.skip_jitting else jax.jit(
             fn.__wrapped__, static_argnames=tuple(spec.static))
         exported = export.export(target, platforms=[task.platform])(*args, **kwargs)
-    return exported, recorded_config(config, exported.mlir_module())
+        data = _serialized(exported)
+    return exported, data, recorded_config(config, exported.mlir_module())
 
 
-def call_exported(fn: Any, signature: CallSignature, platform: str) -> tuple[Any, dict]:
+def call_exported(fn: Any, signature: CallSignature, platform: str
+                  ) -> tuple[Any, bytes, dict[str, Any]]:
     """Export a spec-less function for one recorded call: its arrays flat (canonical order),
-    its other values baked in. The ``Exported`` and the jax config it records."""
+    its other values baked in. The ``Exported``, its bytes and the jax config it records."""
     import jax
     from jax import export
 
@@ -101,19 +104,30 @@ def call_exported(fn: Any, signature: CallSignature, platform: str) -> tuple[Any
     with no_locations(), lowering_context(config):
         exported = export.export(jax.jit(flat_source(fn, signature)),
                                  platforms=[platform])(*avals)
-    return exported, recorded_config(config, exported.mlir_module())
+        data = _serialized(exported)
+    return exported, data, recorded_config(config, exported.mlir_module())
 
 
-def _entry(fn: Any, exported: Any, config: dict, out_dir: Path, *, structure_index: int,
-           static: dict, platform: str, sizes: dict, call: str, variant: dict
-           ) -> dict[str, Any]:
-    """Serialize one concrete export into ``out_dir``; its manifest record (as a dict)."""
+def _serialized(exported: Any) -> bytes:
+    """The artifact's bytes, with its first-order VJP where jax can export one, so that
+    ``jax.grad`` of a served call runs baked code as it would through the source."""
+    try:
+        return bytes(exported.serialize(vjp_order=1))
+    except Exception:  # no VJP of this computation (jax says why when grad is asked for)
+        return bytes(exported.serialize())
+
+
+def _entry(fn: Any, made: tuple[Any, bytes, dict[str, Any]], out_dir: Path, *,
+           structure_index: int, static: dict[str, Any], platform: str, sizes: dict[str, int],
+           call: str, variant: dict[str, Any]) -> dict[str, Any]:
+    """Write one concrete export (``made``: the ``Exported``, its bytes, its config) into
+    ``out_dir``; its manifest record (as a dict)."""
     from hatch_jaxexport.runtime import _pytrees as pytrees
 
+    exported, data, config = made
     if pytrees.register_all([exported.in_tree, exported.out_tree], fn.name):
         raise ValueError("its inputs or outputs hold pytree classes of the package, which "
                          "concrete-size artifacts do not name")
-    data = bytes(exported.serialize())
     inputs = [[list(a.shape), str(a.dtype)] for a in exported.in_avals]
     key = [fn.name, structure_index, static, platform, variant, inputs, call]
     slug = re.sub(r"[^A-Za-z0-9_]+", "_", fn.name).strip("_")[:80] or "fn"
@@ -136,8 +150,7 @@ def bake_structures(fn: Any, tasks: Sequence[ExportTask], recorded: Recorded, ou
                                    (spec.concrete or {}, spec.executable_sizes or {}))
         for env in (e for e in envs if e):
             try:
-                exported, config = structure_exported(fn, task, env)
-                entries.append(_entry(fn, exported, config, out_dir,
+                entries.append(_entry(fn, structure_exported(fn, task, env), out_dir,
                                       structure_index=task.structure_index,
                                       static=task.static, platform=task.platform, sizes=env,
                                       call="", variant=task.variant))
@@ -158,9 +171,8 @@ def bake_calls(fn: Any, calls: Sequence[CallSignature], platforms: Sequence[str]
     for signature in calls:
         for platform in fn.export_spec.platforms or platforms:
             try:
-                exported, config = call_exported(fn, signature, platform)
-                entries.append(_entry(fn, exported, config, out_dir, structure_index=-1,
-                                      static={}, platform=platform, sizes={},
+                entries.append(_entry(fn, call_exported(fn, signature, platform), out_dir,
+                                      structure_index=-1, static={}, platform=platform, sizes={},
                                       call=call_key(signature), variant={}))
             except Exception as err:  # noted; its other calls still serve
                 note(f"{fn.name}: no artifact for the recorded call {call_key(signature)[:160]} "
