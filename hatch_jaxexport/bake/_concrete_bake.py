@@ -6,8 +6,10 @@ fails, and before this module nothing of such a function was served. Now, for ea
 export that failed (no mesh), the worker exports the same structure with every symbol bound,
 once per size it knows: ``concrete=``, ``executable_sizes=`` and the sizes recorded from real
 calls (``HATCH_JAXEXPORT_RECORD``). A spec-less ``@exportable`` gets exactly its recorded
-calls (the signatures file's ``calls``). Each becomes a ``ConcreteRecord``; the loader serves
-a call of exactly those types from it (``runtime._recorded_calls``), other sizes fall back.
+calls (the signatures file's ``calls``), and so do the calls no structure of a function
+accepted, where the loader's fallback path recorded them (``recorder.note_call``). Each
+becomes a ``ConcreteRecord``; the loader serves a call of exactly those types from it
+(``runtime._recorded_calls``), other sizes fall back.
 """
 
 from __future__ import annotations
@@ -183,8 +185,9 @@ def bake_calls(fn: Any, calls: Sequence[CallSignature], platforms: Sequence[str]
 def worker_concrete(functions: Mapping[str, Any], request: Mapping[str, Any],
                     failures: Sequence[Mapping[str, Any]], recorded: Recorded,
                     note: Callable[[str], None]) -> list[dict[str, Any]]:
-    """One worker's concrete-size artifacts: those of the primal exports it saw fail, and of
-    its share of the spec-less functions (every ``workers``-th, from its own index)."""
+    """One worker's concrete-size artifacts: those of the primal exports it saw fail, and its
+    share (every ``workers``-th, from its own index) of the functions with recorded calls
+    that no structure accepted (every spec-less function: one without any is noted)."""
     out_dir = Path(request["out_dir"])
     entries = []
     by_function: dict[str, list[ExportTask]] = {}
@@ -192,13 +195,12 @@ def worker_concrete(functions: Mapping[str, Any], request: Mapping[str, Any],
         by_function.setdefault(task.function, []).append(task)
     for name, tasks in by_function.items():
         entries += bake_structures(functions[name], tasks, recorded, out_dir, note)
-    specless = [fn for fn in functions.values() if not fn.export_spec.structures]
-    mine = specless[request["worker"]::request["workers"]]
-    if mine:
-        calls = recorded_calls(request["package"])
-        for fn in mine:
-            entries += bake_calls(fn, calls.get(fn.name, []), request["default_platforms"],
-                                  out_dir, note)
+    calls = recorded_calls(request["package"])
+    wanted = [fn for fn in functions.values()
+              if not fn.export_spec.structures or calls.get(fn.name)]
+    for fn in wanted[request["worker"]::request["workers"]]:
+        entries += bake_calls(fn, calls.get(fn.name, []), request["default_platforms"],
+                              out_dir, note)
     return entries
 
 

@@ -7,9 +7,10 @@ exact sizes it knows (recorded calls, ``concrete=``, ``executable_sizes=``), as
 
 * a structure matched but has no symbolic artifact: ``ConcreteDispatch`` (the structure's
   target) looks the call's flat argument types up in a dict and runs that artifact;
-* a spec-less ``@exportable`` (no structure at all): ``call_unstructured`` describes the call
-  (``describe_call``: each argument's tree of shapes and dtypes, its non-array values), looks
-  its canonical text up, and runs the artifact recorded for exactly that signature.
+* a call no structure accepts (every call of a spec-less ``@exportable``): ``recorded_call``
+  describes it (``describe_call``: each argument's tree of shapes and dtypes, its non-array
+  values), looks its canonical text up, and runs the artifact recorded for exactly that
+  signature; ``call_unstructured`` is a spec-less function's whole call path.
 
 Any other size falls back: the source traced with ``jax.jit`` and a ``FallbackWarning``, or an
 ``ArtifactError`` in strict mode. Nothing here traces the user's code to serve a known size.
@@ -187,7 +188,8 @@ class ConcreteDispatch:
 
 
 class _RecordedCalls:
-    """A spec-less function's recorded-call artifacts, by call key, and what each resolved to."""
+    """A function's recorded-call artifacts by call key, what each resolved to, and the
+    traced fallbacks of the calls none serves."""
 
     from_artifact = True
 
@@ -197,8 +199,42 @@ class _RecordedCalls:
         self.package = load_package_artifacts(fn.package)
         records = () if self.package is None else self.package.records(fn.name).manifest.concrete
         self.records = {r.call: r for r in records if r.call}
-        self.calls: dict[str, Callable[..., Any]] = {}
+        self.served: dict[str, Callable[..., Any]] = {}
+        self.fallbacks: dict[str, Callable[..., Any]] = {}
         self.warned = False
+
+
+_NO_ARTIFACT = ("no artifact was baked for this call's signature (record it with "
+                "HATCH_JAXEXPORT_RECORD=1 and rebuild)")
+_NOT_DESCRIBED = "its arguments are not arrays, JSON scalars, lists, tuples or dicts of them"
+
+
+def recorded_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]
+                  ) -> tuple[Callable[[], Any] | None, str]:
+    """The baked artifact of exactly this call's signature (a recorded call: ``note_call``),
+    as a thunk that runs it, or ``None`` and why there is none. What a call that no structure
+    accepts tries before it traces the source; it never traces."""
+    table = fn.calls.target(("recorded calls",), lambda: _RecordedCalls(fn))
+    if not table.records:
+        return None, _NO_ARTIFACT
+    found = described(fn, args, kwargs)
+    if found is None:
+        return None, _NOT_DESCRIBED
+    signature, arrays = found
+    key = call_key(signature)
+    call = table.served.get(key)
+    record = table.records.get(key)
+    reason = _NO_ARTIFACT
+    if call is None and record is not None and _x64_differs(record):
+        reason = "its artifact was baked under another jax_enable_x64"
+    elif call is None and record is not None:
+        try:
+            call = table.served[key] = _jitted(table.package, record)
+        except ArtifactError as err:
+            reason = str(err)
+    if call is None:
+        return None, reason
+    return (lambda: call(*arrays)), ""
 
 
 def call_unstructured(fn: ExportableFunction, args: tuple[Any, ...],
@@ -207,37 +243,10 @@ def call_unstructured(fn: ExportableFunction, args: tuple[Any, ...],
     call's signature, else the traced source (``FallbackWarning`` once; ``ArtifactError`` in
     strict mode). (The decorator notes the call first when ``HATCH_JAXEXPORT_RECORD`` is
     on.)"""
+    run, reason = recorded_call(fn, args, kwargs)
+    if run is not None:
+        return run()
     table = fn.calls.target(("recorded calls",), lambda: _RecordedCalls(fn))
-    found = described(fn, args, kwargs)
-    if found is None:
-        return _miss(fn, table, None, "its arguments are not arrays, JSON scalars, lists, "
-                     "tuples or dicts of them", args, kwargs)
-    signature, arrays = found
-    key = call_key(signature)
-    call = table.calls.get(key)
-    if call is not None:
-        return call(*arrays)
-    record = table.records.get(key)
-    reason = "no artifact was baked for this call's signature (record it with " \
-             "HATCH_JAXEXPORT_RECORD=1 and rebuild)"
-    if record is not None and _x64_differs(record):
-        record, reason = None, "its artifact was baked under another jax_enable_x64"
-    if record is not None:
-        try:
-            call = _jitted(table.package, record)
-        except ArtifactError as err:
-            reason = str(err)
-        else:
-            table.calls[key] = call
-            return call(*arrays)
-    return _miss(fn, table, (key, signature), reason, args, kwargs, arrays)
-
-
-def _miss(fn: ExportableFunction, table: _RecordedCalls,
-          keyed: tuple[str, CallSignature] | None, reason: str, args: tuple[Any, ...],
-          kwargs: dict[str, Any], arrays: Sequence[Any] = ()) -> Any:
-    """A spec-less call no artifact serves: refused in strict mode, else the source traced
-    with ``jax.jit`` (its non-array values bound; an undescribable call runs as given)."""
     if strict_mode():
         raise ArtifactError(f"{fn.name}: no usable baked artifact ({STRICT_ENV} is set): "
                             f"{reason}")
@@ -247,14 +256,25 @@ def _miss(fn: ExportableFunction, table: _RecordedCalls,
         table.warned = True
         warn_at_user_frame(f"{fn.name}: no usable baked artifact, tracing the source instead: "
                            f"{reason}", FallbackWarning)
-    if keyed is None:
+    return _traced(fn, table, args, kwargs)
+
+
+def _traced(fn: ExportableFunction, table: _RecordedCalls, args: tuple[Any, ...],
+            kwargs: dict[str, Any]) -> Any:
+    """A spec-less call no artifact serves: the source traced with ``jax.jit``, its
+    non-array values bound (one trace per signature); an undescribable call runs as given."""
+    found = described(fn, args, kwargs)
+    if found is None:
         return fn.__wrapped__(*args, **kwargs)
     import jax
 
-    key, signature = keyed
-    call = table.calls[key] = jax.jit(flat_source(fn, signature))
+    signature, arrays = found
+    key = call_key(signature)
+    call = table.fallbacks.get(key)
+    if call is None:
+        call = table.fallbacks[key] = jax.jit(flat_source(fn, signature))
     return call(*arrays)
 
 
 __all__ = ["ConcreteDispatch", "Types", "call_unstructured", "describe_call", "described",
-           "flat_source"]
+           "flat_source", "recorded_call"]

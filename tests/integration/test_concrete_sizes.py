@@ -43,6 +43,17 @@ except Exception as err:
 print(json.dumps(out))
 """
 
+REFUSED = """
+import json
+import numpy as np
+import jxe_concrete as m
+from hatch_jaxexport.runtime._recorded_calls import recorded_call
+run, _ = recorded_call(m.fixed, (np.ones(5, np.float32),), {})
+none, why = recorded_call(m.fixed, (np.ones(6, np.float32),), {})
+assert none is None
+print(json.dumps({"fixed": float(run()), "traces": m.TRACES["count"], "other": why}))
+"""
+
 
 def test_recorded_calls_of_non_polymorphic_and_specless_functions_ship(tmp_path):
     project = write_project(tmp_path / "proj", {
@@ -58,23 +69,32 @@ def test_recorded_calls_of_non_polymorphic_and_specless_functions_ship(tmp_path)
     assert parse_signatures(text, "s")["jxe_concrete:lengthy"] == {
         0: [{"n": 3}, {"n": 4}, {"n": 9}]}
     assert len(parse_calls(text, "s")["jxe_concrete:free"]) == 2
-    (project / "jxe_concrete" / SIGNATURES_NAME).write_text(text.replace('"n": 9', '"n": 3'))
+    signatures = json.loads(text.replace('"n": 9', '"n": 3'))
+    # a call no structure of `fixed` accepts, as the loader's fallback path records it
+    signatures["calls"]["jxe_concrete:fixed"] = [{"x": {"array": [[5], "float32"]}}]
+    (project / "jxe_concrete" / SIGNATURES_NAME).write_text(json.dumps(signatures))
 
     (wheel,) = inprocess_build(project, tmp_path / "dist")
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     manifest = json.loads((site / "jxe_concrete" / "_jaxexport" / "manifest.json").read_text())
-    assert manifest["artifacts"] == []
+    assert [a["function"] for a in manifest["artifacts"]] == ["jxe_concrete:fixed"]
     assert sorted((c["function"], c["structure_index"], json.dumps(c["sizes"]))
                   for c in manifest["concrete"]) == [
-        ("jxe_concrete:branchy", 0, '{"n": 5}'), ("jxe_concrete:free", -1, "{}"),
-        ("jxe_concrete:free", -1, "{}"), ("jxe_concrete:lengthy", 0, '{"n": 3}'),
-        ("jxe_concrete:lengthy", 0, '{"n": 4}')]
+        ("jxe_concrete:branchy", 0, '{"n": 5}'), ("jxe_concrete:fixed", -1, "{}"),
+        ("jxe_concrete:free", -1, "{}"), ("jxe_concrete:free", -1, "{}"),
+        ("jxe_concrete:lengthy", 0, '{"n": 3}'), ("jxe_concrete:lengthy", 0, '{"n": 4}')]
 
     served = json.loads(run([sys.executable, "-c", CALLS], env={
         "PYTHONPATH": str(site), "HATCH_JAXEXPORT_STRICT": "1",
         "HATCH_JAXEXPORT_CACHE": "0"}).stdout.splitlines()[-1])
     assert served == {**recorded, "traces": 0, "other size": "ArtifactError"}
+    # what the fallback path of a call no structure accepts runs first: never a trace
+    refused = run([sys.executable, "-c", REFUSED], env={
+        "PYTHONPATH": str(site), "HATCH_JAXEXPORT_STRICT": "1"}).stdout.splitlines()[-1]
+    assert json.loads(refused) == {"fixed": 5.0, "traces": 0, "other": "no artifact was baked "
+                                   "for this call's signature (record it with "
+                                   "HATCH_JAXEXPORT_RECORD=1 and rebuild)"}
 
     inspect = run([sys.executable, "-m", "hatch_jaxexport", "inspect", "jxe_concrete"],
                   env={"PYTHONPATH": str(site)}).stdout
