@@ -96,6 +96,8 @@ def test_recorded_calls_of_non_polymorphic_and_specless_functions_ship(tmp_path)
                                    "for this call's signature (record it with "
                                    "HATCH_JAXEXPORT_RECORD=1 and rebuild)"}
 
+    run([sys.executable, "-m", "hatch_jaxexport", "verify", "jxe_concrete"],
+        env={"PYTHONPATH": str(site)})  # every concrete-size file listed, its SHA-256 right
     inspect = run([sys.executable, "-m", "hatch_jaxexport", "inspect", "jxe_concrete"],
                   env={"PYTHONPATH": str(site)}).stdout
     assert "serves: jxe_concrete:lengthy: only at sizes: structure 0 (n=3; n=4)" in inspect
