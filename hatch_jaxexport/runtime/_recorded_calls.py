@@ -18,6 +18,7 @@ Any other size falls back: the source traced with ``jax.jit`` and a ``FallbackWa
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -37,11 +38,26 @@ Types = tuple[tuple[tuple[int, ...], str], ...]
 def _dtype_name(dtype: Any) -> str | None:
     """The dtype jax would compute in (``float64`` is ``float32`` without x64); ``None`` for
     an extended dtype (typed PRNG keys), which no recorded call can name."""
+    from hatch_jaxexport.runtime._jaxcompat import x64_flag
+
+    return _canonical_name(dtype, bool(x64_flag().value))
+
+
+@functools.lru_cache(maxsize=256)
+def _canonical_name(dtype: Any, x64: bool) -> str | None:
+    """``_dtype_name`` under a given x64 flag (cached: a call looks each leaf's dtype up)."""
     import jax
+    import numpy as np
 
     if jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
         return None
-    return str(jax.dtypes.canonicalize_dtype(dtype).name)
+    name = np.dtype(dtype).name
+    return name if x64 else _NARROWED.get(name, name)
+
+
+#: What jax computes a 64-bit dtype in without x64 (``jax.dtypes.canonicalize_dtype``).
+_NARROWED = {"float64": "float32", "int64": "int32", "uint64": "uint32",
+             "complex128": "complex64"}
 
 
 def _node(value: Any, arrays: list[Any]) -> dict[str, Any] | None:
@@ -156,6 +172,16 @@ class ConcreteDispatch:
         """The sizes it serves: ``float32[8]; float32[16]``."""
         return "; ".join(sorted(signature_text(r.inputs) for r in self._records.values()))
 
+    def settled(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any | None:
+        """The artifact's call for exactly these types (``None``: not resolved, or traced),
+        which the loader hands to the fast path: a later call of the same types skips this
+        dispatch, and one of other types is refused by jax's shape check and resolved here."""
+        import jax
+
+        types = _leaf_types(jax.tree_util.tree_leaves((args, kwargs)))
+        record = self._records.get(types) if types is not None else None
+        return self._calls.get(types) if record is not None else None
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         import jax
 
@@ -214,12 +240,22 @@ def recorded_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[st
     """The baked artifact of exactly this call's signature (a recorded call: ``note_call``),
     as a thunk that runs it, or ``None`` and why there is none. What a call that no structure
     accepts tries before it traces the source; it never traces."""
+    call, arrays, reason = _artifact_call(fn, args, kwargs)
+    if call is None:
+        return None, reason
+    return (lambda: call(*arrays)), ""
+
+
+def _artifact_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]
+                   ) -> tuple[Callable[..., Any] | None, list[Any], str]:
+    """The jitted artifact of this call's signature and the call's arrays in canonical order,
+    or ``None`` and why."""
     table = fn.calls.target(("recorded calls",), lambda: _RecordedCalls(fn))
     if not table.records:
-        return None, _NO_ARTIFACT
+        return None, [], _NO_ARTIFACT
     found = described(fn, args, kwargs)
     if found is None:
-        return None, _NOT_DESCRIBED
+        return None, [], _NOT_DESCRIBED
     signature, arrays = found
     key = call_key(signature)
     call = table.served.get(key)
@@ -232,9 +268,7 @@ def recorded_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[st
             call = table.served[key] = _jitted(table.package, record)
         except ArtifactError as err:
             reason = str(err)
-    if call is None:
-        return None, reason
-    return (lambda: call(*arrays)), ""
+    return call, arrays, "" if call is not None else reason
 
 
 def call_unstructured(fn: ExportableFunction, args: tuple[Any, ...],
@@ -243,9 +277,10 @@ def call_unstructured(fn: ExportableFunction, args: tuple[Any, ...],
     call's signature, else the traced source (``FallbackWarning`` once; ``ArtifactError`` in
     strict mode). (The decorator notes the call first when ``HATCH_JAXEXPORT_RECORD`` is
     on.)"""
-    run, reason = recorded_call(fn, args, kwargs)
-    if run is not None:
-        return run()
+    call, arrays, reason = _artifact_call(fn, args, kwargs)
+    if call is not None:
+        _remember_fast(fn, call, arrays, args, kwargs)
+        return call(*arrays)
     table = fn.calls.target(("recorded calls",), lambda: _RecordedCalls(fn))
     if strict_mode():
         raise ArtifactError(f"{fn.name}: no usable baked artifact ({STRICT_ENV} is set): "
@@ -257,6 +292,26 @@ def call_unstructured(fn: ExportableFunction, args: tuple[Any, ...],
         warn_at_user_frame(f"{fn.name}: no usable baked artifact, tracing the source instead: "
                            f"{reason}", FallbackWarning)
     return _traced(fn, table, args, kwargs)
+
+
+def _remember_fast(fn: ExportableFunction, call: Callable[..., Any], arrays: Sequence[Any],
+                   args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Hand a served call of positional plain arrays and scalars to the function's keyed fast
+    path (``ResolvedCalls.call_fast``, tried before anything here): the same types and values
+    then skip binding and describing the call (which costs more than the call itself)."""
+    from hatch_jaxexport.runtime._resolved_calls import fast_key, prime_fast_path
+
+    prime_fast_path()
+    key = fast_key(args, kwargs)
+    if key is None:
+        return
+    picks = []
+    for array in arrays:  # each array by identity among the arguments (not a default)
+        found = [i for i, arg in enumerate(args) if arg is array]
+        if len(found) != 1:
+            return
+        picks.append(found[0])
+    fn.calls.remember_fast(key, call, tuple(picks))
 
 
 def _traced(fn: ExportableFunction, table: _RecordedCalls, args: tuple[Any, ...],
