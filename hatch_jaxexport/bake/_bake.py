@@ -210,7 +210,7 @@ def export_one(name: str, folder: Path, options: ExportOptions, reporter: Report
             for line in lines:
                 reporter.info(line)
     for function, text in partial_coverage(result.manifest).items():
-        reporter.info(f"jaxexport: {function} serves {text}")
+        reporter.info(f"jaxexport: serves: {function}: {text}")
     reporter.success(f"jaxexport: {describe_result(result, time.perf_counter() - start)[1]}")
     flush_output()
     return result

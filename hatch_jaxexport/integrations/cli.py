@@ -202,7 +202,10 @@ def _export(args: argparse.Namespace) -> int:
                             executables=_targets(args.executables))
     result = export_one(args.package, Path(args.out), options, CliReporter(),
                         args.path or [os.getcwd()])
-    print(f"wrote {len(result.manifest.artifacts)} artifact(s) to {result.out_dir}")
+    concrete = len(result.manifest.concrete)
+    print(f"wrote {len(result.manifest.artifacts)} artifact(s)"
+          + (f" and {concrete} concrete-size artifact(s)" if concrete else "")
+          + f" to {result.out_dir}")
     return 0
 
 
