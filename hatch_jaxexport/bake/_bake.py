@@ -25,6 +25,7 @@ from hatch_jaxexport.bake._config import ExportOptions, brief_uncaught_build_err
 from hatch_jaxexport.bake._orchestrate import BuildResult, export_package
 from hatch_jaxexport.bake._progress import FunctionDone, FunctionProgress, function_line
 from hatch_jaxexport.errors import ExportError
+from hatch_jaxexport.formats._coverage import partial_coverage
 from hatch_jaxexport.formats._settings import SKIP_ENV, skip_requested
 from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, byte_text
 
@@ -208,6 +209,8 @@ def export_one(name: str, folder: Path, options: ExportOptions, reporter: Report
         if function not in progress.finished:
             for line in lines:
                 reporter.info(line)
+    for function, text in partial_coverage(result.manifest).items():
+        reporter.info(f"jaxexport: serves: {function}: {text}")
     reporter.success(f"jaxexport: {describe_result(result, time.perf_counter() - start)[1]}")
     flush_output()
     return result

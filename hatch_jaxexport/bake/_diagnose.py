@@ -28,6 +28,17 @@ _BROADCAST = re.compile(r"incompatible shapes for broadcasting: (.+?)\.?$")
 _DIMS = re.compile(r"\(([^()]*)\)")
 _INCONCLUSIVE = re.compile(r"Symbolic dimension comparison '(.+?)' (\S+) '(.+?)' is inconclusive")
 _SYMBOL = re.compile(r"[A-Za-z_]\w*")
+_NOT_AN_INT = re.compile(r"'_DimExpr' object cannot be interpreted as an integer|"
+                         r"Symbolic dimension '(.+?)' used in a context that requires a constant")
+#: ``min(n, 2)`` / ``min(2, n)`` / ``max(0, n - 2)``: a slice of a symbolic size, whose
+#: length jax.export can only state for every size with a constraint.
+_SLICE_BOUNDS = (re.compile(r"min\(([A-Za-z_]\w*), (\d+)\)"),
+                 re.compile(r"min\((\d+), ([A-Za-z_]\w*)\)"),
+                 re.compile(r"max\(0, ([A-Za-z_]\w*) - (\d+)\)"))
+#: The second way out of code that is not shape-polymorphic: fixed sizes.
+BAKE_FIXED = ("or bake fixed sizes: record them with HATCH_JAXEXPORT_RECORD=1 while your tests "
+              "run, or list them in concrete=/executable_sizes= (the build then serves those "
+              "sizes from concrete-size artifacts, other sizes trace the source)")
 _CALLBACK = re.compile(r"calls back into Python|host callback|callback", re.IGNORECASE)
 
 
@@ -129,7 +140,8 @@ def hints_for(error: str) -> list[str]:
         hints.append(f"a Python `if` or comparison on a symbolic size ({left} {op} {right}) has "
                      f"no single answer for every size: use jnp.where / jax.lax.cond, add "
                      f"constraints=[\"{_as_constraint(left, op, right)}\"] to @exportable if "
-                     f"it always holds, or give the size a fixed value")
+                     f"it always holds, {BAKE_FIXED}")
+    hints += _shape_hints(error)
     if "no compatibility guarantees" in error:
         hints.append("this operation lowers, on that platform, to a custom call that jax.export "
                      "cannot keep stable: leave the platform out of this function's "
@@ -138,6 +150,36 @@ def hints_for(error: str) -> list[str]:
         hints.append("host callbacks (jax.debug.print, jax.pure_callback, io_callback) cannot be "
                      "serialized: remove them from the exported function, or keep them behind a "
                      "flag that is off at build")
+    return hints
+
+
+def slice_constraints(error: str) -> list[str]:
+    """The constraints a slice of a symbolic size needs (``x[2:]``: ``n >= 2``), read from
+    the ``min(n, 2)`` / ``max(0, n - 2)`` that jax writes into its shapes."""
+    found: dict[str, int] = {}
+    for pattern in _SLICE_BOUNDS:
+        for a, b in pattern.findall(error):
+            symbol, bound = (a, int(b)) if not a.isdigit() else (b, int(a))
+            found[symbol] = max(found.get(symbol, 0), bound)
+    return [f"{symbol} >= {bound}" for symbol, bound in sorted(found.items())]
+
+
+def _shape_hints(error: str) -> list[str]:
+    """Hints for code that is not shape-polymorphic: ``len()``/``int()`` of a size, a slice
+    that needs a constraint."""
+    hints = []
+    not_an_int = _NOT_AN_INT.search(error)
+    if not_an_int:
+        size = f" ({not_an_int.group(1)})" if not_an_int.group(1) else ""
+        hints.append(f"the code needs a symbolic size{size} as a Python int (len(x), int(...), "
+                     "range(...), a shape passed to NumPy): use x.shape[i] in jnp operations "
+                     f"instead (jnp.arange(x.shape[0]) is symbolic), {BAKE_FIXED}")
+    constraints = slice_constraints(error)
+    if constraints:
+        listed = ", ".join(f"'{c}'" for c in constraints)
+        hints.append(f"a slice of a symbolic size (x[2:], x[:-2]) has a length jax.export can "
+                     f"only state with a lower bound: add constraints=[{listed}] to "
+                     f"@exportable if that always holds, {BAKE_FIXED}")
     return hints
 
 
@@ -191,5 +233,5 @@ def fold_failures(failures: Sequence[Mapping[str, Any]], *, detail: bool = False
     return messages
 
 
-__all__ = ["STRUCTURE_CHARS", "describe_exception", "failures_headline", "first_line",
-           "fold_failures", "hints_for", "located", "user_location"]
+__all__ = ["BAKE_FIXED", "STRUCTURE_CHARS", "describe_exception", "failures_headline", "first_line",
+           "fold_failures", "hints_for", "located", "slice_constraints", "user_location"]

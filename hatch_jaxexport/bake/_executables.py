@@ -103,13 +103,23 @@ def size_envs(fn: Any, record: ArtifactRecord, recorded: Recorded | None = None
               ) -> list[dict[str, int]]:
     """The concrete sizes ``fn`` names or was recorded with for ``record``'s structure (any
     platform): ``[{}]`` without symbols, ``[]`` when none are named or recorded."""
-    structure = fn.export_spec.structures[record.structure_index]
+    return structure_size_envs(fn, record.structure_index, recorded)
+
+
+def structure_size_envs(fn: Any, structure_index: int, recorded: Recorded | None = None,
+                        options: Sequence[Mapping[str, Any]] | None = None
+                        ) -> list[dict[str, int]]:
+    """The concrete sizes ``fn`` names or was recorded with for one structure: ``[{}]``
+    without symbols, ``[]`` when none are named or recorded; each once, and only those its
+    constraints allow. ``options``: the size mappings to combine (default: ``named_sizes``;
+    concrete-size artifacts take ``concrete=`` and ``executable_sizes=`` both)."""
+    structure = fn.export_spec.structures[structure_index]
     if not structure.symbols:
         return [{}]
-    sizes = named_sizes(fn.export_spec)
-    named = size_combinations(structure, sizes) \
-        if sizes and structure.symbols <= set(sizes) else []
-    seen = (recorded or {}).get(record.function, {}).get(record.structure_index, [])
+    chosen = (named_sizes(fn.export_spec),) if options is None else options
+    named = [env for sizes in chosen if sizes and structure.symbols <= set(sizes)
+             for env in size_combinations(structure, sizes)]
+    seen = (recorded or {}).get(fn.name, {}).get(structure_index, [])
     calls = [env for env in seen if set(env) == structure.symbols]
     unique = {tuple(sorted(env.items())): env for env in [*named, *calls]}
     return [env for env in unique.values() if size_problem(structure, env) is None]
@@ -283,4 +293,5 @@ def _compile_with(staging: Path, package: str, plans: Sequence[Mapping[str, Any]
 
 __all__ = ["EXECUTABLE_SUFFIX", "builder_machine", "compile_executables", "function_targets",
            "jaxlib_python", "missing_sizes", "named_sizes", "plan_for", "plans_for_worker",
-           "recorded_sizes", "resolve_targets", "size_gap_lines"]
+           "recorded_sizes", "resolve_targets", "size_envs", "size_gap_lines",
+           "structure_size_envs"]

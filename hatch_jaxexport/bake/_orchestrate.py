@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hatch_jaxexport.bake._captured import captured_warnings
+from hatch_jaxexport.bake._concrete_bake import concrete_covered
 from hatch_jaxexport.bake._diagnose import failures_headline, fold_failures
 from hatch_jaxexport.bake._discover import discover
 from hatch_jaxexport.bake._executables import compile_executables, resolve_targets
@@ -35,6 +36,7 @@ from hatch_jaxexport.formats._settings import traceback_wanted
 from hatch_jaxexport.formats.manifest import (
     MANIFEST_NAME,
     ArtifactRecord,
+    ConcreteRecord,
     Manifest,
     SkippedRecord,
     summarize,
@@ -159,11 +161,13 @@ def _stop_workers(procs: Sequence[tuple[subprocess.Popen[bytes], Path, Path]]) -
 
 def _warn(skipped: Sequence[str], records: Sequence[ArtifactRecord],
           results: Sequence[dict[str, Any]], captured_warn_bytes: int,
-          emit: Callable[[str], None]) -> None:
-    """The build's warning lines: skipped exports, large captured arrays, the workers' notes
-    (a static-shape form that could not be made)."""
+          emit: Callable[[str], None], concrete_only: Sequence[str] = ()) -> None:
+    """The build's warning lines: skipped exports, exports served only at concrete sizes,
+    large captured arrays, the workers' notes (a static-shape form that could not be made)."""
     for message in skipped:
         emit(f"warning: skipped {message}")
+    for message in concrete_only:
+        emit(f"warning: served only at concrete sizes (no symbolic artifact): {message}")
     for message in captured_warnings(records, captured_warn_bytes):
         emit(f"warning: {message}")
     for message in (note for res in results for note in res.get("notes", [])):
@@ -209,11 +213,13 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
                                python or sys.executable, progress=progress,
                                executables=targets)
         records = [ArtifactRecord(**r) for res in results for r in res["records"]]
-        failures = [f for res in results for f in res["failures"]]
+        concrete = [ConcreteRecord(**c) for res in results for c in res.get("concrete", [])]
+        covered, failures = concrete_covered(
+            [f for res in results for f in res["failures"]], concrete)
         messages = fold_failures(failures, detail=traceback_wanted())
         if failures and on_error == "fail":
             raise ExportError(messages, failures_headline(package, failures, messages))
-        _warn(messages, records, results, captured_warn_bytes, emit)
+        _warn(messages, records, results, captured_warn_bytes, emit, fold_failures(covered))
         from hatch_jaxexport.bake._portable_export import write_index
 
         portable_errors = write_index(staging, package, results, records, on_error=on_error,
@@ -226,7 +232,8 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
                                  reason=f["message"], kind=f["task"]["kind"],
                                  batched=f["task"]["batched"],
                                  mesh=f["task"].get("mesh", {}),
-                                 variant=f["task"].get("variant", {})) for f in failures]
+                                 variant=f["task"].get("variant", {}))
+                   for f in [*failures, *covered]]
         compiled = compile_executables(
             staging, package, [p for res in results for p in res.get("executable_plans", [])],
             _worker_env(search_path), python or sys.executable, emit, executable_jaxlibs)
@@ -234,7 +241,7 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
                             jax_version=results[0]["jax_version"],
                             jaxlib_version=results[0]["jaxlib_version"],
                             artifacts=tuple(records), skipped=tuple(skipped),
-                            executables=tuple(compiled))
+                            executables=tuple(compiled), concrete=tuple(concrete))
         for leftover in staging.glob(".*"):  # requests, results, logs (blobs never start with .)
             leftover.unlink()
         (staging / MANIFEST_NAME).write_bytes(manifest.to_bytes())

@@ -46,6 +46,13 @@ def main(request_path: str) -> int:
         else:
             progress.write({"planned": [[task.id, fn.name] for fn, task in tasks]})
         _export_mine(mine, request, result, progress)
+        if not request["list_only"]:  # where a symbolic export failed, or there is no spec
+            from hatch_jaxexport.bake._concrete_bake import worker_concrete
+            from hatch_jaxexport.bake._executables import recorded_sizes
+
+            result["concrete"] = worker_concrete(
+                functions, request, result["failures"], recorded_sizes(request["package"]),
+                result["notes"].append)
         if not request["list_only"]:  # what the executable compilers compile, per artifact
             from hatch_jaxexport.bake._executables import plans_for_worker
 

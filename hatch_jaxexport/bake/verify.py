@@ -125,6 +125,10 @@ def verify_report(package: str) -> VerifyReport:
                                     f"{record.id} {signature_text(entry['inputs'])}")
         problems += [f"{record.id}: {problem}" for ref in record.pytree_types
                      if (problem := _foreign_type_problem(ref, package))]
+    for concrete in manifest.concrete:  # concrete-size artifacts (bake/_concrete_bake.py)
+        listed.add(concrete.file)
+        problems += _check_blob(root, concrete.file, concrete.size, concrete.sha256,
+                                concrete.id)
     problems += _check_executables(root, manifest, listed)
     # portable.json and the files it lists
     from hatch_jaxexport.bake._portable_bundle import verify_files

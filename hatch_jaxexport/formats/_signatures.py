@@ -3,33 +3,70 @@
 ``HATCH_JAXEXPORT_RECORD`` makes the loader note, for each function and structure, the sizes
 its dimension symbols took in real calls (while the package's test suite or an example script
 runs); the build reads the file beside the package's ``__init__.py`` and compiles precompiled
-executables for those sizes, beside ``executable_sizes=``. This module is the file's format:
-plain JSON, versioned, read and written here, validated on read (a bad file is an error that
-names it, never silently ignored). Pure: it parses the text it is handed.
+executables for those sizes, beside ``executable_sizes=``. Version 2 adds ``calls``: the full
+signature of each call that no structure accepted (a spec-less ``@exportable``, or a size its
+structures refuse), which the build bakes as concrete-size artifacts. This module is the file's
+format: plain JSON, versioned, read and written here, validated on read (a bad file is an error
+that names it, never silently ignored); version 1 files still read. Pure: it parses the text it
+is handed.
+
+A call's signature (``CallSignature``) is its bound arguments by parameter name, each a tree of
+nodes: ``{"array": [[dims...], dtype]}``, ``{"static": value}`` (a JSON scalar: a non-array
+argument, baked into the artifact), ``{"list": [...]}``, ``{"tuple": [...]}`` and
+``{"dict": {key: node}}``. ``call_key`` is its canonical text, what the loader looks a call up by.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 #: The file's name, beside the package's ``__init__.py``.
 SIGNATURES_NAME = "jaxexport-signatures.json"
-SIGNATURES_VERSION = 1
+SIGNATURES_VERSION = 2
+#: The versions this module reads (1: sizes only; 2: sizes and full call signatures).
+READABLE_VERSIONS = (1, 2)
 
 #: function name -> structure index -> the recorded sizes (symbol -> size), each once, sorted.
 Recorded = dict[str, dict[int, list[dict[str, int]]]]
+#: One call's bound arguments: parameter name -> node tree (see the module's docstring).
+CallSignature = dict[str, Any]
+#: function name -> the signatures of its calls that no structure accepted, each once, sorted.
+Calls = dict[str, list[CallSignature]]
+
+_CONTAINERS = ("list", "tuple", "dict")
+
+
+def call_key(signature: CallSignature) -> str:
+    """The canonical text of a call's signature: equal signatures, equal texts."""
+    return json.dumps(signature, sort_keys=True, separators=(",", ":"))
+
+
+def node_problem(node: Any, depth: int = 0) -> str | None:
+    """What is wrong with one node of a call signature (``None`` when it is well formed)."""
+    if depth > 64 or not isinstance(node, dict) or len(node) != 1:
+        return f"expected a one-key node object, got {str(node)[:60]}"
+    ((kind, value),) = node.items()
+    if kind == "array":
+        ok = isinstance(value, list) and len(value) == 2 and isinstance(value[1], str) and \
+            isinstance(value[0], list) and all(isinstance(d, int) and not isinstance(d, bool)
+                                               and d >= 0 for d in value[0])
+        return None if ok else f"malformed array node {str(value)[:60]}"
+    if kind == "static":
+        ok = value is None or isinstance(value, bool | int | float | str)
+        return None if ok else f"static value {str(value)[:60]} is not a JSON scalar"
+    if kind in ("list", "tuple") and isinstance(value, list):
+        return next((p for p in (node_problem(v, depth + 1) for v in value) if p), None)
+    if kind == "dict" and isinstance(value, dict):
+        return next((p for p in (node_problem(v, depth + 1) for v in value.values()) if p),
+                    None)
+    return f"unknown node kind {kind!r:.40}"
 
 
 def parse_signatures(text: str, where: str) -> Recorded:
     """The recorded sizes in ``text``; ``ValueError`` naming ``where`` and the fault."""
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{where}: not JSON ({err})") from None
-    if not isinstance(raw, dict) or raw.get("version") != SIGNATURES_VERSION:
-        raise ValueError(f"{where}: expected {{\"version\": {SIGNATURES_VERSION}, "
-                         f"\"functions\": ...}}, got {str(raw)[:80]}")
+    raw = _checked_header(text, where)
     recorded: Recorded = {}
     for function, structures in dict(raw.get("functions") or {}).items():
         for index, sizes in dict(structures).items():
@@ -41,6 +78,64 @@ def parse_signatures(text: str, where: str) -> Recorded:
                                  f"{{symbol: size}} objects, got {str(sizes)[:80]}")
             recorded.setdefault(function, {})[int(index)] = sizes
     return recorded
+
+
+def rebuild(signature: CallSignature, make_array: Any) -> dict[str, Any]:
+    """A call's bound arguments by name, rebuilt from its signature: each array node becomes
+    ``make_array(dims, dtype)``, in the canonical order (parameters by name, dict keys sorted),
+    which is the order the loader passes a call's arrays in."""
+    def build(node: dict[str, Any]) -> Any:
+        ((kind, value),) = node.items()
+        if kind == "array":
+            return make_array(tuple(value[0]), value[1])
+        if kind == "static":
+            return value
+        if kind == "dict":
+            return {k: build(value[k]) for k in sorted(value)}
+        items = [build(v) for v in value]
+        return items if kind == "list" else tuple(items)
+
+    return {name: build(signature[name]) for name in sorted(signature)}
+
+
+def _checked_header(text: str, where: str) -> dict[str, Any]:
+    """The file's JSON object, of a version this module reads; ``ValueError`` if not."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{where}: not JSON ({err})") from None
+    if not isinstance(raw, dict) or raw.get("version") not in READABLE_VERSIONS:
+        raise ValueError(f"{where}: expected {{\"version\": {SIGNATURES_VERSION}, "
+                         f"\"functions\": ...}}, got {str(raw)[:80]}")
+    return raw
+
+
+def parse_calls(text: str, where: str) -> Calls:
+    """The recorded call signatures in ``text`` (``{}`` in a version 1 file); ``ValueError``
+    naming ``where``, the function and the fault."""
+    raw = _checked_header(text, where)
+    calls: Calls = {}
+    for function, signatures in dict(raw.get("calls") or {}).items():
+        if not isinstance(signatures, list):
+            raise ValueError(f"{where}: calls of {function}: expected a list of call "
+                             f"signatures, got {str(signatures)[:80]}")
+        for signature in signatures:
+            problem = "expected an object" if not isinstance(signature, dict) else next(
+                (f"argument {name!r}: {p}" for name, node in signature.items()
+                 if (p := node_problem(node))), None)
+            if problem:
+                raise ValueError(f"{where}: a call of {function}: {problem}")
+        calls[function] = signatures
+    return calls
+
+
+def merged_calls(*parts: Mapping[str, Sequence[CallSignature]]) -> Calls:
+    """The union of recorded call signatures (each once, sorted by ``call_key``)."""
+    out: dict[str, dict[str, CallSignature]] = {}
+    for part in parts:
+        for function, signatures in part.items():
+            out.setdefault(function, {}).update((call_key(s), s) for s in signatures)
+    return {f: [found[k] for k in sorted(found)] for f, found in sorted(out.items())}
 
 
 def merged(*parts: Mapping[str, Mapping[int, Sequence[Mapping[str, int]]]]) -> Recorded:
@@ -55,13 +150,17 @@ def merged(*parts: Mapping[str, Mapping[int, Sequence[Mapping[str, int]]]]) -> R
             for f, st in sorted(out.items())}
 
 
-def signatures_text(recorded: Recorded) -> str:
+def signatures_text(recorded: Recorded, calls: Mapping[str, Sequence[CallSignature]] | None
+                    = None) -> str:
     """The file's text (sorted, so a re-recording of the same calls changes nothing)."""
-    return json.dumps({"version": SIGNATURES_VERSION,
-                       "functions": {f: {str(i): s for i, s in st.items()}
-                                     for f, st in merged(recorded).items()}},
-                      indent=1, sort_keys=True) + "\n"
+    data: dict[str, Any] = {"version": SIGNATURES_VERSION,
+                            "functions": {f: {str(i): s for i, s in st.items()}
+                                          for f, st in merged(recorded).items()}}
+    if calls:
+        data["calls"] = merged_calls(calls)
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
 
-__all__ = ["SIGNATURES_NAME", "SIGNATURES_VERSION", "Recorded", "merged", "parse_signatures",
-           "signatures_text"]
+__all__ = ["READABLE_VERSIONS", "SIGNATURES_NAME", "SIGNATURES_VERSION", "CallSignature", "Calls",
+           "Recorded", "call_key", "merged", "merged_calls", "node_problem", "parse_calls",
+           "parse_signatures", "rebuild", "signatures_text"]

@@ -155,6 +155,40 @@ def signature_text(leaves: Sequence[Any]) -> str:
     return ",".join(f"{dtype}[{','.join(str(d) for d in dims)}]" for dims, dtype in leaves)
 
 
+class ConcreteRecord(NamedTuple):
+    """A concrete-size artifact: a function exported for one call's exact types, with every
+    dimension symbol bound, where its symbolic export failed (code that is not
+    shape-polymorphic: ``len(x)``, a Python comparison of a size...) or where it has no
+    structure at all (a spec-less ``@exportable``: one per recorded call).
+
+    The loader serves a call of exactly these types from it, without tracing; others fall back.
+    """
+
+    function: str
+    #: The structure it binds (``-1``: a recorded call of a spec-less function).
+    structure_index: int
+    static: dict[str, Any]
+    platform: str
+    #: The sizes its structure's symbols take (``{}`` for a recorded call).
+    sizes: dict[str, int]
+    #: The flat inputs of its call: ``[[dims...], dtype]`` each (a structure's lookup key).
+    inputs: list[Any]
+    #: ``formats._signatures.call_key`` of the recorded call (``""`` for a structure's sizes).
+    call: str
+    file: str
+    sha256: str
+    size: int
+    jax_config: dict[str, Any] = {}  # noqa: RUF012 - read only, like every field
+    variant: dict[str, Any] = {}  # noqa: RUF012 - read only, like every field
+
+    @property
+    def id(self) -> str:
+        """``<function>/<structure>/.../cpu#float32[8]``: unique in a manifest."""
+        base = artifact_id(self.function, self.structure_index, self.static, self.platform,
+                           variant=self.variant)
+        return f"{base}#{signature_text(self.inputs)}"
+
+
 class Manifest(NamedTuple):
     """The index of a package's baked artifacts."""
 
@@ -167,6 +201,9 @@ class Manifest(NamedTuple):
     schema_version: int = SCHEMA_VERSION
     #: Precompiled executables (optional; manifests without them omit the key).
     executables: tuple[ExecutableRecord, ...] = ()
+    #: Concrete-size artifacts (optional; manifests without them omit the key, and readers
+    #: from before they existed ignore it).
+    concrete: tuple[ConcreteRecord, ...] = ()
 
     def to_bytes(self) -> bytes:
         """Deterministic JSON: sorted keys, artifacts sorted by id."""
@@ -182,6 +219,8 @@ class Manifest(NamedTuple):
         if self.executables:
             data["executables"] = [e._asdict() for e in sorted(self.executables,
                                                                  key=lambda e: e.id)]
+        if self.concrete:
+            data["concrete"] = [c._asdict() for c in sorted(self.concrete, key=lambda c: c.id)]
         return (json.dumps(data, sort_keys=True, indent=1, ensure_ascii=True) + "\n").encode()
 
 
@@ -405,10 +444,11 @@ def read_manifest_index(data: bytes, *, where: str = MANIFEST_NAME) -> "Manifest
     for key in ("artifacts", "skipped"):
         if not isinstance(raw.get(key), list):
             raise ArtifactError(f"corrupt manifest {where}: {key!r} must be a list")
-    if not isinstance(raw.setdefault("executables", []), list):
-        raise ArtifactError("corrupt manifest: 'executables' must be a list")
+    for key in ("executables", "concrete"):
+        if not isinstance(raw.setdefault(key, []), list):
+            raise ArtifactError(f"corrupt manifest: {key!r} must be a list")
     for key, owner in (("artifacts", "function"), ("skipped", "function"),
-                       ("executables", "artifact")):
+                       ("executables", "artifact"), ("concrete", "function")):
         for i, item in enumerate(raw[key]):
             _owner_of(item, owner, f"{key}[{i}]")
     return ManifestIndex(raw, where)
@@ -459,22 +499,24 @@ class ManifestIndex:
                     if _owner_of(item, field, key) == name]
 
         return self._validated(mine("artifacts", "function"), mine("skipped", "function"),
-                               mine("executables", "artifact"))
+                               mine("executables", "artifact"), mine("concrete", "function"))
 
     def full(self) -> Manifest:
         """Every record, validated, and no id or file listed twice across functions."""
         return self._validated(*(list(enumerate(self.raw[key]))
-                                 for key in ("artifacts", "skipped", "executables")))
+                                 for key in ("artifacts", "skipped", "executables", "concrete")))
 
     def _validated(self, artifacts: list[tuple[int, Any]], skipped: list[tuple[int, Any]],
-                   executables: list[tuple[int, Any]]) -> Manifest:
+                   executables: list[tuple[int, Any]], concrete: list[tuple[int, Any]]
+                   ) -> Manifest:
         seen: set[str] = set()
         records = _checked_artifacts(artifacts, skipped, seen)
         return Manifest(package=self.package, generator=self.generator,
                         jax_version=self.jax_version, jaxlib_version=self.jaxlib_version,
                         artifacts=records[0], skipped=records[1],
                         schema_version=self.schema_version,
-                        executables=_parse_executables(executables, seen))
+                        executables=_parse_executables(executables, seen),
+                        concrete=_parse_concrete(concrete, seen))
 
 
 def _checked_artifacts(raw_artifacts: list[tuple[int, Any]], raw_skipped: list[tuple[int, Any]],
@@ -563,6 +605,28 @@ def _parse_executables(raw: list[tuple[int, Any]], seen: set[str]
     return tuple(records)
 
 
+def _parse_concrete(raw: list[tuple[int, Any]], seen: set[str]) -> tuple[ConcreteRecord, ...]:
+    """Concrete-size artifact records from their ``(index, JSON)`` pairs, validated like the
+    artifacts (``seen``: the file names and ids taken so far)."""
+    records = []
+    for i, item in raw:
+        record = _from_json(ConcreteRecord, item, f"concrete[{i}]")
+        check_file_name(record.file)
+        _check_config(record.jax_config, f"jax_config of {record.function:.80}")
+        _check_config(record.variant, f"variant of {record.function:.80}", variant=True)
+        if not SHA256_HEX.match(record.sha256) or not 0 <= record.size <= _MAX_BLOB or \
+                not all(_is_leaf_type(leaf) for leaf in record.inputs) or \
+                not all(isinstance(v, int) and not isinstance(v, bool)
+                        for v in record.sizes.values()):
+            raise ArtifactError(f"corrupt manifest: concrete[{i}] has a malformed sha256, size, "
+                                "sizes or inputs")
+        if record.id in seen or record.file in seen:
+            raise ArtifactError(f"corrupt manifest: concrete artifact {record.id} listed twice")
+        seen |= {record.id, record.file}
+        records.append(record)
+    return tuple(records)
+
+
 def _is_leaf_type(leaf: Any) -> bool:
     """``[[8, 4], "float32"]``: non-negative int dims and a dtype name."""
     return (isinstance(leaf, list) and len(leaf) == 2 and isinstance(leaf[1], str)
@@ -571,7 +635,7 @@ def _is_leaf_type(leaf: Any) -> bool:
                     for d in leaf[0]))
 
 
-__all__ = ["ARTIFACT_DIR", "ArtifactRecord", "BLOB_SUFFIX", "CONFIG_TYPES",
+__all__ = ["ARTIFACT_DIR", "ArtifactRecord", "BLOB_SUFFIX", "CONFIG_TYPES", "ConcreteRecord",
            "ExecutableRecord", "KNOWN_KINDS", "ManifestIndex",
            "MANIFEST_NAME", "Manifest", "MeshShape", "SCHEMA_VERSION", "SHA256_HEX",
            "SkippedRecord", "VARIANT_CONFIG", "artifact_id", "byte_text", "captured_by_function",

@@ -202,7 +202,10 @@ def _export(args: argparse.Namespace) -> int:
                             executables=_targets(args.executables))
     result = export_one(args.package, Path(args.out), options, CliReporter(),
                         args.path or [os.getcwd()])
-    print(f"wrote {len(result.manifest.artifacts)} artifact(s) to {result.out_dir}")
+    concrete = len(result.manifest.concrete)
+    print(f"wrote {len(result.manifest.artifacts)} artifact(s)"
+          + (f" and {concrete} concrete-size artifact(s)" if concrete else "")
+          + f" to {result.out_dir}")
     return 0
 
 
@@ -254,8 +257,22 @@ def _inspect(args: argparse.Namespace) -> int:
     for skipped in manifest.skipped:
         print(f"skipped: {skipped.function} [{skipped.structure_index}] on {skipped.platform}: "
               f"{skipped.reason}")
+    _print_coverage(manifest)
     _print_executables(manifest)
     return 0
+
+
+def _print_coverage(manifest: Any) -> None:
+    """What the wheel serves of each function: symbolically, only at concrete sizes (which),
+    not at all; with the concrete-size artifacts' count and bytes when there are any."""
+    from hatch_jaxexport.formats._coverage import coverage
+
+    if manifest.concrete:
+        print(f"concrete-size artifacts: {len(manifest.concrete)}, "
+              f"{sum(c.size for c in manifest.concrete):,} bytes (calls of exactly those "
+              "sizes load them; other sizes trace the source)")
+    for function, text in coverage(manifest).items():
+        print(f"serves: {function}: {text}")
 
 
 def _print_table(rows: Sequence[Sequence[str]]) -> None:

@@ -143,8 +143,8 @@ def _read_package_artifacts(package: str) -> PackageArtifacts | None:
         root = package_dir / ARTIFACT_DIR
         manifest_path = root / MANIFEST_NAME
         exists = manifest_path.is_file()
-    except (ModuleNotFoundError, TypeError, ValueError):
-        exists = False
+    except (ModuleNotFoundError, TypeError, ValueError, AttributeError):
+        exists = False  # AttributeError: ``__main__`` of a script, which has no spec
     if not exists:
         return None
     check_inside(root, package_dir, f"{package}/{ARTIFACT_DIR}")

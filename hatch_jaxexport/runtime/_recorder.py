@@ -4,7 +4,9 @@ With the variable set (``1``: the file beside each package's ``__init__.py``; a 
 per package in it), each call that matches a structure with dimension symbols notes the sizes
 they took; at exit the notes are merged into ``jaxexport-signatures.json`` (what was there
 stays), which the build reads to compile precompiled executables for the calls users make.
-Off, the loader's only cost is one ``if``.
+A call that no structure accepts (every call of a spec-less ``@exportable``) is noted whole
+(``note_call``: each argument's tree of shapes and dtypes, its non-array values), and the build
+bakes an artifact for exactly that signature. Off, the loader's only cost is one ``if``.
 """
 
 from __future__ import annotations
@@ -14,19 +16,32 @@ import os
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 from hatch_jaxexport.formats._settings import RECORD_ENV, record_choice
 from hatch_jaxexport.formats._signatures import (
     SIGNATURES_NAME,
+    CallSignature,
+    call_key,
     merged,
+    merged_calls,
+    parse_calls,
     parse_signatures,
     signatures_text,
 )
 
 #: package -> function -> structure index -> sizes seen (as sorted item tuples).
 _SEEN: dict[str, dict[str, dict[int, set[tuple[tuple[str, int], ...]]]]] = {}
+#: package -> function -> call key -> the call's signature (calls no structure accepted).
+_CALLS: dict[str, dict[str, dict[str, CallSignature]]] = {}
 _LOCK = threading.Lock()
 RECORDING = record_choice() is not False
+
+
+def _at_exit_once() -> None:
+    """Register ``write_all`` the first time anything is noted (caller holds ``_LOCK``)."""
+    if not _SEEN and not _CALLS:
+        atexit.register(write_all)
 
 
 def note(package: str, function: str, structure_index: int, sizes: dict[str, int]) -> None:
@@ -34,10 +49,30 @@ def note(package: str, function: str, structure_index: int, sizes: dict[str, int
     if not sizes:
         return
     with _LOCK:
-        if not _SEEN:
-            atexit.register(write_all)
+        _at_exit_once()
         _SEEN.setdefault(package, {}).setdefault(function, {}).setdefault(
             structure_index, set()).add(tuple(sorted(sizes.items())))
+
+
+def note_call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Remember the whole signature of a call of ``fn`` (an ``ExportableFunction``) that no
+    structure accepted, when ``HATCH_JAXEXPORT_RECORD`` is on; whether it was noted.
+
+    The build bakes one concrete artifact per noted signature. A call whose arguments are not
+    arrays, JSON scalars, or lists, tuples and dicts (string keys) of them cannot be described
+    for the build and is not noted (it keeps tracing the source)."""
+    if not RECORDING:
+        return False
+    from hatch_jaxexport.runtime._recorded_calls import describe_call
+
+    signature = describe_call(fn, args, kwargs)
+    if signature is None:
+        return False
+    with _LOCK:
+        _at_exit_once()
+        _CALLS.setdefault(fn.package, {}).setdefault(fn.name, {})[call_key(signature)] = \
+            signature
+    return True
 
 
 def signatures_file(package: str) -> Path | None:
@@ -60,16 +95,21 @@ def write_all() -> None:
     with _LOCK:
         seen = {p: {f: {i: [dict(s) for s in sizes] for i, sizes in st.items()}
                     for f, st in fns.items()} for p, fns in _SEEN.items()}
-    for package, recorded in seen.items():
+        calls = {p: {f: list(found.values()) for f, found in fns.items()}
+                 for p, fns in _CALLS.items()}
+    for package in sorted(set(seen) | set(calls)):
         path = signatures_file(package)
         if path is None:
             continue
         try:
-            before = parse_signatures(path.read_text(), str(path)) if path.exists() else {}
+            text = path.read_text() if path.exists() else None
+            before = parse_signatures(text, str(path)) if text else {}
+            calls_before = parse_calls(text, str(path)) if text else {}
             path.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False,
                                              prefix=f".{SIGNATURES_NAME}.") as out:
-                out.write(signatures_text(merged(before, recorded)))
+                out.write(signatures_text(merged(before, seen.get(package, {})),
+                                          merged_calls(calls_before, calls.get(package, {}))))
             os.replace(out.name, path)
         except (OSError, ValueError) as err:
             import sys
@@ -78,4 +118,4 @@ def write_all() -> None:
                   f"{path}: {err}", file=sys.stderr)
 
 
-__all__ = ["RECORDING", "note", "signatures_file", "write_all"]
+__all__ = ["RECORDING", "note", "note_call", "signatures_file", "write_all"]

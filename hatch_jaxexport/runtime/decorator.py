@@ -233,6 +233,13 @@ class ExportableFunction:
         result = self.calls.call_fast(args, kwargs)  # a call like one resolved before
         if result is not MISS:
             return result
+        if not self.export_spec.structures:  # spec-less: its recorded calls, else the source
+            from hatch_jaxexport.runtime import _recorder as recorder
+            from hatch_jaxexport.runtime._recorded_calls import call_unstructured
+
+            if recorder.RECORDING:
+                recorder.note_call(self, args, kwargs)
+            return call_unstructured(self, args, kwargs)
         global _call_exportable
         if _call_exportable is None:
             from hatch_jaxexport.runtime.loader import call_exportable
@@ -494,9 +501,6 @@ def _split_name(specs: tuple[Any, ...], name: str | None) -> tuple[str | None,
         if name is not None:
             raise SpecError("@exportable: the name is given twice (first argument and name=)")
         name, specs = specs[0], specs[1:]
-    if specs and callable(specs[0]) and not isinstance(specs[0], Mapping):
-        raise SpecError(f"@exportable needs a spec: use @exportable({{'x': ('n', 'float32')}}) "
-                        f"on {getattr(specs[0], '__qualname__', specs[0])!r}")
     return name, specs
 
 
@@ -528,8 +532,10 @@ def _wrap(fn: Callable[..., Any], name: str | None, specs: tuple[Any, ...], *,
                         f"(the function's name in the manifest), got {_given(name)}")
     fn_name = name or default_name
     if not specs:
-        raise SpecError(f"@exportable spec of {fn_name}: give at least one structure, "
-                        "e.g. {'x': ('a, b', 'float32')}")
+        _check_specless(fn_name, {"static": static, "constraints": constraints,
+                                  "concrete": concrete, "executable_sizes": executable_sizes,
+                                  "mesh": mesh, "in_specs": in_specs, "out_specs": out_specs,
+                                  "ad_order": ad_order, "vmap": vmap, "vjp_order": vjp_order})
     _check_orders(fn_name, vjp_order, ad_order, constraints)
     _check_flags(fn_name, {"export_with_kwargs": export_with_kwargs,
                            "skip_jitting": skip_jitting, "vmap": vmap, "tiered": tiered})
@@ -587,7 +593,9 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
 
     Forms: ``@exportable({"x": ("a, b", "float32")})`` (the name defaults to
     ``module:qualname``) and ``@exportable("name", structure, alternative, ...)`` (the
-    econpizza ``cacheable_function_with_export`` form).
+    econpizza ``cacheable_function_with_export`` form). Spec-less, ``@exportable`` or
+    ``@exportable()``: its artifacts are exactly the calls ``HATCH_JAXEXPORT_RECORD`` recorded
+    (one concrete-size artifact each); other calls trace the source.
 
     Args:
         *specs: An optional name, then one or more structures: dicts mapping argument names to
@@ -645,11 +653,32 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
                "vmap": vmap, "tiered": tiered, "concrete": concrete, "mesh": mesh,
                "in_specs": in_specs, "out_specs": out_specs, "x64": x64,
                "executables": executables, "executable_sizes": executable_sizes}
+    if len(specs) == 1 and _is_function(specs[0]):  # bare @exportable: spec-less
+        return _decorate(specs[0], name, (), options)  # type: ignore[no-any-return]
 
     def decorate(fn: Callable[..., Any]) -> Any:
         return _decorate(fn, name, specs, options)
 
     return decorate
+
+
+def _check_specless(fn_name: str, options: Mapping[str, Any]) -> None:
+    """A spec-less ``@exportable`` bakes exactly its recorded calls (each argument's shapes,
+    its non-array values fixed): the options that shape or multiply structures have nothing to
+    apply to, and saying so beats ignoring them (``SpecError``)."""
+    given = [name for name, value in options.items() if value]
+    if given:
+        raise SpecError(f"@exportable spec of {fn_name}: {', '.join(given)} need(s) a "
+                        "structure, and none is given (a spec-less @exportable bakes exactly "
+                        "the calls HATCH_JAXEXPORT_RECORD recorded); give a structure, e.g. "
+                        "@exportable({'x': ('n', 'float32')}, ...), or drop the option")
+
+
+def _is_function(value: Any) -> bool:
+    """Whether ``@exportable``'s only argument is the decorated function (bare form), not a
+    structure (a dict, a ``ShapeDtypeStruct``...) or a name."""
+    return (callable(value) or isinstance(value, staticmethod | classmethod)) and \
+        not isinstance(value, Mapping | str) and not hasattr(value, "shape")
 
 
 def _decorate(fn: Any, name: str | None, specs: tuple[Any, ...],

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from hatch_jaxexport.errors import ArtifactError, CallMismatch, FallbackWarning
 from hatch_jaxexport.formats._settings import STRICT_ENV, call_report_wanted, strict_mode
 from hatch_jaxexport.formats.manifest import ArtifactRecord, mesh_text, variant_text
+from hatch_jaxexport.formats.spec import static_key
 from hatch_jaxexport.runtime import _recorder as recorder
 from hatch_jaxexport.runtime._artifacts import (
     PackageArtifacts,
@@ -127,6 +128,9 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
     record = by_key.get(artifact_key(fn.name, structure.key, plan.static_key, platform, mesh,
                                      variant))
     if record is None:
+        concrete = None if mesh else _concrete_target(fn, package, plan, platform, variant)
+        if concrete is not None:
+            return concrete, ""
         return None, _missing_reason(fn, package, plan, platform, mesh, variant)
     mismatch = _config_mismatch(record.jax_config, config)
     if mismatch:
@@ -182,6 +186,27 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
                   _shipped(fn, package, record, out_tree),
                   _eager_lowerable(package, record, loaded_exported))
     return call, ""
+
+
+def _concrete_target(fn: ExportableFunction, package: PackageArtifacts, plan: CallPlan,
+                     platform: str, variant: str) -> Callable[..., Any] | None:
+    """Where a structure has no symbolic artifact (its code is not shape-polymorphic) but the
+    build baked it at concrete sizes: a dispatch on the call's flat types to those artifacts;
+    other sizes trace the source (``FallbackWarning``; refused in strict mode)."""
+    from hatch_jaxexport.runtime._recorded_calls import ConcreteDispatch
+
+    records = [c for c in package.records(fn.name).manifest.concrete
+               if c.structure_index == plan.structure_index and c.platform == platform
+               and static_key(c.static) == plan.static_key
+               and variant_text(c.variant) == variant]
+    if not records:
+        return None
+
+    def on_miss(reason: str) -> Callable[..., Any]:
+        _resolve(fn, plan, platform, mismatch=reason)  # warns, or raises when strict
+        return _source_without_static(fn, plan)
+
+    return ConcreteDispatch(package, records, on_miss)
 
 
 def _eager_lowerable(package: PackageArtifacts, record: ArtifactRecord,

@@ -51,7 +51,7 @@ def test_recorded_calls_get_shipped_executables(tmp_path):
         "PYTHONPATH": str(project), "HATCH_JAXEXPORT_RECORD": "1", "HATCH_JAXEXPORT_CACHE": "0"})
     assert json.loads(recorded.stdout.splitlines()[-1])["tiers"] == ["traced"]
     signatures = json.loads((project / "jxe_unsized" / SIGNATURES_NAME).read_text())
-    assert signatures == {"version": 1, "functions": {
+    assert signatures == {"version": 2, "functions": {
         "jxe_unsized:unsized": {"0": [{"n": 3}, {"n": 7}]}}}
 
     (wheel,) = inprocess_build(project, tmp_path / "dist")

@@ -16,7 +16,7 @@ from conftest import FIXTURES, run
 
 from hatch_jaxexport.bake import export_package
 from hatch_jaxexport.bake._bake import missing_local_platform
-from hatch_jaxexport.bake._diagnose import first_line, hints_for
+from hatch_jaxexport.bake._diagnose import BAKE_FIXED, first_line, hints_for, slice_constraints
 from hatch_jaxexport.errors import ExportError
 
 SOURCE = (FIXTURES / "jxe_mistakes" / "__init__.py").read_text().splitlines()
@@ -40,7 +40,7 @@ IF_LINE = (
     "InconclusiveDimensionOperation: Symbolic dimension comparison 'a' > '2' is inconclusive.")
 IF_HINT = ("    hint: a Python `if` or comparison on a symbolic size (a > 2) has no single answer "
            "for every size: use jnp.where / jax.lax.cond, add constraints=[\"a >= 3\"] to "
-           "@exportable if it always holds, or give the size a fixed value")
+           f"@exportable if it always holds, {BAKE_FIXED}")
 
 
 def cli_export(tmp_path, *options: str, verbose: bool = False,
@@ -98,6 +98,30 @@ def test_hints_name_each_pair_of_independent_symbols():
     (less,) = hints_for("Symbolic dimension comparison 'n' < '8' is inconclusive.")
     assert 'constraints=["n <= 7"]' in less
     assert hints_for("ValueError: something else entirely") == []
+
+
+@pytest.mark.parametrize(("error", "says"), [
+    ("TypeError: '_DimExpr' object cannot be interpreted as an integer",
+     "as a Python int (len(x), int(...)"),
+    ("InconclusiveDimensionOperation: Symbolic dimension 'n' used in a context that requires "
+     "a constant", "a symbolic size (n) as a Python int"),
+    ("TypeError: sub got incompatible shapes for broadcasting: (- min(n, 2) + n,), "
+     "(max(0, n - 2),).", "add constraints=['n >= 2'] to @exportable"),
+    ("InconclusiveDimensionOperation: Symbolic dimension comparison 'n' < '100' is "
+     "inconclusive.", 'constraints=["n <= 99"]'),
+])
+def test_code_that_is_not_shape_polymorphic_gets_its_fix_and_fixed_sizes(error, says):
+    """len()/int() of a size, a slice that needs a lower bound, a Python comparison: each hint
+    names its fix and the way out that always works (bake the sizes users call with)."""
+    (hint,) = hints_for(error)
+    assert says in hint
+    assert "HATCH_JAXEXPORT_RECORD=1" in hint and "concrete=/executable_sizes=" in hint
+
+
+def test_slice_constraints_take_the_largest_bound_per_symbol():
+    error = "(- min(n, 2) + n,), (max(0, n - 3),), (- min(4, m) + m,)"
+    assert slice_constraints(error) == ["m >= 4", "n >= 3"]
+    assert slice_constraints("(n, 3)") == []
 
 
 def test_the_first_line_keeps_the_line_a_colon_announces():

@@ -116,8 +116,9 @@ def _body(x, y=None):
      r"constraint 'k >= 2' uses k, which no argument's shape uses"),
     (lambda: exportable({"x": {1: ("n", "float32")}})(_body), r"dict keys must be strings"),
     (lambda: exportable({})(_body), r"expected a non-empty dict"),
-    (lambda: exportable()(_body), r"give at least one structure"),
-    (lambda: exportable(_body), r"@exportable needs a spec"),
+    (lambda: exportable(static={"y": [1]})(_body), r"static need\(s\) a structure"),
+    (lambda: exportable(concrete={"n": [3]}, vmap=True)(_body),
+     r"concrete, vmap need\(s\) a structure"),
     (lambda: exportable("f", {"x": ("n", "float32")}, name="g"), r"name is given twice"),
 ])
 def test_spec_errors_name_function_argument_and_problem(make, message):
@@ -398,3 +399,16 @@ def test_numpy_dtype_objects_are_leaf_dtypes():
     """``np.dtype("float32")`` has a ``.shape``; it is still the dtype of a (shape, dtype) leaf."""
     wrapped = exportable({"x": ("n", np.dtype("float32")), "y": ("n", np.float64)})(_body)
     assert wrapped.export_spec.structures[0].key == "x: float32[n]; y: float64[n]"
+
+
+def test_specless_exportable_bare_and_called():
+    """``@exportable`` and ``@exportable()`` with no structure are allowed: no structure, no
+    layout, registered for discovery like any other."""
+    from hatch_jaxexport.runtime.decorator import registered_in
+
+    bare = exportable(_body)
+    called = exportable(name="specless_called")(_body)
+    for fn in (bare, called):
+        assert fn.export_spec.structures == () and fn.layouts == ()
+        assert fn in registered_in(_body.__module__)
+    assert called.name == "specless_called"

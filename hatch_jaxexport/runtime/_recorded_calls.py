@@ -1,0 +1,335 @@
+"""Concrete-size artifacts at call time: describing a call, and serving it from its artifact.
+
+Code that is not shape-polymorphic (``len(x)``, ``x[2:]`` without a constraint, a Python ``if``
+on a size) cannot be exported symbolically; the build then bakes the same computation for the
+exact sizes it knows (recorded calls, ``concrete=``, ``executable_sizes=``), as
+``ConcreteRecord``s. Two ways a call reaches one:
+
+* a structure matched but has no symbolic artifact: ``ConcreteDispatch`` (the structure's
+  target) looks the call's flat argument types up in a dict and runs that artifact;
+* a call no structure accepts (every call of a spec-less ``@exportable``): ``recorded_call``
+  describes it (``describe_call``: each argument's tree of shapes and dtypes, its non-array
+  values), looks its canonical text up, and runs the artifact recorded for exactly that
+  signature; ``call_unstructured`` is a spec-less function's whole call path.
+
+Any other size falls back: the source traced with ``jax.jit`` and a ``FallbackWarning``, or an
+``ArtifactError`` in strict mode. Nothing here traces the user's code to serve a known size.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from hatch_jaxexport.errors import ArtifactError, FallbackWarning
+from hatch_jaxexport.formats._settings import STRICT_ENV, strict_mode
+from hatch_jaxexport.formats._signatures import CallSignature, call_key, rebuild
+from hatch_jaxexport.formats.manifest import ConcreteRecord, signature_text
+
+if TYPE_CHECKING:
+    from hatch_jaxexport.runtime.decorator import ExportableFunction
+
+#: Flat argument types of a call: ``((dims...), dtype name)`` per array leaf.
+Types = tuple[tuple[tuple[int, ...], str], ...]
+
+
+def _dtype_name(dtype: Any) -> str | None:
+    """The dtype jax would compute in (``float64`` is ``float32`` without x64); ``None`` for
+    an extended dtype (typed PRNG keys), which no recorded call can name."""
+    from hatch_jaxexport.runtime._jaxcompat import x64_flag
+
+    return _canonical_name(dtype, bool(x64_flag().value))
+
+
+@functools.lru_cache(maxsize=256)
+def _canonical_name(dtype: Any, x64: bool) -> str | None:
+    """``_dtype_name`` under a given x64 flag (cached: a call looks each leaf's dtype up)."""
+    import jax
+    import numpy as np
+
+    if jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
+        return None
+    name = np.dtype(dtype).name
+    return name if x64 else _NARROWED.get(name, name)
+
+
+#: What jax computes a 64-bit dtype in without x64 (``jax.dtypes.canonicalize_dtype``).
+_NARROWED = {"float64": "float32", "int64": "int32", "uint64": "uint32",
+             "complex128": "complex64"}
+
+
+def _node(value: Any, arrays: list[Any]) -> dict[str, Any] | None:
+    """One value's signature node (its arrays appended to ``arrays`` in canonical order)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return {"static": value}
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        dtype = _dtype_name(value.dtype)
+        if dtype is None or not all(isinstance(d, int) for d in value.shape):
+            return None  # a key, or a symbolic shape inside another export
+        arrays.append(value)
+        return {"array": [[int(d) for d in value.shape], dtype]}
+    if type(value) in (list, tuple):
+        items = [_node(item, arrays) for item in value]
+        return None if any(i is None for i in items) else {type(value).__name__: items}
+    if type(value) is dict and all(isinstance(k, str) for k in value):
+        found = {k: _node(value[k], arrays) for k in sorted(value)}
+        return None if any(n is None for n in found.values()) else {"dict": found}
+    return None
+
+
+def described(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]
+              ) -> tuple[CallSignature, list[Any]] | None:
+    """A call's signature and its arrays in canonical order; ``None`` when it cannot be
+    described (it does not bind, or holds values other than arrays, JSON scalars, lists,
+    tuples and dicts with string keys)."""
+    try:
+        bound = fn.signature.bind(*args, **kwargs)
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    arrays: list[Any] = []
+    signature = {}
+    for name in sorted(bound.arguments):
+        node = _node(bound.arguments[name], arrays)
+        if node is None:
+            return None
+        signature[name] = node
+    return signature, arrays
+
+
+def describe_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]
+                  ) -> CallSignature | None:
+    """What ``HATCH_JAXEXPORT_RECORD`` writes of a call (``None``: not describable)."""
+    found = described(fn, args, kwargs)
+    return None if found is None else found[0]
+
+
+def flat_source(fn: ExportableFunction, signature: CallSignature) -> Callable[..., Any]:
+    """``fn``'s source taking a call's arrays flat, in canonical order, its other values
+    bound: what the build exports for a recorded call and what a miss traces."""
+    import inspect
+
+    def flat(*arrays: Any) -> Any:
+        given = iter(arrays)
+        values = rebuild(signature, lambda dims, dtype: next(given))
+        bound = inspect.BoundArguments(fn.signature, values)  # type: ignore[arg-type]
+        return fn.__wrapped__(*bound.args, **bound.kwargs)
+
+    return flat
+
+
+def _leaf_types(leaves: Sequence[Any]) -> Types | None:
+    """The flat types of a call's leaves (``None`` if one is not an array)."""
+    import numpy as np
+
+    types = []
+    for leaf in leaves:
+        shape = getattr(leaf, "shape", None)
+        if shape is None:
+            leaf = np.asarray(leaf)
+            shape = leaf.shape
+        dtype = _dtype_name(leaf.dtype)
+        if dtype is None:
+            return None
+        types.append((tuple(shape), dtype))
+    return tuple(types)
+
+
+def _x64_differs(record: ConcreteRecord) -> bool:
+    import jax
+
+    wanted = record.jax_config.get("jax_enable_x64")
+    return wanted is not None and bool(wanted) != bool(jax.config.jax_enable_x64)
+
+
+def _jitted(package: Any, record: ConcreteRecord) -> Callable[..., Any]:
+    """``jax.jit`` of a concrete artifact's call, its blob checked; ``ArtifactError`` if not."""
+    import jax
+
+    from hatch_jaxexport.runtime._artifacts import load_sized
+
+    entry = {"file": record.file, "size": record.size, "sha256": record.sha256}
+    return jax.jit(load_sized(package, entry).call)
+
+
+class ConcreteDispatch:
+    """A structure's target when only concrete-size artifacts of it were baked: the call's
+    flat argument types pick one (a dict lookup); other types go to ``on_miss(types)``, which
+    warns and returns the traced source (cached per types) or raises (strict mode)."""
+
+    from_concrete = True
+
+    def __init__(self, package: Any, records: Sequence[ConcreteRecord],
+                 on_miss: Callable[[str], Callable[..., Any]]) -> None:
+        self._package, self._on_miss = package, on_miss
+        self._records = {tuple((tuple(d), t) for d, t in r.inputs): r for r in records}
+        self._calls: dict[Types | None, Callable[..., Any]] = {}
+        self._lock = threading.Lock()
+
+    def sizes_text(self) -> str:
+        """The sizes it serves: ``float32[8]; float32[16]``."""
+        return "; ".join(sorted(signature_text(r.inputs) for r in self._records.values()))
+
+    def settled(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any | None:
+        """The artifact's call for exactly these types (``None``: not resolved, or traced),
+        which the loader hands to the fast path: a later call of the same types skips this
+        dispatch, and one of other types is refused by jax's shape check and resolved here."""
+        import jax
+
+        types = _leaf_types(jax.tree_util.tree_leaves((args, kwargs)))
+        record = self._records.get(types) if types is not None else None
+        return self._calls.get(types) if record is not None else None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        import jax
+
+        types = _leaf_types(jax.tree_util.tree_leaves((args, kwargs)))
+        call = self._calls.get(types)
+        if call is None:
+            call = self._resolve(types)
+        return call(*args, **kwargs)
+
+    def _resolve(self, types: Types | None) -> Callable[..., Any]:
+        record = self._records.get(types) if types is not None else None
+        reason = ""
+        if record is not None and _x64_differs(record):
+            reason, record = "it was baked under another jax_enable_x64", None
+        if record is not None:
+            try:
+                call = _jitted(self._package, record)
+            except ArtifactError as err:
+                reason = str(err)
+            else:
+                with self._lock:
+                    self._calls[types] = call
+                return call
+        shown = "?" if types is None else signature_text([[list(d), t] for d, t in types])
+        call = self._on_miss(reason or f"the build baked it only at concrete sizes "
+                             f"({self.sizes_text()}), not for {shown}")
+        with self._lock:  # reached only when on_miss did not raise (not strict)
+            self._calls[types] = call
+        return call
+
+
+class _RecordedCalls:
+    """A function's recorded-call artifacts by call key, what each resolved to, and the
+    traced fallbacks of the calls none serves."""
+
+    from_artifact = True
+
+    def __init__(self, fn: ExportableFunction) -> None:
+        from hatch_jaxexport.runtime._artifacts import load_package_artifacts
+
+        self.package = load_package_artifacts(fn.package)
+        records = () if self.package is None else self.package.records(fn.name).manifest.concrete
+        self.records = {r.call: r for r in records if r.call}
+        self.served: dict[str, Callable[..., Any]] = {}
+        self.fallbacks: dict[str, Callable[..., Any]] = {}
+        self.warned = False
+
+
+_NO_ARTIFACT = ("no artifact was baked for this call's signature (record it with "
+                "HATCH_JAXEXPORT_RECORD=1 and rebuild)")
+_NOT_DESCRIBED = "its arguments are not arrays, JSON scalars, lists, tuples or dicts of them"
+
+
+def recorded_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]
+                  ) -> tuple[Callable[[], Any] | None, str]:
+    """The baked artifact of exactly this call's signature (a recorded call: ``note_call``),
+    as a thunk that runs it, or ``None`` and why there is none. What a call that no structure
+    accepts tries before it traces the source; it never traces."""
+    call, arrays, reason = _artifact_call(fn, args, kwargs)
+    if call is None:
+        return None, reason
+    return (lambda: call(*arrays)), ""
+
+
+def _artifact_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]
+                   ) -> tuple[Callable[..., Any] | None, list[Any], str]:
+    """The jitted artifact of this call's signature and the call's arrays in canonical order,
+    or ``None`` and why."""
+    table = fn.calls.target(("recorded calls",), lambda: _RecordedCalls(fn))
+    if not table.records:
+        return None, [], _NO_ARTIFACT
+    found = described(fn, args, kwargs)
+    if found is None:
+        return None, [], _NOT_DESCRIBED
+    signature, arrays = found
+    key = call_key(signature)
+    call = table.served.get(key)
+    record = table.records.get(key)
+    reason = _NO_ARTIFACT
+    if call is None and record is not None and _x64_differs(record):
+        reason = "its artifact was baked under another jax_enable_x64"
+    elif call is None and record is not None:
+        try:
+            call = table.served[key] = _jitted(table.package, record)
+        except ArtifactError as err:
+            reason = str(err)
+    return call, arrays, "" if call is not None else reason
+
+
+def call_unstructured(fn: ExportableFunction, args: tuple[Any, ...],
+                      kwargs: dict[str, Any]) -> Any:
+    """Run a call of a spec-less ``@exportable``: the artifact recorded for exactly this
+    call's signature, else the traced source (``FallbackWarning`` once; ``ArtifactError`` in
+    strict mode). (The decorator notes the call first when ``HATCH_JAXEXPORT_RECORD`` is
+    on.)"""
+    call, arrays, reason = _artifact_call(fn, args, kwargs)
+    if call is not None:
+        _remember_fast(fn, call, arrays, args, kwargs)
+        return call(*arrays)
+    table = fn.calls.target(("recorded calls",), lambda: _RecordedCalls(fn))
+    if strict_mode():
+        raise ArtifactError(f"{fn.name}: no usable baked artifact ({STRICT_ENV} is set): "
+                            f"{reason}")
+    if not table.warned:
+        from hatch_jaxexport.runtime._user_frame import warn_at_user_frame
+
+        table.warned = True
+        warn_at_user_frame(f"{fn.name}: no usable baked artifact, tracing the source instead: "
+                           f"{reason}", FallbackWarning)
+    return _traced(fn, table, args, kwargs)
+
+
+def _remember_fast(fn: ExportableFunction, call: Callable[..., Any], arrays: Sequence[Any],
+                   args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Hand a served call of positional plain arrays and scalars to the function's keyed fast
+    path (``ResolvedCalls.call_fast``, tried before anything here): the same types and values
+    then skip binding and describing the call (which costs more than the call itself)."""
+    from hatch_jaxexport.runtime._resolved_calls import fast_key, prime_fast_path
+
+    prime_fast_path()
+    key = fast_key(args, kwargs)
+    if key is None:
+        return
+    picks = []
+    for array in arrays:  # each array by identity among the arguments (not a default)
+        found = [i for i, arg in enumerate(args) if arg is array]
+        if len(found) != 1:
+            return
+        picks.append(found[0])
+    fn.calls.remember_fast(key, call, tuple(picks))
+
+
+def _traced(fn: ExportableFunction, table: _RecordedCalls, args: tuple[Any, ...],
+            kwargs: dict[str, Any]) -> Any:
+    """A spec-less call no artifact serves: the source traced with ``jax.jit``, its
+    non-array values bound (one trace per signature); an undescribable call runs as given."""
+    found = described(fn, args, kwargs)
+    if found is None:
+        return fn.__wrapped__(*args, **kwargs)
+    import jax
+
+    signature, arrays = found
+    key = call_key(signature)
+    call = table.fallbacks.get(key)
+    if call is None:
+        call = table.fallbacks[key] = jax.jit(flat_source(fn, signature))
+    return call(*arrays)
+
+
+__all__ = ["ConcreteDispatch", "Types", "call_unstructured", "describe_call", "described",
+           "flat_source", "recorded_call"]
