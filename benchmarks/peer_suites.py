@@ -176,13 +176,19 @@ def try_install(python: Path, requirement: str) -> bool:
     return done.returncode == 0
 
 
-def build_baked(tree: Path, out: Path, wheels: Path) -> tuple[Path, float]:
-    """The patched library's wheel, through ``python -m build --wheel`` (isolated)."""
+def build_baked(tree: Path, out: Path, wheels: Path) -> tuple[Path, float, list[str]]:
+    """The patched library's wheel, through ``python -m build --wheel`` (isolated); its build
+    time and the hook's warning lines (artifacts left out with ``on-error = "skip"``)."""
     start = time.perf_counter()
-    run([sys.executable, "-m", "build", "--wheel", "--outdir", out, tree], env=links_env(wheels))
+    done = run([sys.executable, "-m", "build", "--wheel", "--outdir", out, tree],
+               env=links_env(wheels))
     seconds = time.perf_counter() - start
     (wheel,) = out.glob("*.whl")
-    return wheel, seconds
+    lines = done.stdout.splitlines()
+    warnings = [line.strip() for line in lines if line.startswith("jaxexport: warning")]
+    summary = [line.strip() for line in lines if line.startswith("jaxexport: ")
+               and "function(s)" in line]
+    return wheel, seconds, warnings + summary
 
 
 def copy_suite(lib: Library, tree: Path, dest: Path) -> list[str]:
@@ -258,6 +264,10 @@ def cause(message: str) -> str:
     return message[:60] or "(no message)"
 
 
+def first_line(text: str | None) -> str:
+    return (text or "").strip().split("\n", 1)[0]
+
+
 def compare(plain: SuiteRun, baked: SuiteRun) -> dict[str, Any]:
     """What the two runs say together: counts, the plain passes that fail baked grouped by
     cause (one example each), and the served share of first eager calls."""
@@ -282,7 +292,7 @@ def compare(plain: SuiteRun, baked: SuiteRun) -> dict[str, Any]:
         "served": served, "traced": tiers.get("traced", 0),
         "served_share": round(served / max(1, served + tiers.get("traced", 0)), 3),
         "by_function": {f: dict(c) for f, c in sorted(by_function.items())},
-        "traced_reasons": sorted({f"{r['function']}: {r['not_shipped'] or ''}"[:200]
+        "traced_reasons": sorted({f"{r['function']}: {first_line(r['not_shipped'])}"[:240]
                                   for r in baked.served if r["tier"] == "traced"})[:20],
     }
 
@@ -305,6 +315,10 @@ def print_summary(name: str, figures: dict[str, Any]) -> None:
           f"tiers {figures['tiers']}")
     for function, tiers in figures["by_function"].items():
         print(f"  {function}: {tiers}")
+    for reason in figures["traced_reasons"]:
+        print(f"  traced: {reason}")
+    for line in figures["build_lines"]:
+        print(f"  build: {line[:300]}")
     print(f"build: {figures['build_seconds']:.1f} s; wheel {figures['wheel_bytes']:,} bytes "
           f"baked, {figures['plain_wheel_bytes']:,} bytes plain")
 
@@ -341,7 +355,7 @@ def run_library(lib: Library, args: argparse.Namespace, wheels: Path, work: Path
                   {"PYTHONPATH": str(tree / lib.import_root), "HATCH_JAXEXPORT_RECORD": "1"})
         notes.append("recorded sizes: " + ", ".join(
             str(p.relative_to(tree)) for p in tree.rglob("jaxexport-signatures.json")))
-    wheel, build_seconds = build_baked(tree, work / "dist", wheels)
+    wheel, build_seconds, build_lines = build_baked(tree, work / "dist", wheels)
     run([baked_py, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", wheel])
     run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", work / "plain-dist", sdist])
     plain_wheel = next((work / "plain-dist").glob("*.whl"))
@@ -349,6 +363,7 @@ def run_library(lib: Library, args: argparse.Namespace, wheels: Path, work: Path
     baked = run_suite(baked_py, work / "suite", files, "baked")
     figures = compare(plain, baked)
     figures.update(subset="fast" if args.fast else "whole suite", notes=notes, files=files,
+                   build_lines=build_lines,
                    build_seconds=round(build_seconds, 1), wheel_bytes=wheel.stat().st_size,
                    plain_wheel_bytes=plain_wheel.stat().st_size)
     return figures
