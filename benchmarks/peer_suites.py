@@ -20,9 +20,9 @@ signature by how they were served (``call_report()``: shipped, cached, compiled.
 the build time and the wheel sizes. ``--json FILE`` writes the same figures.
 
 ``--fast`` runs a subset without TensorFlow (tinygp: the distances and ``test_filter`` of the
-Kalman solver; dm-pix: the API and interpolation tests) and skips the recording run. The whole run installs TensorFlow into
-both venvs for dm-pix's five files that import it, or skips those files and says so where pip
-finds no wheel for this Python.
+Kalman solver; dm-pix: the API and interpolation tests) and skips the recording run. The whole
+run installs TensorFlow into both venvs for dm-pix's five files that import it, or skips those
+files and says so where pip finds no wheel for this Python.
 """
 
 from __future__ import annotations
