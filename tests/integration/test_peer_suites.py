@@ -14,6 +14,10 @@ SCRIPT = ROOT / "benchmarks" / "peer_suites.py"
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    "until calls no structure accepts trace the source (issue 35: today tinygp's kalman_gains "
+    "given a Block and dm-pix's interpolation raise) and decorated functions pass "
+    "inspect.isfunction (dm-pix's api_test generates its cases from it); remove then"))
 def test_fast_subsets_pass_baked_as_they_pass_plain(tmp_path):
     out = tmp_path / "figures.json"
     run([sys.executable, SCRIPT, "--fast", "--cache", tmp_path / "sdists", "--json", out],
