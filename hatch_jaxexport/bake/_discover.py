@@ -5,6 +5,7 @@ Used by the export workers, the warmup and the release check, each in a process 
 
 from __future__ import annotations
 
+import fnmatch
 import importlib
 import pkgutil
 
@@ -13,9 +14,23 @@ from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.runtime._jaxcompat import lowering_config, set_lowering_config
 from hatch_jaxexport.runtime.decorator import ExportableFunction, registered_in
 
+#: Module names (the last part) that pytest collects as tests; discovery never imports them.
+TEST_MODULES = ("test_*", "*_test", "conftest")
+
+
+def is_test_module(name: str) -> bool:
+    """Whether ``name`` (``pkg.sub.mod``) is a test module by pytest's default names.
+
+    Libraries keep tests inside the package (dm-pix's ``dm_pix/_src/*_test.py``) and leave
+    them out of the wheel; importing them at build time would need the test dependencies
+    (TensorFlow there), and they ship no exportables."""
+    last = name.rsplit(".", 1)[-1]
+    return any(fnmatch.fnmatchcase(last, pattern) for pattern in TEST_MODULES)
+
 
 def discover(package: str, *, isolate_config: bool = False) -> list[ExportableFunction]:
-    """Import ``package`` and all its submodules; return its exportables (sorted by name).
+    """Import ``package`` and all its submodules but test modules (``is_test_module``); return
+    its exportables (sorted by name).
 
     ``isolate_config`` (export workers): each submodule is imported under jax's lowering config
     as its parent package left it, so that a module whose import turns ``jax_enable_x64`` on
@@ -36,7 +51,7 @@ def discover(package: str, *, isolate_config: bool = False) -> list[ExportableFu
     after_package = {package: lowering_config()} if isolate_config else {}
     changed_last = None
     for info in pkgutil.walk_packages(getattr(module, "__path__", []), prefix=package + "."):
-        if info.name.split(".")[-1].startswith("_jaxexport"):
+        if info.name.split(".")[-1].startswith("_jaxexport") or is_test_module(info.name):
             continue
         parent = after_package.get(info.name.rpartition(".")[0])
         if parent is not None:

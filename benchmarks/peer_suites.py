@@ -1,0 +1,406 @@
+"""Real libraries, their own test suites: tinygp 0.3.1 and dm-pix 0.4.5 baked with hatch-jaxexport.
+
+    python benchmarks/peer_suites.py [--library tinygp|dm-pix] [--fast] [--cache DIR] [--keep]
+
+For each library: download its sdist from the package index (cached under ``--cache``, default
+``~/.cache/hatch-jaxexport/peer-suites``), unpack it twice, apply ``peers/<lib>-<version>.patch``
+(``patch -p1``) to one copy, build hatch-jaxexport's wheel and the patched library's baked wheel
+through a real isolated build (``python -m build --wheel`` with ``PIP_FIND_LINKS`` pointing at
+hatch-jaxexport's wheel), install the baked wheel into one fresh venv and the unpatched library
+into another, copy the library's tests out of the source tree (so the installed package is what
+they import) and run them, with the library's own pytest configuration, against each copy.
+
+Before the build (not with ``--fast``), the suite runs once on the patched source with
+``HATCH_JAXEXPORT_RECORD=1``, which writes ``jaxexport-signatures.json`` into the source so that
+the build bakes the recorded sizes.
+
+Prints per library: tests passed/failed/skipped both ways, the tests that pass plain but not
+baked grouped by the exception that failed them, the decorated functions' first eager calls per
+signature by how they were served (``call_report()``: shipped, cached, compiled... or traced),
+the build time and the wheel sizes. ``--json FILE`` writes the same figures.
+
+``--fast`` runs a subset without TensorFlow (tinygp: the distances and ``test_filter`` of the
+Kalman solver; dm-pix: the API and interpolation tests) and skips the recording run. The whole
+run installs TensorFlow into both venvs for dm-pix's five files that import it, or skips those
+files and says so where pip finds no wheel for this Python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+PATCHES = ROOT / "peers"
+PLUGIN = Path(__file__).resolve().with_name("_peer_report.py")
+DEFAULT_CACHE = Path.home() / ".cache" / "hatch-jaxexport" / "peer-suites"
+SERVED = ("shipped", "cached", "compiled", "quick", "cached-quick", "optimized")
+
+
+@dataclass(frozen=True)
+class Library:
+    """How to fetch, patch, install and test one library."""
+
+    name: str
+    version: str
+    #: The folder the sdist unpacks to and its file name's stem.
+    stem: str
+    #: Where the package's import root lies in the source tree ("src" for a src layout).
+    import_root: str
+    #: The library's runtime dependencies (installed beside hatch-jaxexport for recording).
+    requires: tuple[str, ...]
+    #: What its tests import beyond the library.
+    test_requires: tuple[str, ...]
+    #: The folder of its tests in the source tree and the glob of test files under it.
+    test_dir: str
+    pattern: str
+    #: The fast subset and the files that import TensorFlow, relative to ``test_dir``.
+    fast: tuple[str, ...]
+    tensorflow: tuple[str, ...] = ()
+
+
+LIBRARIES = {
+    "tinygp": Library(
+        "tinygp", "0.3.1", "tinygp-0.3.1", "src", ("jax", "equinox"), ("pytest", "scipy"),
+        "tests", "**/test_*.py",
+        fast=("test_kernels/test_distance.py", "test_solvers/test_kalman.py::test_filter")),
+    "dm-pix": Library(
+        "dm-pix", "0.4.5", "dm_pix-0.4.5", ".", ("jax", "chex"), ("pytest", "absl-py", "scipy"),
+        "dm_pix/_src", "*_test.py",
+        fast=("api_test.py", "interpolation_test.py"),
+        tensorflow=tuple(f"{n}_test.py" for n in
+                         ("augment", "color_conversion", "depth_and_space", "metrics", "patch"))),
+}
+
+
+@dataclass
+class SuiteRun:
+    """One run of a suite against one installed copy."""
+
+    outcomes: dict[str, str] = field(default_factory=dict)
+    #: Failing tests' first line of the failure message, by test id.
+    messages: dict[str, str] = field(default_factory=dict)
+    served: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def count(self, outcome: str) -> int:
+        return sum(1 for o in self.outcomes.values() if o == outcome)
+
+
+def run(cmd: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None,
+        check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run a command, printing it; on failure show its output's tail before raising."""
+    print("+", " ".join(map(str, cmd)), flush=True)
+    done = subprocess.run(list(map(str, cmd)), cwd=cwd, env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if check and done.returncode:
+        print(done.stdout[-4000:])
+        raise SystemExit(f"command failed with exit status {done.returncode}: {cmd[:4]}")
+    return done
+
+
+def links_env(wheel_dir: Path) -> dict[str, str]:
+    """The environment with a local wheel folder offered to every front end's isolated build
+    (as tests/_buildkit.py's ``links_env``, keeping configured find-links)."""
+    env = dict(os.environ)
+    env["PIP_FIND_LINKS"] = " ".join(filter(None, [str(wheel_dir),
+                                                   os.environ.get("PIP_FIND_LINKS", "")]))
+    env["UV_FIND_LINKS"] = ",".join(filter(None, [str(wheel_dir),
+                                                  os.environ.get("UV_FIND_LINKS", "")]))
+    return env
+
+
+def fetch_sdist(lib: Library, cache: Path) -> Path:
+    """The library's sdist from the package index, downloaded once into ``cache``."""
+    cache.mkdir(parents=True, exist_ok=True)
+    found = sorted(cache.glob(f"{lib.stem}.tar.gz"))
+    if not found:
+        run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+             "-d", cache, f"{lib.name}=={lib.version}"])
+        found = sorted(cache.glob(f"{lib.stem}.tar.gz"))
+    if not found:
+        raise SystemExit(f"pip downloaded no {lib.stem}.tar.gz into {cache}")
+    return found[0]
+
+
+def unpack(sdist: Path, dest: Path, patch: Path | None) -> Path:
+    """Unpack ``sdist`` under ``dest``; apply ``patch`` with ``patch -p1`` when given."""
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(sdist) as archive:
+        archive.extractall(dest, filter="data")
+    (tree,) = [p for p in dest.iterdir() if p.is_dir()]
+    if patch is not None:
+        with patch.open() as handle:
+            done = subprocess.run(["patch", "-p1", "--no-backup-if-mismatch"], cwd=tree,
+                                  stdin=handle, text=True, capture_output=True)
+        if done.returncode:
+            raise SystemExit(f"{patch.name} does not apply to {sdist.name}:\n{done.stdout}")
+    return tree
+
+
+def project_wheel(out: Path) -> Path:
+    """hatch-jaxexport's own wheel, from this checkout."""
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", out, ROOT])
+    (wheel,) = out.glob("hatch_jaxexport-*.whl")
+    return wheel
+
+
+def make_venv(path: Path, requirements: list[str], wheels: Path) -> Path:
+    """A fresh virtual environment with ``requirements``; returns its python. One left by an
+    earlier run in a ``--work`` folder is reused (the library is reinstalled into it)."""
+    python = path / "bin" / "python"
+    if python.exists():
+        return python
+    run([sys.executable, "-m", "venv", path])
+    run([python, "-m", "pip", "install", "-q", "--find-links", wheels, *requirements])
+    return python
+
+
+def try_install(python: Path, requirement: str) -> bool:
+    """Install ``requirement`` if pip finds a wheel for this Python; ``False`` where not."""
+    done = run([python, "-m", "pip", "install", "-q", "--only-binary", ":all:", requirement],
+               check=False)
+    return done.returncode == 0
+
+
+def build_baked(tree: Path, out: Path, wheels: Path) -> tuple[Path, float, list[str]]:
+    """The patched library's wheel, through ``python -m build --wheel`` (isolated); its build
+    time and the hook's warning lines (artifacts left out with ``on-error = "skip"``)."""
+    start = time.perf_counter()
+    done = run([sys.executable, "-m", "build", "--wheel", "--outdir", out, tree],
+               env=links_env(wheels))
+    seconds = time.perf_counter() - start
+    (wheel,) = out.glob("*.whl")
+    lines = done.stdout.splitlines()
+    warnings = [line.strip() for line in lines if line.startswith("jaxexport: warning")]
+    summary = [line.strip() for line in lines if line.startswith("jaxexport: ")
+               and "function(s)" in line]
+    return wheel, seconds, warnings + summary
+
+
+def copy_suite(lib: Library, tree: Path, dest: Path) -> list[str]:
+    """Copy the test files (and any conftest.py) out of the source tree into ``dest/tests``,
+    with the project's pytest configuration files, so that the tests import the installed
+    package and not the source beside them. Returns the copied test files, relative to
+    ``dest``."""
+    source = tree / lib.test_dir
+    tests = sorted(source.glob(lib.pattern))
+    for path in [*tests, *source.rglob("conftest.py")]:
+        target = dest / "tests" / path.relative_to(source)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+    for config in ("pyproject.toml", "pytest.ini", "setup.cfg", "tox.ini"):
+        if (tree / config).exists():
+            shutil.copy2(tree / config, dest / config)
+    return [str(Path("tests") / p.relative_to(source)) for p in tests]
+
+
+def read_junit(path: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """Outcome by test id and the first line of each failure's message, from pytest's XML."""
+    outcomes: dict[str, str] = {}
+    messages: dict[str, str] = {}
+    if not path.exists():
+        return outcomes, messages
+    for case in ET.parse(path).getroot().iter("testcase"):
+        test = f"{case.get('classname')}::{case.get('name')}"
+        outcomes[test] = "passed"
+        for child, outcome in (("failure", "failed"), ("error", "error"),
+                               ("skipped", "skipped")):
+            found = case.find(child)
+            if found is not None:
+                outcomes[test] = outcome
+                text = found.get("message") or found.text or ""
+                messages[test] = (text.strip().splitlines() or [""])[0][:300]
+                break
+    return outcomes, messages
+
+
+def run_suite(python: Path, suite: Path, files: list[str], tag: str,
+              extra_env: dict[str, str] | None = None) -> SuiteRun:
+    """Run ``files`` of the copied suite with ``python``, in its own folder (its own pytest
+    configuration), with the report plugin; the outcome of each test and the served calls."""
+    plugin_dir = suite.parent / f"plugin-{tag}"
+    plugin_dir.mkdir(exist_ok=True)
+    shutil.copy2(PLUGIN, plugin_dir / PLUGIN.name)
+    junit, report = suite.parent / f"junit-{tag}.xml", suite.parent / f"served-{tag}.json"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("HATCH_JAXEXPORT_") and k != "PYTHONPATH"}
+    env.update({"PYTHONPATH": str(plugin_dir), "PEER_SUITES_REPORT": str(report),
+                "HATCH_JAXEXPORT_CACHE": str(suite.parent / f"jaxexport-cache-{tag}")})
+    env.update(extra_env or {})
+    if "PYTHONPATH" in (extra_env or {}):
+        env["PYTHONPATH"] = os.pathsep.join([str(plugin_dir), extra_env["PYTHONPATH"]])
+    start = time.perf_counter()
+    done = run([python, "-m", "pytest", *files, "-p", "_peer_report", "-p", "no:cacheprovider",
+                "-q", f"--junitxml={junit}"], cwd=suite, env=env, check=False)
+    result = SuiteRun(seconds=time.perf_counter() - start)
+    result.outcomes, result.messages = read_junit(junit)
+    if not result.outcomes:
+        print(done.stdout[-4000:])
+        raise SystemExit(f"the {tag} run collected no tests (pytest exit {done.returncode})")
+    if report.exists():
+        result.served = json.loads(report.read_text())
+    return result
+
+
+def cause(message: str) -> str:
+    """The exception a failure message starts with (``ShapeMismatch``, ``TypeError``...)."""
+    head = message.split(":", 1)[0].strip()
+    if head and " " not in head:
+        return head.rsplit(".", 1)[-1]
+    return message[:60] or "(no message)"
+
+
+def first_line(text: str | None) -> str:
+    return (text or "").strip().split("\n", 1)[0]
+
+
+def compare(plain: SuiteRun, baked: SuiteRun) -> dict[str, Any]:
+    """What the two runs say together: counts, the plain passes that fail baked grouped by
+    cause (one example each), and the served share of first eager calls."""
+    lost = sorted(t for t, o in plain.outcomes.items()
+                  if o == "passed" and baked.outcomes.get(t) != "passed")
+    causes: dict[str, list[str]] = collections.defaultdict(list)
+    for test in lost:
+        causes[cause(baked.messages.get(test, "missing from the baked run"))].append(test)
+    tiers = collections.Counter(row["tier"] for row in baked.served)
+    served = sum(n for tier, n in tiers.items() if tier in SERVED)
+    by_function: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for row in baked.served:
+        by_function[row["function"]][row["tier"]] += 1
+    return {
+        "plain": {o: plain.count(o) for o in ("passed", "failed", "error", "skipped")},
+        "baked": {o: baked.count(o) for o in ("passed", "failed", "error", "skipped")},
+        "plain_seconds": round(plain.seconds, 1), "baked_seconds": round(baked.seconds, 1),
+        "lost": len(lost),
+        "causes": {c: {"tests": len(ts), "example": ts[0],
+                       "message": baked.messages.get(ts[0], "")} for c, ts in causes.items()},
+        "tiers": dict(tiers),
+        "served": served, "traced": tiers.get("traced", 0),
+        "served_share": round(served / max(1, served + tiers.get("traced", 0)), 3),
+        "by_function": {f: dict(c) for f, c in sorted(by_function.items())},
+        "traced_reasons": sorted({f"{r['function']}: {first_line(r['not_shipped'])}"[:240]
+                                  for r in baked.served if r["tier"] == "traced"})[:20],
+    }
+
+
+def print_summary(name: str, figures: dict[str, Any]) -> None:
+    """The figures of one library, as lines a person reads."""
+    p, b = figures["plain"], figures["baked"]
+    print(f"\n== {name} ({figures['subset']}) ==")
+    for note in figures.get("notes", []):
+        print(f"note: {note}")
+    print(f"tests plain: {p['passed']} passed, {p['failed']} failed, {p['error']} errors, "
+          f"{p['skipped']} skipped ({figures['plain_seconds']} s)")
+    print(f"tests baked: {b['passed']} passed, {b['failed']} failed, {b['error']} errors, "
+          f"{b['skipped']} skipped ({figures['baked_seconds']} s)")
+    print(f"plain passes that fail baked: {figures['lost']}")
+    for name_, c in sorted(figures["causes"].items(), key=lambda kv: -kv[1]["tests"]):
+        print(f"  {c['tests']:4d} {name_}: e.g. {c['example']}\n       {c['message'][:240]}")
+    print(f"first eager calls (per signature): {figures['served']} served from artifacts, "
+          f"{figures['traced']} traced ({100 * figures['served_share']:.0f}% served); "
+          f"tiers {figures['tiers']}")
+    for function, tiers in figures["by_function"].items():
+        print(f"  {function}: {tiers}")
+    for reason in figures["traced_reasons"]:
+        print(f"  traced: {reason}")
+    for line in figures["build_lines"]:
+        print(f"  build: {line[:300]}")
+    print(f"build: {figures['build_seconds']:.1f} s; wheel {figures['wheel_bytes']:,} bytes "
+          f"baked, {figures['plain_wheel_bytes']:,} bytes plain")
+
+
+def select(lib: Library, copied: list[str], fast: bool, tensorflow: bool) -> list[str]:
+    """The test files to run: the fast subset, or all but TensorFlow's where it is missing."""
+    names = {f: str(Path(f).relative_to("tests")) for f in copied}
+    if fast:  # files, or pytest node ids (file::test) where a file's whole run is too long
+        return [str(Path("tests") / e) for e in lib.fast if e.split("::")[0] in names.values()]
+    return [f for f, n in names.items() if tensorflow or n not in lib.tensorflow]
+
+
+def run_library(lib: Library, args: argparse.Namespace, wheels: Path, work: Path
+                ) -> dict[str, Any]:
+    """Fetch, patch, build, install and test one library both ways; its figures."""
+    sdist = fetch_sdist(lib, args.cache)
+    for stale in ("baked-src", "suite", "dist", "plain-dist"):
+        shutil.rmtree(work / stale, ignore_errors=True)
+    tree = unpack(sdist, work / "baked-src", PATCHES / f"{lib.name}-{lib.version}.patch")
+    copied = copy_suite(lib, tree, work / "suite")
+    plugin_wheel = next(wheels.glob("hatch_jaxexport-*.whl"))
+    baked_py = make_venv(work / "venv-baked",
+                         [str(plugin_wheel), *lib.requires, *lib.test_requires], wheels)
+    plain_py = make_venv(work / "venv-plain", [str(sdist), *lib.test_requires], wheels)
+    notes, tensorflow = [], False
+    if lib.tensorflow and not args.fast:
+        tensorflow = try_install(plain_py, "tensorflow") and try_install(baked_py, "tensorflow")
+        if not tensorflow:
+            skipped = ", ".join(lib.tensorflow)
+            notes.append(f"no TensorFlow wheel for this Python: skipped {skipped}")
+    files = select(lib, copied, args.fast, tensorflow)
+    if not args.fast:
+        run_suite(baked_py, work / "suite", files, "record",
+                  {"PYTHONPATH": str(tree / lib.import_root), "HATCH_JAXEXPORT_RECORD": "1"})
+        notes.append("recorded sizes: " + ", ".join(
+            str(p.relative_to(tree)) for p in tree.rglob("jaxexport-signatures.json")))
+    wheel, build_seconds, build_lines = build_baked(tree, work / "dist", wheels)
+    run([baked_py, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", wheel])
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", work / "plain-dist", sdist])
+    plain_wheel = next((work / "plain-dist").glob("*.whl"))
+    plain = run_suite(plain_py, work / "suite", files, "plain")
+    baked = run_suite(baked_py, work / "suite", files, "baked")
+    figures = compare(plain, baked)
+    figures.update(subset="fast" if args.fast else "whole suite", notes=notes, files=files,
+                   build_lines=build_lines,
+                   build_seconds=round(build_seconds, 1), wheel_bytes=wheel.stat().st_size,
+                   plain_wheel_bytes=plain_wheel.stat().st_size)
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--library", choices=sorted(LIBRARIES), action="append")
+    parser.add_argument("--fast", action="store_true", help="the subset without TensorFlow")
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="sdist downloads")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder")
+    parser.add_argument("--work", type=Path,
+                        help="work in this folder and keep it; venvs already there are reused")
+    args = parser.parse_args(argv)
+    print(f"sdists cached in {args.cache}")
+    if args.work:
+        args.keep = True
+        args.work.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(args.work / "wheels", ignore_errors=True)
+    work = args.work or Path(tempfile.mkdtemp(prefix="peer-suites-"))
+    results: dict[str, Any] = {}
+    try:
+        wheels = work / "wheels"
+        project_wheel(wheels)
+        for name in args.library or sorted(LIBRARIES, reverse=True):
+            results[name] = run_library(LIBRARIES[name], args, wheels, work / name)
+            print_summary(name, results[name])
+    finally:
+        if args.keep:
+            print(f"work folder kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
