@@ -412,6 +412,9 @@ def plan_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, A
             values = {name: _walk(tree, arguments[name], name, shapes)
                       for name, tree in structure.args.items()}
             sizes = _bind_dims(structure, shapes)
+            refusal = spec.static_refusal(index, static)
+            if refusal:  # a value pinned to another structure
+                raise _NoMatch(_DIMS + 1, refusal, StaticValueMismatch)
         except _NoMatch as err:
             failures.append((index, err))
             continue

@@ -276,7 +276,11 @@ def call_unstructured(fn: ExportableFunction, args: tuple[Any, ...],
     """Run a call of a spec-less ``@exportable``: the artifact recorded for exactly this
     call's signature, else the traced source (``FallbackWarning`` once; ``ArtifactError`` in
     strict mode). (The decorator notes the call first when ``HATCH_JAXEXPORT_RECORD`` is
-    on.)"""
+    on.) Inside an export it runs the source inline (``_source_calls.runs_inline``)."""
+    from hatch_jaxexport.runtime._source_calls import runs_inline
+
+    if runs_inline(args, kwargs):
+        return fn.__wrapped__(*args, **kwargs)
     call, arrays, reason = _artifact_call(fn, args, kwargs)
     if call is not None:
         _remember_fast(fn, call, arrays, args, kwargs)

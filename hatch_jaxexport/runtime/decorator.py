@@ -607,10 +607,9 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
         vjp_order: Reverse-mode order serialized with jax's own mechanism (as jax.export).
         export_with_kwargs: Export (and call the artifact) with keyword arguments.
         skip_jitting: The function is already a ``jax.jit`` (with its static arguments).
-        static: Argument name to the list of values to bake, one artifact per combination:
-            str, int, float, bool, None, Enum members, frozen dataclasses of these, tuples of
-            these. A structure may pin its own values instead, ``"axis": static(-1)`` among
-            its entries: that structure is exported, and matched, with those only.
+        static: Argument name to the values to bake, one artifact per combination (str,
+            int, float, bool, None, Enums, frozen dataclasses and tuples of these); a structure
+            may pin its own, ``"axis": static(-1)``: exported and matched with those only.
         constraints: Symbolic constraints (``"a >= 2"``) added to every structure.
         name: The function's name in the manifest (same as a leading string).
         ad_order: ``1`` or ``2`` bakes companion artifacts for forward and reverse mode to that
@@ -618,9 +617,8 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
         vmap: Also bake batched artifacts, so ``jax.vmap`` runs as one call.
         tiered: Tiered compilation of eager first calls (quick tier, optimized in the
             background): ``None`` follows ``HATCH_JAXEXPORT_TIERED`` and the platform default.
-        concrete: Dimension symbol to sizes (``{"n": [64, 1024]}``): also bake
-            static-shape StableHLO for non-JAX runtimes such as IREE, one variant per
-            combination of sizes (see ``hatch_jaxexport.bake._portable_export``).
+        concrete: Dimension symbol to sizes (``{"n": [64, 1024]}``): also bake static-shape
+            StableHLO (non-JAX runtimes such as IREE; where symbolic export fails, served).
         mesh: Also bake sharded variants: a dict of axis sizes (``{"data": 2, "model": 2}``)
             bakes the single-device variant and that mesh; a list names the variants exactly
             (``None`` for the single-device one). The loader picks by the call's mesh.
@@ -647,12 +645,11 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
         SpecError: A malformed spec, naming the function, the argument and the problem.
     """
     name, specs = _split_name(specs, name)
-    options = {"platforms": platforms, "vjp_order": vjp_order,
-               "export_with_kwargs": export_with_kwargs, "skip_jitting": skip_jitting,
-               "static": static, "constraints": constraints, "ad_order": ad_order,
-               "vmap": vmap, "tiered": tiered, "concrete": concrete, "mesh": mesh,
-               "in_specs": in_specs, "out_specs": out_specs, "x64": x64,
-               "executables": executables, "executable_sizes": executable_sizes}
+    options = dict(platforms=platforms, vjp_order=vjp_order, export_with_kwargs=export_with_kwargs,
+                   skip_jitting=skip_jitting, static=static, constraints=constraints,
+                   ad_order=ad_order, vmap=vmap, tiered=tiered, concrete=concrete, mesh=mesh,
+                   in_specs=in_specs, out_specs=out_specs, x64=x64, executables=executables,
+                   executable_sizes=executable_sizes)
     if len(specs) == 1 and _is_function(specs[0]):  # bare @exportable: spec-less
         return _decorate(specs[0], name, (), options)  # type: ignore[no-any-return]
 

@@ -475,6 +475,13 @@ def _call_uncovered(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[
     the first call of each reason is reported (``call_report``, ``HATCH_JAXEXPORT_REPORT``) and
     warned once, after the call ran (so a ``filterwarnings = error`` suite sees the source's
     own error first, if any)."""
+    if recorder.RECORDING:
+        recorder.note_call(fn, args, kwargs)
+    from hatch_jaxexport.runtime._recorded_calls import recorded_call
+
+    run, _ = recorded_call(fn, args, kwargs)  # baked at exactly this call's recorded sizes
+    if run is not None:
+        return run()
     reason = str(refusal)
     source = fn.calls.uncovered(lambda: SourceCalls(fn.__wrapped__, fn.export_spec.skip_jitting))
     try:

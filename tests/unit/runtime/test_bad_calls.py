@@ -128,6 +128,13 @@ def _param(row: Bad) -> Any:
     return pytest.param(row, id=row.id, marks=marks)
 
 
+@pytest.fixture(autouse=True)
+def _strict(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These are strict mode's refusals; by default the same calls run the source
+    (``test_dropin_calls``)."""
+    monkeypatch.setenv("HATCH_JAXEXPORT_STRICT", "1")
+
+
 @pytest.fixture(scope="module")
 def d(demo: Any) -> Any:
     demo.scale(np.ones((2, 2), np.float32))  # an eager first call (see the fresh-process test)

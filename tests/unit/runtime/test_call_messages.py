@@ -117,13 +117,19 @@ def shifted(x, offset=1.0):
 LONG = mlp.export_spec.structures[0].key
 
 
+@pytest.fixture
+def strict(monkeypatch):
+    """Refusals are strict mode's; by default these calls run the source."""
+    monkeypatch.setenv("HATCH_JAXEXPORT_STRICT", "1")
+
+
 def _refusal() -> str:
     with pytest.raises(PytreeMismatch) as info:
         mlp({"params": {}}, jnp.ones((2, 3)))
     return str(info.value)
 
 
-def test_a_long_structure_is_abbreviated_in_the_accepted_tail(monkeypatch):
+def test_a_long_structure_is_abbreviated_in_the_accepted_tail(monkeypatch, strict):
     monkeypatch.delenv(FULL_STRUCTURES_ENV, raising=False)
     assert len(LONG) > 200
     message = _refusal()
@@ -134,25 +140,25 @@ def test_a_long_structure_is_abbreviated_in_the_accepted_tail(monkeypatch):
     assert LONG not in message
 
 
-def test_the_switch_shows_the_whole_structure(monkeypatch):
+def test_the_switch_shows_the_whole_structure(monkeypatch, strict):
     monkeypatch.setenv(FULL_STRUCTURES_ENV, "1")
     assert _refusal().endswith(f". Accepted: [0] {LONG}")
 
 
-def test_a_short_structure_is_shown_whole(demo, monkeypatch):
+def test_a_short_structure_is_shown_whole(demo, monkeypatch, strict):
     monkeypatch.delenv(FULL_STRUCTURES_ENV, raising=False)
     with pytest.raises(TypeError, match=r"\. Accepted: \[0\] x: float32\[a, b\]$"):
         demo.scale(jnp.ones(3))
 
 
-def test_a_default_the_structure_leaves_out_is_a_signature_mismatch():
+def test_a_default_the_structure_leaves_out_is_a_signature_mismatch(strict):
     with pytest.raises(SignatureMismatch, match=r"^test_call_messages:shifted: no exported "
                        r"structure accepts this call: structure 0: argument 'offset' is not "
                        r"part of this structure \(its default 1.0 is baked in\)"):
         shifted(jnp.ones(2), offset=2.0)
 
 
-def test_refusals_need_no_artifacts(recwarn):
+def test_refusals_need_no_artifacts(recwarn, strict):
     """The checks run before anything is resolved: this module has no baked artifacts, and no
     refused call above warned about that."""
     with pytest.raises(PytreeMismatch):

@@ -183,8 +183,6 @@ def test_the_manifest_records_tagged_json_one_artifact_per_own_combination(stati
                                      "weight": 0.25}}} in static["smooth_reduce", 0]
 
 
-@pytest.mark.xfail(strict=True, reason="plan_call does not ask ExportSpec.static_refusal yet: "
-                   "the lead wires it into plan_call's structure loop (then drop this mark)")
 def test_a_call_matches_a_structure_only_with_its_own_values():
     square = np.ones((2, 2), np.float32)  # fits both structures' shapes
     assert plan_call(_pinned(), (square,), {"axis": 0}).structure_index == 1

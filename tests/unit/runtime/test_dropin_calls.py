@@ -1,0 +1,106 @@
+"""Drop-in calls and composition (issue 35), on ``jxe_compose`` baked in process.
+
+- An ``@exportable`` called inside another's export (directly, under ``grad``, ``vmap`` and
+  ``scan``) is inlined at build, so the outer artifacts exist and their calls trace nothing.
+- A call no structure accepts runs the source with the source's result, one ``FallbackWarning``
+  per reason, a ``traced`` entry in ``call_report()``; where the source refuses it too, its own
+  error carries our message; strict mode refuses as before.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import export_into_copy, import_baked
+
+from hatch_jaxexport import FallbackWarning
+from hatch_jaxexport.errors import CallMismatch, DtypeMismatch
+
+RNG = np.random.default_rng(0)
+W = RNG.normal(size=(3, 2)).astype(np.float32)
+X = RNG.normal(size=(4, 3)).astype(np.float32)
+Y = RNG.normal(size=(4, 2)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def compose_site(tmp_path_factory: pytest.TempPathFactory):
+    return export_into_copy(tmp_path_factory.mktemp("compose-site"), "jxe_compose", jobs=1)
+
+
+@pytest.fixture
+def baked(compose_site, monkeypatch):
+    module = import_baked(compose_site, "jxe_compose", monkeypatch)
+    for name in ("forward", "loss", "norm", "row_norms", "running", "reduce"):
+        getattr(module, name).clear_cache()
+    return module
+
+
+def _reference(fn, *args, **kwargs):
+    """The source's result, every exportable inside it run from its source."""
+    from hatch_jaxexport.runtime._source_calls import sources_inlined
+
+    with sources_inlined():
+        return fn.__wrapped__(*args, **kwargs)
+
+
+def test_outer_exports_that_call_exportables_are_baked(compose_site):
+    import json
+
+    manifest = json.loads((compose_site / "jxe_compose" / "_jaxexport" / "manifest.json")
+                          .read_text())
+    exported = {record["function"] for record in manifest["artifacts"]}
+    assert {"jxe_compose:loss", "jxe_compose:row_norms", "jxe_compose:running"} <= exported
+    assert not manifest.get("skipped")
+
+
+def test_composed_calls_are_served_without_tracing(baked):
+    params = {"w": W}
+    got = [baked.loss(params, X, Y), baked.row_norms(X), baked.running(X)]
+    assert baked.TRACES["count"] == 0
+    want = [_reference(baked.loss, params, X, Y), _reference(baked.row_norms, X),
+            _reference(baked.running, X)]
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want),
+                    strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-6)
+
+
+def test_uncovered_calls_run_the_source_and_warn_once_per_reason(baked, monkeypatch):
+    monkeypatch.delenv("HATCH_JAXEXPORT_STRICT")
+    x64 = np.arange(5.0)  # float64: jax sees float32 with x64 off, a covered call
+    ints = np.arange(5, dtype=np.int32)  # another dtype: not covered
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert float(baked.norm(x64)) == pytest.approx(np.sqrt(30 + 5))
+        assert float(baked.norm(ints)) == pytest.approx(np.sqrt(30 + 5))
+        assert float(baked.norm(ints + 1)) == pytest.approx(np.sqrt(55 + 5))
+        assert float(baked.reduce(x64, "max", scale=3)) == 12.0  # static value, keyword
+        matrix = baked.norm(jnp.ones((2, 3)))  # an extra axis the spec does not have
+    assert float(matrix) == pytest.approx(np.sqrt(6 + 2))
+    fallbacks = [str(w.message) for w in caught if w.category is FallbackWarning]
+    assert len(fallbacks) == 3, fallbacks  # dtype, static value, rank: once each
+    assert "expects dtype float32" in fallbacks[0] and "got int32" in fallbacks[0]
+    assert "jxe_compose:reduce: static argument 'mode' got 'max'" in fallbacks[1]
+    traced = [r for r in baked.norm.call_report() if r.tier == "traced"]
+    assert len(traced) == 2 and all("no exported structure accepts" in r.not_shipped
+                                    for r in traced)
+
+
+def test_a_call_the_source_refuses_too_keeps_the_sources_error(baked, monkeypatch):
+    monkeypatch.delenv("HATCH_JAXEXPORT_STRICT")
+    with pytest.raises(TypeError) as info:
+        baked.reduce(np.ones(3, np.float32), "sum", bogus=1)
+    assert "bogus" in str(info.value)
+    notes = "\n".join(getattr(info.value, "__notes__", []))
+    assert "hatch-jaxexport: jxe_compose:reduce:" in notes and "refused it too" in notes
+
+
+def test_strict_mode_refuses_what_no_artifact_covers(baked):
+    with pytest.raises(DtypeMismatch, match=r"jxe_compose:norm: .*expects dtype float32"):
+        baked.norm(np.arange(5, dtype=np.int32))
+    with pytest.raises(CallMismatch):
+        baked.reduce(np.ones(3, np.float32), "max")
+    assert baked.TRACES["count"] == 0
