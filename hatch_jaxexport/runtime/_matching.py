@@ -60,8 +60,16 @@ class _NoMatch(Exception):
         self.score, self.message, self.error = score, message, error
 
 
+def _has_shape(value: Any) -> bool:
+    """Whether ``value`` looks like an array; ``False`` where its properties raise."""
+    try:
+        return hasattr(value, "shape") and hasattr(value, "dtype")
+    except Exception:
+        return False
+
+
 def _describe_value(value: Any) -> str:
-    if hasattr(value, "shape") and hasattr(value, "dtype"):
+    if _has_shape(value):
         return f"{dtype_text(value.dtype)}{list(value.shape)}"
     if value is None:
         return "None"
@@ -94,6 +102,14 @@ def _as_array(value: Any) -> Any:
     with ``__dlpack__`` or ``__array__``; ``None`` for anything else."""
     if isinstance(value, np.ndarray | np.generic) or _is_jax_array(value):
         return value
+    try:  # duck typing runs the object's own properties, which may raise anything
+        return _array_like(value)
+    except Exception:
+        return None
+
+
+def _array_like(value: Any) -> Any:
+    """``_as_array`` for objects that are not plain arrays (their properties may raise)."""
     if hasattr(value, "shape") and hasattr(value, "dtype") and not hasattr(
             value, "__array__") and not hasattr(value, "__dlpack__"):
         return value  # something array-shaped jax may know (e.g. a ShapeDtypeStruct)

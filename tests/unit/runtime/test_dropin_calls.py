@@ -104,3 +104,32 @@ def test_strict_mode_refuses_what_no_artifact_covers(baked):
     with pytest.raises(CallMismatch):
         baked.reduce(np.ones(3, np.float32), "max")
     assert baked.TRACES["count"] == 0
+
+
+class _Blocks:
+    """A pytree whose ``shape`` property raises, as tinygp's ``Block`` does for 3-D blocks:
+    the call checks must not run into it, the source never reads it."""
+
+    def __init__(self, data):
+        self.data = data
+
+    @property
+    def shape(self):
+        raise AssertionError("only 2-D blocks have a shape")
+
+    dtype = np.dtype("float32")
+
+
+jax.tree_util.register_pytree_node(_Blocks, lambda b: ((b.data,), None),
+                                   lambda _, children: _Blocks(*children))
+
+
+def test_an_argument_whose_properties_raise_reaches_the_source(baked, monkeypatch):
+    """The checks refuse it as a mismatch (not the property's AssertionError); the source then
+    meets it and its own error, noted, is what the user sees."""
+    monkeypatch.delenv("HATCH_JAXEXPORT_STRICT")
+    with pytest.raises(TypeError) as info:
+        baked.norm(_Blocks(jnp.ones((2, 3, 3))))
+    assert "_Blocks" in str(info.value)
+    notes = "\n".join(getattr(info.value, "__notes__", []))
+    assert "argument 'x' expects an array float32[n]" in notes and "refused it too" in notes
