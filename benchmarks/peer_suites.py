@@ -162,7 +162,10 @@ def make_venv(path: Path, requirements: list[str], wheels: Path) -> Path:
     """A fresh virtual environment with ``requirements``; returns its python. One left by an
     earlier run in a ``--work`` folder is reused (the library is reinstalled into it)."""
     python = path / "bin" / "python"
-    if python.exists():
+    if python.exists():  # hatch-jaxexport's wheel is rebuilt each run: the new one, installed
+        ours = [str(w) for w in wheels.glob("hatch_jaxexport-*.whl")]
+        if ours and any("hatch_jaxexport" in str(r) for r in requirements):
+            run([python, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", *ours])
         return python
     run([sys.executable, "-m", "venv", path])
     run([python, "-m", "pip", "install", "-q", "--find-links", wheels, *requirements])

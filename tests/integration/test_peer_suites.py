@@ -14,16 +14,15 @@ SCRIPT = ROOT / "benchmarks" / "peer_suites.py"
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "until calls no structure accepts trace the source (issue 35: today tinygp's kalman_gains "
-    "given a Block and dm-pix's interpolation raise) and decorated functions pass "
-    "inspect.isfunction (dm-pix's api_test generates its cases from it); remove then"))
-def test_fast_subsets_pass_baked_as_they_pass_plain(tmp_path):
+def test_tinygp_fast_subset_passes_baked_as_it_passes_plain(tmp_path):
+    """CI's subset: tinygp's distance and Kalman tests (about 2 minutes with fresh venvs).
+    dm-pix and the whole suites run by the command (``python benchmarks/peer_suites.py``):
+    dm-pix's TensorFlow files and 1,400 tests would take CI past its time."""
     out = tmp_path / "figures.json"
-    run([sys.executable, SCRIPT, "--fast", "--cache", tmp_path / "sdists", "--json", out],
-        timeout=1800)
+    run([sys.executable, SCRIPT, "--fast", "--library", "tinygp", "--cache",
+         tmp_path / "sdists", "--json", out], timeout=1800)
     figures = json.loads(out.read_text())
-    assert sorted(figures) == ["dm-pix", "tinygp"]
+    assert sorted(figures) == ["tinygp"]
     for library, result in figures.items():
         assert result["plain"]["passed"] > 0, library
         lost = {c: r["example"] for c, r in result["causes"].items()}
