@@ -38,7 +38,8 @@ def pytest_configure(config: pytest.Config) -> None:
 #: ``test_transforms.py`` came last, and one worker ran them alone for minutes while the other
 #: idled (longest-processing-time-first scheduling). Only the order changes, never what runs.
 LONGEST_FIRST = (
-    "tests/integration/test_peer_suites.py", "tests/integration/test_ecosystem.py", "tests/examples/test_getting_started.py",
+    "tests/integration/test_peer_suites.py", "tests/integration/test_ecosystem.py",
+    "tests/examples/test_getting_started.py",
     "tests/unit/runtime/test_tiers.py", "tests/unit/runtime/test_transforms.py",
     "tests/integration/test_hatch_hook.py", "tests/unit/runtime/test_option_matrix.py",
     "tests/integration/test_setuptools.py", "tests/integration/test_pytest_plugin.py",
