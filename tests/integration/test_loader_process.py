@@ -165,7 +165,8 @@ def test_float64_artifact_runs_with_x64_on(demo_site, run_python):
 
 
 def test_float64_artifact_with_x64_off_says_so(demo_site, run_python):
-    proc = run_python(X64, env=_env(demo_site), check=False)
+    """Strict mode refuses it (by default the call runs the source, in float32)."""
+    proc = run_python(X64, env=_env(demo_site, HATCH_JAXEXPORT_STRICT="1"), check=False)
     assert proc.returncode == 1
     assert "hatch_jaxexport.errors.DtypeMismatch: jxe_demo.funcs:precise: no exported structure " \
         "accepts this call: structure 0: argument 'x' expects float64[n], a 64-bit dtype, got " \

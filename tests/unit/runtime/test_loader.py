@@ -76,7 +76,8 @@ def test_alternative_structure_is_chosen_by_rank(demo, no_fallback):
     assert chosen == {0, 1}
 
 
-def test_static_values_each_have_an_artifact(demo, no_fallback):
+def test_static_values_each_have_an_artifact(demo, no_fallback, monkeypatch):
+    monkeypatch.setenv("HATCH_JAXEXPORT_STRICT", "1")  # an unbaked value: refused, not traced
     x = jnp.arange(4.0)
     np.testing.assert_allclose(demo.poly(x, mode="fast"), x * 2)
     np.testing.assert_allclose(demo.poly(x, "exact"), x**3 - 1)
@@ -167,7 +168,8 @@ BAD_CALLS = [
 
 
 @pytest.mark.parametrize("bad", BAD_CALLS, ids=[b.message[:40] for b in BAD_CALLS])
-def test_bad_input_messages_name_function_argument_and_what_is_accepted(demo, bad):
+def test_bad_input_messages_name_function_argument_and_what_is_accepted(demo, bad, monkeypatch):
+    monkeypatch.setenv("HATCH_JAXEXPORT_STRICT", "1")  # by default these calls run the source
     with pytest.raises(bad.error, match=bad.message):
         bad.call(demo)
 
