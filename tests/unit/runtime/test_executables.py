@@ -123,7 +123,7 @@ def test_steady_state_hot_path_checks_types_and_static_values(demo):
     np.testing.assert_allclose(np.asarray(poly(x)), fast)
 
 
-def test_pytree_arguments_take_the_hot_path_and_bad_trees_still_get_clear_errors(demo):
+def test_pytree_arguments_take_the_hot_path_and_bad_trees_still_get_clear_errors(demo, monkeypatch):
     import jax
 
     dense = demo.dense
@@ -137,6 +137,7 @@ def test_pytree_arguments_take_the_hot_path_and_bad_trees_still_get_clear_errors
     other = {"w": np.full((4, 2), 2.0, np.float32), "b": np.zeros(2, np.float32)}
     np.testing.assert_allclose(np.asarray(dense(other, x)),
                                np.asarray(dense.__wrapped__(other, x)), rtol=1e-6)
+    monkeypatch.setenv("HATCH_JAXEXPORT_STRICT", "1")  # by default a bad tree runs the source
     with pytest.raises(TypeError, match="expects a dict with keys"):  # our check, not jax's
         dense({"w": params["w"]}, x)
     grads = jax.grad(lambda p: dense(p, x).sum())(params)  # tracers: the hot path steps aside
