@@ -550,9 +550,7 @@ def _checked_artifacts(raw_artifacts: list[tuple[int, Any]], raw_skipped: list[t
                                record.platform, record.kind, record.batched, record.mesh,
                                record.variant],
                               sort_keys=True)
-        if record.id in seen or record.file in seen or call_key in seen:
-            raise ArtifactError(f"corrupt manifest: artifact {record.id} listed twice")
-        seen |= {record.id, record.file, call_key}
+        _claim(seen, "artifact", record.id, record.file, call_key)
         seen |= _checked_sized(record.sized, f"artifacts[{i}].sized", seen)
     return artifacts, skipped
 
@@ -598,9 +596,7 @@ def _parse_executables(raw: list[tuple[int, Any]], seen: set[str]
             if not all(_is_leaf_type(leaf) for leaf in getattr(record, name)):
                 raise ArtifactError(f"corrupt manifest: executables[{i}].{name} must be "
                                     "[[dims...], dtype] pairs")
-        if record.id in seen or record.file in seen:
-            raise ArtifactError(f"corrupt manifest: executable {record.id} listed twice")
-        seen |= {record.id, record.file}
+        _claim(seen, "executable", record.id, record.file)
         records.append(record)
     return tuple(records)
 
@@ -620,11 +616,17 @@ def _parse_concrete(raw: list[tuple[int, Any]], seen: set[str]) -> tuple[Concret
                         for v in record.sizes.values()):
             raise ArtifactError(f"corrupt manifest: concrete[{i}] has a malformed sha256, size, "
                                 "sizes or inputs")
-        if record.id in seen or record.file in seen:
-            raise ArtifactError(f"corrupt manifest: concrete artifact {record.id} listed twice")
-        seen |= {record.id, record.file}
+        _claim(seen, "concrete artifact", record.id, record.file)
         records.append(record)
     return tuple(records)
+
+
+def _claim(seen: set[str], what: str, record_id: str, *names: str) -> None:
+    """Take a record's id and names (its file, ...) into ``seen``; ``ArtifactError`` if any
+    was taken already: one id or file listed twice would let one record shadow another."""
+    if record_id in seen or any(name in seen for name in names):
+        raise ArtifactError(f"corrupt manifest: {what} {record_id} listed twice")
+    seen |= {record_id, *names}
 
 
 def _is_leaf_type(leaf: Any) -> bool:
