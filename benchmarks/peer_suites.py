@@ -17,7 +17,10 @@ the build bakes the recorded sizes.
 Prints per library: tests passed/failed/skipped both ways, the tests that pass plain but not
 baked grouped by the exception that failed them, the decorated functions' first eager calls per
 signature by how they were served (``call_report()``: shipped, cached, compiled... or traced),
-the build time and the wheel sizes. ``--json FILE`` writes the same figures.
+the build time and the wheel sizes. A third run, strict (``HATCH_JAXEXPORT_STRICT=1``), shows
+that what strict mode refuses is exactly the calls no artifact covers: each baked pass it
+fails must fail with a refusal naming a function the default run traced, and the fix.
+``--json FILE`` writes the same figures.
 
 ``--fast`` runs a subset without TensorFlow (tinygp: the distances and ``test_filter`` of the
 Kalman solver; dm-pix: the API and interpolation tests) and skips the recording run. The whole
@@ -226,7 +229,7 @@ def read_junit(path: Path) -> tuple[dict[str, str], dict[str, str]]:
             if found is not None:
                 outcomes[test] = outcome
                 text = found.get("message") or found.text or ""
-                messages[test] = (text.strip().splitlines() or [""])[0][:300]
+                messages[test] = (text.strip().splitlines() or [""])[0][:4000]
                 break
     return outcomes, messages
 
@@ -300,6 +303,32 @@ def compare(plain: SuiteRun, baked: SuiteRun) -> dict[str, Any]:
     }
 
 
+#: The refusals a strict call raises (hatch_jaxexport.errors' CallMismatch subclasses).
+REFUSALS = ("CallMismatch", "SignatureMismatch", "StaticValueMismatch", "PytreeMismatch",
+            "DtypeMismatch", "ShapeMismatch")
+
+
+def compare_strict(baked: SuiteRun, strict: SuiteRun) -> dict[str, Any]:
+    """What strict mode (``HATCH_JAXEXPORT_STRICT=1``) refuses of what passes baked: each such
+    test should fail with a refusal that names a function whose calls the default run traced
+    because no artifact covered them, with the fix (``matches`` counts those that do)."""
+    lost = sorted(t for t, o in baked.outcomes.items()
+                  if o == "passed" and strict.outcomes.get(t) != "passed")
+    uncovered = {row["function"] for row in baked.served if row["tier"] == "traced"}
+    refused: dict[str, int] = collections.Counter()
+    other: list[str] = []
+    for test in lost:
+        message = strict.messages.get(test, "")
+        named = [f for f in uncovered if f in message]
+        if cause(message) in REFUSALS and named and "to serve it" in message:
+            refused[named[0]] += 1
+        else:
+            other.append(f"{test}: {message[:200]}")
+    return {"strict_lost": len(lost), "strict_refused": dict(refused),
+            "strict_other": other[:10], "strict_other_count": len(other),
+            "uncovered_functions": sorted(uncovered)}
+
+
 def print_summary(name: str, figures: dict[str, Any]) -> None:
     """The figures of one library, as lines a person reads."""
     p, b = figures["plain"], figures["baked"]
@@ -320,6 +349,12 @@ def print_summary(name: str, figures: dict[str, Any]) -> None:
         print(f"  {function}: {tiers}")
     for reason in figures["traced_reasons"]:
         print(f"  traced: {reason}")
+    print(f"strict mode: {figures['strict_lost']} baked passes refused, "
+          f"{figures['strict_lost'] - figures['strict_other_count']} by a refusal naming a "
+          f"function with uncovered calls and the fix {figures['strict_refused']}; "
+          f"{figures['strict_other_count']} otherwise")
+    for line in figures["strict_other"]:
+        print(f"  strict other: {line}")
     for line in figures["build_lines"]:
         print(f"  build: {line[:300]}")
     print(f"build: {figures['build_seconds']:.1f} s; wheel {figures['wheel_bytes']:,} bytes "
@@ -364,7 +399,10 @@ def run_library(lib: Library, args: argparse.Namespace, wheels: Path, work: Path
     plain_wheel = next((work / "plain-dist").glob("*.whl"))
     plain = run_suite(plain_py, work / "suite", files, "plain")
     baked = run_suite(baked_py, work / "suite", files, "baked")
+    strict = run_suite(baked_py, work / "suite", files, "strict",
+                       {"HATCH_JAXEXPORT_STRICT": "1"})
     figures = compare(plain, baked)
+    figures.update(compare_strict(baked, strict))
     figures.update(subset="fast" if args.fast else "whole suite", notes=notes, files=files,
                    build_lines=build_lines,
                    build_seconds=round(build_seconds, 1), wheel_bytes=wheel.stat().st_size,

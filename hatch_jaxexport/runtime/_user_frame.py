@@ -15,11 +15,15 @@ import sys
 import warnings
 from types import FrameType
 
+from hatch_jaxexport.runtime._function_facade import FACADE_CODE
+
 #: Top-level modules whose frames are never the user's line.
 INTERNAL_MODULES = frozenset({"hatch_jaxexport", "jax", "jaxlib", "functools", "contextlib"})
 
 
 def _is_internal(frame: FrameType) -> bool:
+    if frame.f_code is FACADE_CODE:  # the decorated function: runs in the source's globals
+        return True
     name = frame.f_globals.get("__name__")
     return isinstance(name, str) and name.partition(".")[0] in INTERNAL_MODULES
 

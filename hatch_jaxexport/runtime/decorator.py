@@ -29,6 +29,7 @@ from hatch_jaxexport.formats._statics import (
 )
 from hatch_jaxexport.formats.spec import Structure, parse_structure
 from hatch_jaxexport.runtime._aux_keys import aux_key
+from hatch_jaxexport.runtime._function_facade import FunctionLike, function_facade
 from hatch_jaxexport.runtime._jaxcompat import lowering_config
 from hatch_jaxexport.runtime._resolved_calls import MISS, ResolvedCalls
 
@@ -154,8 +155,12 @@ def _layout(signature: inspect.Signature, names: set[str], with_kwargs: bool) ->
     return CallLayout(tuple(positional), tuple(keyword))
 
 
-class ExportableFunction:
+class ExportableFunction(metaclass=FunctionLike):
     """A function marked with ``@exportable``; calling it runs the baked artifact when present.
+
+    ``@exportable`` returns a real function (``inspect.isfunction`` holds) whose attributes
+    are this record's (``_function_facade``); ``isinstance(fn, ExportableFunction)`` holds for
+    it too.
 
     Attributes:
         export_spec: What the decorator was told (structures, platforms, options).
@@ -174,6 +179,16 @@ class ExportableFunction:
         self.package = (getattr(fn, "__module__", None) or "__main__").split(".")[0]
         #: What the loader resolved for this function's calls; written only through its methods.
         self.calls = ResolvedCalls()
+        # what the facade function reads from the shared ``__dict__`` (on this object the
+        # class's properties and methods answer the same)
+        self.__exportable__ = self
+        vars(self).update(__signature__=signature, name=spec.name,
+                          call_report=self.call_report, clear_cache=self.clear_cache)
+
+    def as_function(self) -> types.FunctionType:
+        """A new real function that calls and reads like this object (what ``@exportable``
+        returns)."""
+        return function_facade(self, self.calls.call_fast, MISS, self.call_resolving)
 
     # What decorators read from a function, so that one stacks on this object in either
     # order (``@jaxtyped(typechecker=beartype)`` reads ``__globals__`` to resolve string
@@ -233,6 +248,10 @@ class ExportableFunction:
         result = self.calls.call_fast(args, kwargs)  # a call like one resolved before
         if result is not MISS:
             return result
+        return self.call_resolving(args, kwargs)
+
+    def call_resolving(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A call the fast path did not take: matched, resolved and run by the loader."""
         if not self.export_spec.structures:  # spec-less: its recorded calls, else the source
             from hatch_jaxexport.runtime import _recorder as recorder
             from hatch_jaxexport.runtime._recorded_calls import call_unstructured
@@ -639,7 +658,7 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
             ``concrete``, its default); a function without symbols needs none.
 
     Returns:
-        A decorator producing an [ExportableFunction][hatch_jaxexport.ExportableFunction].
+        A decorator returning a function ([ExportableFunction][hatch_jaxexport.ExportableFunction]).
 
     Raises:
         SpecError: A malformed spec, naming the function, the argument and the problem.
@@ -688,9 +707,9 @@ def _decorate(fn: Any, name: str | None, specs: tuple[Any, ...],
         method = fn.__func__
         raise SpecError(f"@exportable on {method.__qualname__}: " + _unbound_method(
             "cls", method_owner(method) or "its class", method.__name__))
-    wrapper = _wrap(fn, name, specs, **options)
-    REGISTRY.setdefault(getattr(fn, "__module__", "__main__"), []).append(wrapper)
-    return wrapper
+    record = _wrap(fn, name, specs, **options)
+    REGISTRY.setdefault(getattr(fn, "__module__", "__main__"), []).append(record)
+    return record.as_function()
 
 
 def registered_in(package: str) -> list[ExportableFunction]:

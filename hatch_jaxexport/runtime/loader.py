@@ -445,8 +445,6 @@ def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[
     try:
         plan = plan_call(fn, args, kwargs)
     except CallMismatch as refusal:
-        if strict_mode():
-            raise
         return _call_uncovered(fn, args, kwargs, refusal)
     if recorder.RECORDING:
         recorder.note(fn.package, fn.name, plan.structure_index, plan.sizes)
@@ -467,6 +465,13 @@ def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[
     return result
 
 
+#: What a strict refusal adds: the ways to serve the call (a drop-in call is never refused
+#: by default: strict mode is the project's opt-in).
+STRICT_FIX = (f" [{STRICT_ENV} is set: no baked artifact covers this call; to serve it, "
+              "add a structure that accepts it, or record it (HATCH_JAXEXPORT_RECORD=1 while "
+              f"the tests run) and rebuild; unset {STRICT_ENV} to trace the source instead]")
+
+
 def _call_uncovered(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any],
                     refusal: CallMismatch) -> Any:
     """A call no baked structure accepts: the source's result, traced (``SourceCalls``).
@@ -482,6 +487,9 @@ def _call_uncovered(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[
     run, _ = recorded_call(fn, args, kwargs)  # baked at exactly this call's recorded sizes
     if run is not None:
         return run()
+    if strict_mode():
+        refusal.args = (f"{refusal}{STRICT_FIX}", *refusal.args[1:])
+        raise refusal
     reason = str(refusal)
     source = fn.calls.uncovered(lambda: SourceCalls(fn.__wrapped__, fn.export_spec.skip_jitting))
     try:
@@ -599,5 +607,6 @@ def tiered_calls(fn: ExportableFunction) -> list[Any]:
             if isinstance(getattr(target, "call", None), EagerCall)]
 
 
-__all__ = ["STRICT_ENV", "call_exportable", "call_report", "export_platform", "forget_package",
+__all__ = ["STRICT_ENV", "STRICT_FIX", "call_exportable", "call_report", "export_platform",
+           "forget_package",
            "load_package_artifacts", "loaded_from_artifact", "strict_mode", "tiered_calls"]

@@ -54,7 +54,9 @@ from hatch_jaxexport.runtime._recorded_calls import recorded_call
 run, _ = recorded_call(m.fixed, (np.ones(5, np.float32),), {})
 none, why = recorded_call(m.fixed, (np.ones(6, np.float32),), {})
 assert none is None
-print(json.dumps({"fixed": float(run()), "traces": m.TRACES["count"], "other": why}))
+direct = float(m.fixed(np.ones(5, np.float32)))  # strict, yet covered: served
+print(json.dumps({"fixed": float(run()), "direct": direct, "traces": m.TRACES["count"],
+                  "other": why}))
 """
 
 
@@ -97,7 +99,8 @@ def test_recorded_calls_of_non_polymorphic_and_specless_functions_ship(tmp_path)
     # what the fallback path of a call no structure accepts runs first: never a trace
     refused = run([sys.executable, "-c", REFUSED], env={
         "PYTHONPATH": str(site), "HATCH_JAXEXPORT_STRICT": "1"}).stdout.splitlines()[-1]
-    assert json.loads(refused) == {"fixed": 5.0, "traces": 0, "other": "no artifact was baked "
+    assert json.loads(refused) == {"fixed": 5.0, "direct": 5.0, "traces": 0,
+                                   "other": "no artifact was baked "
                                    "for this call's signature (record it with "
                                    "HATCH_JAXEXPORT_RECORD=1 and rebuild)"}
 

@@ -29,3 +29,5 @@ def test_tinygp_fast_subset_passes_baked_as_it_passes_plain(tmp_path):
         assert result["baked"]["passed"] == result["plain"]["passed"], (library, lost)
         assert result["lost"] == 0, (library, lost)
         assert result["wheel_bytes"] > result["plain_wheel_bytes"], library
+        # strict mode refuses only calls no artifact covers, each with a refusal and the fix
+        assert result["strict_other_count"] == 0, (library, result["strict_other"])

@@ -66,15 +66,18 @@ def test_the_build_finds_every_function_whatever_wraps_it(stacked, stacked_site:
 def test_the_function_object_has_what_decorators_read_from_a_function(stacked):
     fn = stacked.logged_outer.__wrapped__  # functools.wraps in ``logged`` set it
     assert isinstance(fn, ExportableFunction)
+    assert inspect.isfunction(fn)  # dm-pix's API test lists a module's functions this way
     source = inspect.unwrap(fn.__wrapped__)
     assert fn.__globals__ is vars(stacked)  # jaxtyping resolves string annotations there
-    assert fn.__code__ is source.__code__
-    assert (fn.__defaults__, fn.__kwdefaults__, fn.__closure__) == (None, None, None)
+    assert fn.__closure__ is not None and fn.__code__ is not source.__code__  # its own body
+    assert (fn.__defaults__, fn.__kwdefaults__) == (None, None)
     assert (fn.__name__, fn.__qualname__, fn.__module__) == (
         "logged_outer", "logged_outer", "jxe_stacked")
     assert fn.__annotations__ == {"x": "Float[Array, ' n']", "return": "Float[Array, ' n']"}
     assert fn.__signature__ == inspect.signature(source) == inspect.signature(fn)
+    assert fn.name == "jxe_stacked:logged_outer" and fn.calls is fn.__exportable__.calls
     wrapped = functools.wraps(fn)(lambda *a: fn(*a))
     assert wrapped.__wrapped__ is fn and inspect.signature(wrapped) == fn.__signature__
+    assert not isinstance(wrapped, ExportableFunction)  # its __dict__ copy does not make it one
     partial = functools.partial(fn)
     assert inspect.signature(partial) == fn.__signature__

@@ -99,9 +99,13 @@ def test_a_call_the_source_refuses_too_keeps_the_sources_error(baked, monkeypatc
 
 
 def test_strict_mode_refuses_what_no_artifact_covers(baked):
-    with pytest.raises(DtypeMismatch, match=r"jxe_compose:norm: .*expects dtype float32"):
+    with pytest.raises(DtypeMismatch, match=r"jxe_compose:norm: .*expects dtype float32") as info:
         baked.norm(np.arange(5, dtype=np.int32))
-    with pytest.raises(CallMismatch):
+    # the refusal ends with the ways to serve the call
+    assert str(info.value).endswith("unset HATCH_JAXEXPORT_STRICT to trace the source instead]")
+    assert "add a structure that accepts it, or record it (HATCH_JAXEXPORT_RECORD=1" in \
+        str(info.value)
+    with pytest.raises(CallMismatch, match="to serve it"):
         baked.reduce(np.ones(3, np.float32), "max")
     assert baked.TRACES["count"] == 0
 

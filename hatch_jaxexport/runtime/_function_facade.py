@@ -1,0 +1,72 @@
+"""The object ``@exportable`` returns: a real Python function over the function's record.
+
+Library code tells functions from other callables with ``inspect.isfunction`` (dm-pix's API
+test lists a module's public functions that way, and a callable object vanished from it), so
+a drop-in must be a ``types.FunctionType``. The function's body is three lines over closure
+cells: the record's fast path, then its full path; it is built with the *source's* globals,
+so that decorators stacked above it (``@jaxtyped(typechecker=beartype)``) resolve string
+annotations where the source does, and its ``__dict__`` is the record's, so that
+``fn.export_spec``, ``fn.calls``, ``fn.call_report()`` read the one state the loader writes.
+
+``isinstance(fn, ExportableFunction)`` still holds: the record's class asks ``record_of``,
+which recognises the function by its code object (a ``functools.wraps`` copy of its
+``__dict__`` does not make another function one).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+from collections.abc import Callable
+from typing import Any
+
+
+def _calls_through(call_fast: Callable[..., Any], miss: object,
+                   call_resolving: Callable[..., Any]) -> Callable[..., Any]:
+    """The body of every facade: a call like one resolved before takes ``call_fast``; any
+    other goes to the record's full path (nothing here reads a global: the function runs
+    with the source's module as its globals)."""
+    def call(*args: Any, **kwargs: Any) -> Any:
+        result = call_fast(args, kwargs)
+        if result is miss:
+            return call_resolving(args, kwargs)
+        return result
+    return call
+
+
+#: The code object every facade shares; ``record_of`` recognises a facade by it.
+FACADE_CODE = _calls_through(print, None, print).__code__
+
+
+def function_facade(record: Any, call_fast: Callable[..., Any], miss: object,
+                    call_resolving: Callable[..., Any]) -> types.FunctionType:
+    """A function named, documented and annotated like ``record.__wrapped__`` (the source),
+    whose calls run ``call_fast``/``call_resolving`` and whose attributes are ``record``'s."""
+    body = _calls_through(call_fast, miss, call_resolving)
+    source = inspect.unwrap(record.__wrapped__)
+    namespace = getattr(source, "__globals__", None)
+    if not isinstance(namespace, dict):  # a callable object: no module namespace of its own
+        namespace = {"__name__": getattr(record, "__module__", None) or "__main__"}
+    facade = types.FunctionType(body.__code__, namespace, body.__name__, None, body.__closure__)
+    functools.update_wrapper(facade, record.__wrapped__, updated=())
+    facade.__dict__ = record.__dict__  # one state: what the loader writes, the user reads
+    return facade
+
+
+def record_of(value: Any) -> Any | None:
+    """The record behind ``value`` when it is a function ``function_facade`` made, else None."""
+    if type(value) is types.FunctionType and value.__code__ is FACADE_CODE:
+        return value.__dict__.get("__exportable__")
+    return None
+
+
+class FunctionLike(type):
+    """Metaclass of ``ExportableFunction``: its facades are instances too."""
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        return type.__instancecheck__(cls, instance) or \
+            type.__instancecheck__(cls, record_of(instance))
+
+
+__all__ = ["FACADE_CODE", "FunctionLike", "function_facade", "record_of"]
