@@ -95,6 +95,8 @@ class SuiteRun:
     outcomes: dict[str, str] = field(default_factory=dict)
     #: Failing tests' first line of the failure message, by test id.
     messages: dict[str, str] = field(default_factory=dict)
+    #: Failing tests' whole report (traceback and message), by test id.
+    reports: dict[str, str] = field(default_factory=dict)
     served: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -214,12 +216,14 @@ def copy_suite(lib: Library, tree: Path, dest: Path) -> list[str]:
     return [str(Path("tests") / p.relative_to(source)) for p in tests]
 
 
-def read_junit(path: Path) -> tuple[dict[str, str], dict[str, str]]:
-    """Outcome by test id and the first line of each failure's message, from pytest's XML."""
+def read_junit(path: Path) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """Outcome by test id, the first line of each failure's message and its whole report
+    (pytest truncates a long message; the report holds all of it), from pytest's XML."""
     outcomes: dict[str, str] = {}
     messages: dict[str, str] = {}
+    reports: dict[str, str] = {}
     if not path.exists():
-        return outcomes, messages
+        return outcomes, messages, reports
     for case in ET.parse(path).getroot().iter("testcase"):
         test = f"{case.get('classname')}::{case.get('name')}"
         outcomes[test] = "passed"
@@ -229,9 +233,10 @@ def read_junit(path: Path) -> tuple[dict[str, str], dict[str, str]]:
             if found is not None:
                 outcomes[test] = outcome
                 text = found.get("message") or found.text or ""
-                messages[test] = (text.strip().splitlines() or [""])[0][:4000]
+                messages[test] = (text.strip().splitlines() or [""])[0][:300]
+                reports[test] = found.text or ""
                 break
-    return outcomes, messages
+    return outcomes, messages, reports
 
 
 def run_suite(python: Path, suite: Path, files: list[str], tag: str,
@@ -253,7 +258,7 @@ def run_suite(python: Path, suite: Path, files: list[str], tag: str,
     done = run([python, "-m", "pytest", *files, "-p", "_peer_report", "-p", "no:cacheprovider",
                 "-q", f"--junitxml={junit}"], cwd=suite, env=env, check=False)
     result = SuiteRun(seconds=time.perf_counter() - start)
-    result.outcomes, result.messages = read_junit(junit)
+    result.outcomes, result.messages, result.reports = read_junit(junit)
     if not result.outcomes:
         print(done.stdout[-4000:])
         raise SystemExit(f"the {tag} run collected no tests (pytest exit {done.returncode})")
@@ -319,8 +324,9 @@ def compare_strict(baked: SuiteRun, strict: SuiteRun) -> dict[str, Any]:
     other: list[str] = []
     for test in lost:
         message = strict.messages.get(test, "")
+        report = strict.reports.get(test, "")
         named = [f for f in uncovered if f in message]
-        if cause(message) in REFUSALS and named and "to serve it" in message:
+        if cause(message) in REFUSALS and named and "to serve it" in report:
             refused[named[0]] += 1
         else:
             other.append(f"{test}: {message[:200]}")

@@ -8,7 +8,9 @@ hands the settled executable back through the methods here; later calls skip the
   its argument types itself and raises ``TypeError``/``ValueError`` before running on a
   mismatch, so trying it first costs nothing when it fits. After ``HOT_MISS_LIMIT`` refusals
   (calls of many signatures) it is dropped and the keyed cache serves them.
-- the keyed cache: ``fast_key`` of a call of plain arrays and scalars -> (call, picks).
+- the keyed cache: ``fast_key`` of a call of plain arrays and scalars, positional or by
+  keyword -> (call, route): which of the call's values the executable takes, in its order,
+  with the scalars the full path converted held as constants (``route_of``).
 
 All state is written here, by this class's methods; nothing else assigns to it.
 """
@@ -44,30 +46,70 @@ def prime_fast_path() -> None:
 
 
 def fast_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """A cheap key for calls of positional plain arrays and scalars (no keywords, pytrees,
-    tracers, or arrays committed to a device); ``None`` otherwise.
+    """A cheap key for calls of plain arrays and scalars, positional or by keyword (no
+    pytrees, tracers, or arrays committed to a device); ``None`` otherwise.
 
-    Two calls with equal keys pass the same checks and resolve to the same target, so the full
-    checks run once per key. The one key function of the fast path: the loader stores targets
-    under it, ``ResolvedCalls.call_fast`` looks them up with it.
+    Two calls with equal keys pass the same checks and resolve to the same target, with the
+    same keyword names in the same order, so the full checks run once per key. The one key
+    function of the fast path: the loader stores targets under it, ``ResolvedCalls.call_fast``
+    looks them up with it.
     """
-    if kwargs or not _FAST_TYPES:
+    if not _FAST_TYPES:
         return None
     jax_array, np_array, x64 = _FAST_TYPES
     key: list[Any] = []
-    for arg in args:
-        kind = type(arg)
+    for value in (*args, *kwargs.values()) if kwargs else args:
+        kind = type(value)  # one loop, no call per value: this runs on every call
         if kind is jax_array:
-            if arg.committed:
+            if value.committed:
                 return None
-            key.append((arg.shape, arg.dtype))
+            key.append((value.shape, value.dtype))
         elif kind is np_array:
-            key.append((arg.shape, arg.dtype))
+            key.append((value.shape, value.dtype))
         elif kind in SCALARS:
-            key.append((kind, arg))
-        else:
+            key.append((kind, value))
+        else:  # a pytree, a tracer, another array type
             return None
-    return tuple(key), x64.value
+    return tuple(key), tuple(kwargs), x64.value
+
+
+class Constant:
+    """A value of a fast route that is the same for every call of its key: a scalar the full
+    path converted (``0.5`` to a float32 array), whose type and value the key holds."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _scalar_shaped(value: Any) -> bool:
+    return type(value) in SCALARS or getattr(value, "shape", None) == ()
+
+
+def route_of(wanted: tuple[Any, ...], values: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """How to make ``wanted`` (what the resolved executable took) from ``values`` (the call's,
+    positional then keyword) on any call with the same ``fast_key``: each wanted value's
+    position among ``values`` (by identity), or a ``Constant``. ``None`` where that is not
+    provably right: a constant is only a scalar-shaped value made while every array of the call
+    is taken as it is (so it came from the scalars the key holds by value)."""
+    route: list[Any] = []
+    taken: set[int] = set()
+    for value in wanted:
+        same = [i for i, given in enumerate(values) if given is value]
+        # one array passed twice (``f(x, x)``) is two positions: a later call may differ
+        position = next((i for i in same if i not in taken), same[0] if same else None)
+        if position is None:
+            if not _scalar_shaped(value):
+                return None
+            route.append(Constant(value))
+        else:
+            route.append(position)
+            taken.add(position)
+    arrays = {i for i, given in enumerate(values) if type(given) not in SCALARS}
+    if any(isinstance(step, Constant) for step in route) and not arrays <= taken:
+        return None
+    return tuple(route)
 
 
 class ResolvedCalls:
@@ -118,12 +160,14 @@ class ResolvedCalls:
             self._uncovered = make()
         return self._uncovered
 
-    def remember_fast(self, key: Any, call: Callable[..., Any],
-                      picks: tuple[int, ...] | None) -> None:
-        """Serve later calls with this ``fast_key`` by ``call`` (on ``picks`` of the args)."""
+    def remember_fast(self, key: Any, call: Callable[..., Any], route: tuple[Any, ...] | None,
+                      keywords: tuple[str, ...] = ()) -> None:
+        """Serve later calls with this ``fast_key`` by ``call``: on the call's values as
+        given (``route`` None), else on ``route`` of them (``route_of``), the last
+        ``len(keywords)`` by those keywords."""
         if len(self.fast) >= FAST_CACHE_LIMIT:
             self.fast.clear()
-        self.fast[key] = (call, picks)
+        self.fast[key] = (call, route, keywords)
 
     def remember_hot(self, call: Callable[..., Any], split: int, tail: tuple[Any, ...]) -> None:
         """Try ``call`` first on later calls whose arguments after ``split`` equal ``tail``."""
@@ -147,8 +191,15 @@ class ResolvedCalls:
         if key is not None:
             entry = self.fast.get(key)
             if entry is not None:
-                target, picks = entry
-                return target(*args) if picks is None else target(*[args[i] for i in picks])
+                target, route, keywords = entry
+                if route is None:
+                    return target(*args)
+                values = (*args, *kwargs.values()) if kwargs else args
+                taken = [values[step] if type(step) is int else step.value for step in route]
+                if not keywords:
+                    return target(*taken)
+                split = len(taken) - len(keywords)
+                return target(*taken[:split], **dict(zip(keywords, taken[split:], strict=True)))
         return MISS
 
 

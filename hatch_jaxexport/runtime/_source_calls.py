@@ -20,12 +20,15 @@ Two kinds of call of an ``@exportable`` function never look for an artifact:
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
 
 _EXPORTING = threading.local()
+#: A function's traced source is forgotten when it holds this many static parts.
+STATIC_PARTS_LIMIT = 256
 
 
 @contextmanager
@@ -100,7 +103,7 @@ class SourceCalls:
     def __init__(self, source: Callable[..., Any], skip_jitting: bool) -> None:
         self.source = source
         self.skip_jitting = skip_jitting
-        self._jitted: Callable[..., Any] | None = None
+        self._jitted: dict[_StaticPart, Callable[..., Any]] = {}
         #: Static parts whose trace needed concrete values: the source runs eagerly for them.
         self._eager_only: set[_StaticPart] = set()
 
@@ -113,11 +116,12 @@ class SourceCalls:
         args, kwargs = tree_util.tree_unflatten(treedef, leaves)
         return self.source(*args, **kwargs)
 
-    def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """The source's result for this call, traced with its non-array values static."""
+    def _split(self, args: tuple[Any, ...], kwargs: dict[str, Any]
+               ) -> tuple[_StaticPart, list[Any]] | None:
+        """The call's static part and its arrays; ``None`` where the source runs as given
+        (``skip_jitting``, an unhashable static value, a trace that needed concrete values)."""
         if self.skip_jitting:
-            return self.source(*args, **kwargs)
-        import jax
+            return None
         from jax import tree_util
 
         leaves, treedef = tree_util.tree_flatten((args, kwargs))
@@ -126,19 +130,49 @@ class SourceCalls:
             static = _StaticPart(treedef, mask, tuple(
                 leaf for leaf, is_dynamic in zip(leaves, mask, strict=True) if not is_dynamic))
         except TypeError:  # an unhashable static value: the source, op by op
-            return self.source(*args, **kwargs)
+            return None
         if static in self._eager_only:
+            return None
+        return static, [leaf for leaf, is_dynamic in zip(leaves, mask, strict=True) if is_dynamic]
+
+    def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The source's result for this call, traced with its non-array values static."""
+        split = self._split(args, kwargs)
+        if split is None:
             return self.source(*args, **kwargs)
-        if self._jitted is None:
-            self._jitted = jax.jit(self._rebuild_and_call, static_argnums=0)
-        dynamic = [leaf for leaf, is_dynamic in zip(leaves, mask, strict=True) if is_dynamic]
+        import jax
+
+        static, dynamic = split
         try:
-            return self._jitted(static, *dynamic)
+            return self._jitted_for(static)(*dynamic)
         except _concrete_value_errors(jax):
             if any(isinstance(leaf, jax.core.Tracer) for leaf in dynamic):
                 raise  # under the caller's own trace: no concrete values to run eagerly
             self._eager_only.add(static)  # Python control flow on array values
             return self.source(*args, **kwargs)
+
+    def traced_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]
+                    ) -> tuple[Callable[..., Any], list[Any]] | None:
+        """For a call that ran traced: the traced function with its static part bound, and the
+        arrays it takes (the fast path serves later calls of the same key by it)."""
+        split = self._split(args, kwargs)
+        if split is None or split[0] not in self._jitted:
+            return None
+        static, dynamic = split
+        return self._jitted[static], dynamic
+
+    def _jitted_for(self, static: _StaticPart) -> Callable[..., Any]:
+        """``jax.jit`` of the source with this static part bound: one per static part, so a
+        call hashes nothing of its own in Python (jax's C++ dispatch keys on the arrays)."""
+        jitted = self._jitted.get(static)
+        if jitted is None:
+            import jax
+
+            if len(self._jitted) >= STATIC_PARTS_LIMIT:
+                self._jitted.clear()
+            jitted = self._jitted[static] = jax.jit(
+                functools.partial(self._rebuild_and_call, static))
+        return jitted
 
 
 __all__ = ["SourceCalls", "runs_inline", "sources_inlined"]

@@ -38,7 +38,7 @@ from hatch_jaxexport.runtime._matching import (
     plan_call,
     shown_structure,
 )
-from hatch_jaxexport.runtime._resolved_calls import fast_key, prime_fast_path
+from hatch_jaxexport.runtime._resolved_calls import fast_key, prime_fast_path, route_of
 from hatch_jaxexport.runtime._source_calls import SourceCalls, runs_inline
 from hatch_jaxexport.runtime._user_frame import warn_at_user_frame
 
@@ -445,7 +445,7 @@ def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[
     try:
         plan = plan_call(fn, args, kwargs)
     except CallMismatch as refusal:
-        return _call_uncovered(fn, args, kwargs, refusal)
+        return _call_uncovered(fn, (args, kwargs), refusal, fast)
     if recorder.RECORDING:
         recorder.note(fn.package, fn.name, plan.structure_index, plan.sizes)
     key: tuple[Any, ...] = (plan.structure_index, plan.static_key,
@@ -453,15 +453,12 @@ def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[
     # the jax config ends the key: a process that changes it resolves again
     config = lowering_config()
     if fn.export_spec.mesh is not None:  # sharded variants: the call's mesh picks one
-        return _call_sharded(fn, plan, key, args, fast, config)
+        return _call_sharded(fn, plan, key, args, None if kwargs else fast, config)
     target = fn.calls.target((*key, _ConfigKey(config.values())),
                              lambda: _resolve(fn, plan, key[2], config=config))
     call_args, call_kwargs = _split(fn, target, plan, plan.values)
     result = target.call(*call_args, **call_kwargs)
-    # only calls without keywords: a static value given by keyword (or left to its default)
-    # is not among the positional arguments the hot path compares
-    if not kwargs and not call_kwargs:
-        _settle(fn, target, call_args, args, fast)
+    _settle(fn, target, (call_args, call_kwargs), (args, kwargs), fast)
     return result
 
 
@@ -472,14 +469,16 @@ STRICT_FIX = (f" [{STRICT_ENV} is set: no baked artifact covers this call; to se
               f"the tests run) and rebuild; unset {STRICT_ENV} to trace the source instead]")
 
 
-def _call_uncovered(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any],
-                    refusal: CallMismatch) -> Any:
+def _call_uncovered(fn: ExportableFunction, given: tuple[tuple[Any, ...], dict[str, Any]],
+                    refusal: CallMismatch, fast: Any) -> Any:
     """A call no baked structure accepts: the source's result, traced (``SourceCalls``).
 
     Where the source refuses the call too, its own error is raised with ours as a note; else
     the first call of each reason is reported (``call_report``, ``HATCH_JAXEXPORT_REPORT``) and
     warned once, after the call ran (so a ``filterwarnings = error`` suite sees the source's
-    own error first, if any)."""
+    own error first, if any). A call of plain arrays and scalars hands its trace to the fast
+    path (``fast``), so later calls like it cost what ``jax.jit`` of the source costs."""
+    args, kwargs = given
     if recorder.RECORDING:
         recorder.note_call(fn, args, kwargs)
     from hatch_jaxexport.runtime._recorded_calls import recorded_call
@@ -509,28 +508,40 @@ def _call_uncovered(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[
                   flush=True)
         warn_at_user_frame(f"{reason}; tracing the source instead (a drop-in call: set "
                            f"{STRICT_ENV}=1 to refuse it)", FallbackWarning)
+    traced = source.traced_call(args, kwargs) if fast is not None else None
+    if traced is not None:
+        values = (*args, *kwargs.values())
+        route = route_of(tuple(traced[1]), values)
+        if route is not None:
+            plain = route == tuple(range(len(values))) and not kwargs
+            fn.calls.remember_fast(fast, traced[0], None if plain else route)
     return result
 
 
-def _settle(fn: ExportableFunction, target: _Target, call_args: tuple[Any, ...],
-            args: tuple[Any, ...], fast: Any) -> None:
-    """Hand a positional call's settled executable to the function's fast path."""
+def _settle(fn: ExportableFunction, target: _Target,
+            taken: tuple[tuple[Any, ...], dict[str, Any]],
+            given: tuple[tuple[Any, ...], dict[str, Any]], fast: Any) -> None:
+    """Hand a call's settled executable to the function's fast path: the keyed cache for
+    calls of plain arrays and scalars (``fast``, by position or keyword), the hot executable
+    for positional calls whose trailing arguments are static strings (pytrees too)."""
+    (call_args, call_kwargs), (args, kwargs) = taken, given
+    settled = getattr(target.call, "settled", None)
+    call = settled(call_args, call_kwargs) if settled is not None else target.call
+    if call is None:  # a quick tier is in use, the optimized one pending
+        return
+    if fast is not None:
+        values = (*args, *kwargs.values())
+        route = route_of((*call_args, *call_kwargs.values()), values)
+        if route is not None:
+            plain = route == tuple(range(len(values))) and not kwargs and not call_kwargs
+            fn.calls.remember_fast(fast, call, None if plain else route, tuple(call_kwargs))
+    if kwargs or call_kwargs or settled is None:
+        return  # the hot executable compares positional arguments only
     picks = _picks(call_args, args)
     if picks is None and _same_leaves(call_args, args):
         picks = tuple(range(len(call_args)))  # pytrees rebuilt by the checks, same arrays
-    if picks is None:
-        return
-    # the arguments the target takes are some of the call's, by position: remember that
-    settled = getattr(target.call, "settled", None)
-    call = settled(call_args, {}) if settled is not None else target.call
-    if call is None:  # a quick tier is in use, the optimized one pending
-        return
-    if fast is not None:  # plain arrays: the keyed cache (pytrees: the hot one only)
-        everything = picks == tuple(range(len(args)))
-        fn.calls.remember_fast(fast, call, None if everything else picks)
-    split = len(picks)
-    if settled is not None and picks == tuple(range(split)) and \
-            all(type(value) is str for value in args[split:]):
+    split = len(call_args)
+    if picks == tuple(range(split)) and all(type(value) is str for value in args[split:]):
         fn.calls.remember_hot(call, split, args[split:])  # statics, if any: trailing strings
 
 

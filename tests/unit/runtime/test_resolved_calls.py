@@ -9,9 +9,11 @@ from hatch_jaxexport.runtime import _resolved_calls as resolved
 from hatch_jaxexport.runtime._resolved_calls import (
     HOT_MISS_LIMIT,
     MISS,
+    Constant,
     ResolvedCalls,
     fast_key,
     prime_fast_path,
+    route_of,
 )
 
 
@@ -31,11 +33,34 @@ def test_plain_arrays_and_scalars_have_a_key_that_says_shape_dtype_and_value() -
     assert key != fast_key((jnp.zeros((3, 2), jnp.float32), np.ones(4, np.int32), "mode", 3), {})
 
 
-def test_no_key_for_keywords_pytrees_or_committed_arrays() -> None:
+def test_keywords_are_keyed_by_name_order_and_value() -> None:
+    x = np.zeros(3, np.float32)
+    key = fast_key((x,), {"y": x, "mode": "max"})
+    assert key is not None and key == fast_key((np.ones(3, np.float32),), {"y": x, "mode": "max"})
+    assert key != fast_key((x,), {"mode": "max", "y": x})  # another order: another route
+    assert key != fast_key((x,), {"y": x, "mode": "sum"})
+    assert key != fast_key((x, x), {"mode": "max"})  # by position is not by keyword
+    assert fast_key((x,), {"y": {"w": x}}) is None
+
+
+def test_a_route_takes_values_by_identity_and_converted_scalars_as_constants() -> None:
+    x, y = np.zeros(3, np.float32), np.ones(3, np.float32)
+    assert route_of((x, y), (x, y)) == (0, 1)
+    assert route_of((y, x), (x, "mode", y)) == (2, 0)  # keyword order is the call's
+    assert route_of((x, x), (x, x)) == (0, 1)  # one array twice: two positions
+    converted = np.float32(0.5)
+    (step, scalar) = route_of((x, converted), (x, 0.5))
+    assert step == 0 and isinstance(scalar, Constant) and scalar.value is converted
+    # an array the full path replaced (a copy) is never a constant: no route
+    assert route_of((x.copy(),), (x,)) is None
+    # a scalar-shaped value while an array of the call is not taken as given: no route
+    assert route_of((np.float32(1.0),), (np.zeros((), np.float32),)) is None
+
+
+def test_no_key_for_pytrees_or_committed_arrays() -> None:
     import jax
 
     x = np.zeros(3, np.float32)
-    assert fast_key((x,), {"y": x}) is None
     assert fast_key(({"w": x},), {}) is None
     assert fast_key((jax.device_put(x, jax.devices()[0]),), {}) is None
 
@@ -48,6 +73,10 @@ def test_a_new_function_misses_then_serves_what_was_remembered() -> None:
     assert np.array_equal(calls.call_fast((x,), {}), x * 2)
     calls.remember_fast(fast_key((x, "tail"), {}), lambda a: a + 1, (0,))
     assert np.array_equal(calls.call_fast((x, "tail"), {}), x + 1)
+    # by keyword, in the target's own order, a converted scalar as a constant
+    calls.remember_fast(fast_key((), {"s": 2.0, "a": x}), lambda a, *, s: a * s,
+                        (1, Constant(np.float32(2.0))), ("s",))
+    assert np.array_equal(calls.call_fast((), {"s": 2.0, "a": x + 1}), (x + 1) * 2)
     calls.clear()
     assert calls.call_fast((x,), {}) is MISS and calls.targets == {}
 
