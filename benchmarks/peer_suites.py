@@ -19,7 +19,8 @@ baked grouped by the exception that failed them, the decorated functions' first 
 signature by how they were served (``call_report()``: shipped, cached, compiled... or traced),
 the build time and the wheel sizes. A third run, strict (``HATCH_JAXEXPORT_STRICT=1``), shows
 that what strict mode refuses is exactly the calls no artifact covers: each baked pass it
-fails must fail with a refusal naming a function the default run traced, and the fix.
+fails must fail with a refusal naming a function the default run traced, or a transformation
+whose artifact was not baked (``ArtifactError``: set ``ad_order``...), with the fix.
 ``--json FILE`` writes the same figures.
 
 ``--fast`` runs a subset without TensorFlow (tinygp: the distances and ``test_filter`` of the
@@ -320,14 +321,21 @@ def compare_strict(baked: SuiteRun, strict: SuiteRun) -> dict[str, Any]:
     lost = sorted(t for t, o in baked.outcomes.items()
                   if o == "passed" and strict.outcomes.get(t) != "passed")
     uncovered = {row["function"] for row in baked.served if row["tier"] == "traced"}
+    decorated = {row["function"] for row in baked.served}
     refused: dict[str, int] = collections.Counter()
     other: list[str] = []
     for test in lost:
         message = strict.messages.get(test, "")
         report = strict.reports.get(test, "")
         named = [f for f in uncovered if f in message]
+        # a transformation whose artifact was not baked (jvp without ad_order, vmap without
+        # vmap=True): the default run traced its source; strict says what to set
+        unbaked = [f for f in decorated if f in message and "not baked" in message
+                   and "set " in report]
         if cause(message) in REFUSALS and named and "to serve it" in report:
             refused[named[0]] += 1
+        elif cause(message) == "ArtifactError" and unbaked:
+            refused[f"{unbaked[0]} (a transformation not baked)"] += 1
         else:
             other.append(f"{test}: {message[:200]}")
     return {"strict_lost": len(lost), "strict_refused": dict(refused),

@@ -183,10 +183,15 @@ class ConcreteRecord(NamedTuple):
 
     @property
     def id(self) -> str:
-        """``<function>/<structure>/.../cpu#float32[8]``: unique in a manifest."""
+        """``<function>/<structure>/.../cpu#float32[8]``, and for a recorded call the digest
+        of its call key (``#call=1a2b...``: two calls with the same arrays may differ in their
+        non-array values, ``f(x, shape=None)`` and ``f(x, shape=(5,))``): unique in a
+        manifest."""
         base = artifact_id(self.function, self.structure_index, self.static, self.platform,
                            variant=self.variant)
-        return f"{base}#{signature_text(self.inputs)}"
+        call = f"#call={hashlib.sha256(self.call.encode()).hexdigest()[:16]}" if self.call \
+            else ""
+        return f"{base}#{signature_text(self.inputs)}{call}"
 
 
 class Manifest(NamedTuple):

@@ -283,8 +283,13 @@ def call_unstructured(fn: ExportableFunction, args: tuple[Any, ...],
         return fn.__wrapped__(*args, **kwargs)
     call, arrays, reason = _artifact_call(fn, args, kwargs)
     if call is not None:
-        _remember_fast(fn, call, arrays, args, kwargs)
-        return call(*arrays)
+        try:
+            result = call(*arrays)
+        except NotImplementedError as err:  # under jax.vmap: an artifact has no batching rule
+            reason = f"its artifact cannot run under this transformation ({err})"
+        else:
+            _remember_fast(fn, call, arrays, args, kwargs)
+            return result
     table = fn.calls.target(("recorded calls",), lambda: _RecordedCalls(fn))
     if strict_mode():
         raise ArtifactError(f"{fn.name}: no usable baked artifact ({STRICT_ENV} is set): "

@@ -4,9 +4,11 @@ Each ``ExportableFunction`` owns one ``ResolvedCalls``. The loader resolves a ca
 (structure, static values, platform[, mesh]) to a target, an artifact or the traced source, and
 hands the settled executable back through the methods here; later calls skip the checks:
 
-- ``hot``: the compiled executable of the last settled plain call. jax's C++ dispatcher checks
-  its argument types itself and raises ``TypeError``/``ValueError`` before running on a
-  mismatch, so trying it first costs nothing when it fits. After ``HOT_MISS_LIMIT`` refusals
+- ``hot``: the compiled executable of the last settled call whose values it takes as given, in
+  order (positional or by keyword, with the same keyword names), and whose other values are
+  trailing static strings. jax's C++ dispatcher checks its argument types itself and raises
+  ``TypeError``/``ValueError`` before running on a mismatch, so trying it first costs nothing
+  when it fits. After ``HOT_MISS_LIMIT`` refusals
   (calls of many signatures) it is dropped and the keyed cache serves them.
 - the keyed cache: ``fast_key`` of a call of plain arrays and scalars, positional or by
   keyword -> (call, route): which of the call's values the executable takes, in its order,
@@ -124,8 +126,10 @@ class ResolvedCalls:
         self._fallback: Callable[..., Any] | None = None
         self._uncovered: Callable[..., Any] | None = None
         self.fast: dict[Any, tuple[Callable[..., Any], tuple[int, ...] | None]] = {}
-        #: (executable, how many leading arguments it takes, the trailing static strings)
-        self.hot: tuple[Callable[..., Any], int, tuple[Any, ...]] | None = None
+        #: (executable, how many leading values it takes, the trailing static strings, the
+        #: keyword names of the calls it serves, the keywords it takes its last values by)
+        self.hot: tuple[Callable[..., Any], int, tuple[Any, ...], tuple[str, ...],
+                        tuple[str, ...]] | None = None
         self.hot_misses = 0
 
     def clear(self) -> None:
@@ -169,21 +173,29 @@ class ResolvedCalls:
             self.fast.clear()
         self.fast[key] = (call, route, keywords)
 
-    def remember_hot(self, call: Callable[..., Any], split: int, tail: tuple[Any, ...]) -> None:
-        """Try ``call`` first on later calls whose arguments after ``split`` equal ``tail``."""
+    def remember_hot(self, call: Callable[..., Any], split: int, tail: tuple[Any, ...],
+                     names: tuple[str, ...] = (), keywords: tuple[str, ...] = ()) -> None:
+        """Try ``call`` first on later calls with the keyword names ``names`` (in order) whose
+        values (positional, then by keyword) after ``split`` equal ``tail``: on the values
+        before it, the last ``len(keywords)`` of them by those keywords."""
         if self.hot_misses < HOT_MISS_LIMIT:
-            self.hot = (call, split, tail)
+            self.hot = (call, split, tail, names, keywords)
 
     def call_fast(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Run a call through the hot executable or the keyed cache; ``MISS`` if neither fits."""
         hot = self.hot
-        if hot is not None and not kwargs:
-            call, split, tail = hot
+        if hot is not None and (tuple(kwargs) == hot[3] if kwargs else not hot[3]):
+            call, split, tail, _, keywords = hot
+            values = (*args, *kwargs.values()) if kwargs else args
             try:
-                if args[split:] == tail:  # the same trailing static strings (often none)
-                    return call(*args[:split])
+                if values[split:] == tail:  # the same trailing static strings (often none)
+                    if not keywords:
+                        return call(*values[:split])
+                    cut = split - len(keywords)
+                    return call(*values[:cut], **dict(zip(keywords, values[cut:split],
+                                                          strict=True)))
             except (TypeError, ValueError):  # other types, a tracer, another device: resolve
-                if not _traced(args):
+                if not _traced(values):
                     self.hot_misses += 1
                     if self.hot_misses >= HOT_MISS_LIMIT:
                         self.hot = None  # calls of many signatures: the keyed cache serves them

@@ -485,7 +485,10 @@ def _call_uncovered(fn: ExportableFunction, given: tuple[tuple[Any, ...], dict[s
 
     run, _ = recorded_call(fn, args, kwargs)  # baked at exactly this call's recorded sizes
     if run is not None:
-        return run()
+        try:
+            return run()
+        except NotImplementedError:  # under jax.vmap: an artifact has no batching rule
+            pass  # the source, traced under the caller's vmap, serves it
     if strict_mode():
         refusal.args = (f"{refusal}{STRICT_FIX}", *refusal.args[1:])
         raise refusal
@@ -535,14 +538,16 @@ def _settle(fn: ExportableFunction, target: _Target,
         if route is not None:
             plain = route == tuple(range(len(values))) and not kwargs and not call_kwargs
             fn.calls.remember_fast(fast, call, None if plain else route, tuple(call_kwargs))
-    if kwargs or call_kwargs or settled is None:
-        return  # the hot executable compares positional arguments only
-    picks = _picks(call_args, args)
-    if picks is None and _same_leaves(call_args, args):
+    if settled is None:
+        return
+    values, wanted = (*args, *kwargs.values()), (*call_args, *call_kwargs.values())
+    picks = _picks(wanted, values)
+    if picks is None and not kwargs and not call_kwargs and _same_leaves(call_args, args):
         picks = tuple(range(len(call_args)))  # pytrees rebuilt by the checks, same arrays
-    split = len(call_args)
-    if picks == tuple(range(split)) and all(type(value) is str for value in args[split:]):
-        fn.calls.remember_hot(call, split, args[split:])  # statics, if any: trailing strings
+    split = len(wanted)
+    if picks == tuple(range(split)) and all(type(value) is str for value in values[split:]):
+        # statics, if any: trailing strings, compared before the executable runs
+        fn.calls.remember_hot(call, split, values[split:], tuple(kwargs), tuple(call_kwargs))
 
 
 def _call_sharded(fn: ExportableFunction, plan: CallPlan, key: tuple[Any, ...],

@@ -32,7 +32,9 @@ import jxe_concrete as m
 out = {"lengthy": [float(m.lengthy(np.ones(n, np.float32))) for n in (3, 4)],
        "branchy": np.asarray(m.branchy(np.ones(5, np.float32))).tolist(),
        "free": [np.asarray(m.free(np.arange(6.0, dtype=np.float32))).tolist(),
-                np.asarray(m.free(np.ones((4, 2), np.float32), 3.0, mode="mul")).tolist()]}
+                np.asarray(m.free(np.ones((4, 2), np.float32), 3.0, mode="mul")).tolist(),
+                # the same array as the first call, other non-array values: another artifact
+                np.asarray(m.free(np.arange(6.0, dtype=np.float32), mode="mul")).tolist()]}
 out["grad"] = np.asarray(jax.grad(m.lengthy)(np.ones(3, np.float32))).tolist()
 out["traces"] = m.TRACES["count"]
 try:
@@ -44,6 +46,18 @@ except Exception as err:
 out["again"] = [float(m.lengthy(np.ones(n, np.float32))) for n in (3, 4, 3)]
 out["traces after"] = m.TRACES["count"] - out["traces"]
 print(json.dumps(out))
+"""
+
+VMAPPED = """
+import json, warnings
+import jax, numpy as np
+warnings.simplefilter("ignore")
+import jxe_concrete as m
+xs = np.stack([np.arange(6.0, dtype=np.float32), np.ones(6, np.float32)])
+# a recorded size, under vmap: the concrete artifact has no batching rule, the source serves
+got = jax.vmap(m.free)(xs)
+want = jax.vmap(m.free.__wrapped__)(xs)
+print(json.dumps({"same": bool(np.allclose(got, want)), "shape": list(got.shape)}))
 """
 
 REFUSED = """
@@ -73,7 +87,7 @@ def test_recorded_calls_of_non_polymorphic_and_specless_functions_ship(tmp_path)
     text = (project / "jxe_concrete" / SIGNATURES_NAME).read_text()
     assert parse_signatures(text, "s")["jxe_concrete:lengthy"] == {
         0: [{"n": 3}, {"n": 4}, {"n": 9}]}
-    assert len(parse_calls(text, "s")["jxe_concrete:free"]) == 2
+    assert len(parse_calls(text, "s")["jxe_concrete:free"]) == 3
     signatures = json.loads(text.replace('"n": 9', '"n": 3'))
     # a call no structure of `fixed` accepts, as the loader's fallback path records it
     signatures["calls"]["jxe_concrete:fixed"] = [{"x": {"array": [[5], "float32"]}}]
@@ -88,6 +102,7 @@ def test_recorded_calls_of_non_polymorphic_and_specless_functions_ship(tmp_path)
                   for c in manifest["concrete"]) == [
         ("jxe_concrete:branchy", 0, '{"n": 5}'), ("jxe_concrete:fixed", -1, "{}"),
         ("jxe_concrete:free", -1, "{}"), ("jxe_concrete:free", -1, "{}"),
+        ("jxe_concrete:free", -1, "{}"),
         ("jxe_concrete:lengthy", 0, '{"n": 3}'), ("jxe_concrete:lengthy", 0, '{"n": 4}')]
 
     served = json.loads(run([sys.executable, "-c", CALLS], env={
@@ -103,6 +118,10 @@ def test_recorded_calls_of_non_polymorphic_and_specless_functions_ship(tmp_path)
                                    "other": "no artifact was baked "
                                    "for this call's signature (record it with "
                                    "HATCH_JAXEXPORT_RECORD=1 and rebuild)"}
+
+    vmapped = run([sys.executable, "-c", VMAPPED], env={
+        "PYTHONPATH": str(site), "HATCH_JAXEXPORT_CACHE": "0"}).stdout.splitlines()[-1]
+    assert json.loads(vmapped) == {"same": True, "shape": [2, 4]}
 
     run([sys.executable, "-m", "hatch_jaxexport", "verify", "jxe_concrete"],
         env={"PYTHONPATH": str(site)})  # every concrete-size file listed, its SHA-256 right
