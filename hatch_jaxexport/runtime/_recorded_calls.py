@@ -166,6 +166,8 @@ class ConcreteDispatch:
         self._package, self._on_miss = package, on_miss
         self._records = {tuple((tuple(d), t) for d, t in r.inputs): r for r in records}
         self._calls: dict[Types | None, Callable[..., Any]] = {}
+        #: The traced source for calls under a transformation the artifacts cannot run.
+        self._transformed: Callable[..., Any] | None = None
         self._lock = threading.Lock()
 
     def sizes_text(self) -> str:
@@ -189,7 +191,13 @@ class ConcreteDispatch:
         call = self._calls.get(types)
         if call is None:
             call = self._resolve(types)
-        return call(*args, **kwargs)
+        try:
+            return call(*args, **kwargs)
+        except NotImplementedError as err:  # under jax.vmap: an artifact has no batching rule
+            if self._transformed is None:
+                self._transformed = self._on_miss(
+                    f"its concrete-size artifact cannot run under this transformation ({err})")
+            return self._transformed(*args, **kwargs)
 
     def _resolve(self, types: Types | None) -> Callable[..., Any]:
         record = self._records.get(types) if types is not None else None

@@ -57,7 +57,12 @@ xs = np.stack([np.arange(6.0, dtype=np.float32), np.ones(6, np.float32)])
 # a recorded size, under vmap: the concrete artifact has no batching rule, the source serves
 got = jax.vmap(m.free)(xs)
 want = jax.vmap(m.free.__wrapped__)(xs)
-print(json.dumps({"same": bool(np.allclose(got, want)), "shape": list(got.shape)}))
+# a structure served only at concrete sizes (n=3), under vmap: the same
+rows = np.stack([np.ones(3, np.float32), np.arange(3.0, dtype=np.float32)])
+sized = jax.vmap(m.lengthy)(rows)
+same_sized = bool(np.allclose(sized, jax.vmap(m.lengthy.__wrapped__)(rows)))
+print(json.dumps({"same": bool(np.allclose(got, want)), "shape": list(got.shape),
+                  "sized": same_sized}))
 """
 
 REFUSED = """
@@ -121,7 +126,7 @@ def test_recorded_calls_of_non_polymorphic_and_specless_functions_ship(tmp_path)
 
     vmapped = run([sys.executable, "-c", VMAPPED], env={
         "PYTHONPATH": str(site), "HATCH_JAXEXPORT_CACHE": "0"}).stdout.splitlines()[-1]
-    assert json.loads(vmapped) == {"same": True, "shape": [2, 4]}
+    assert json.loads(vmapped) == {"same": True, "shape": [2, 4], "sized": True}
 
     run([sys.executable, "-m", "hatch_jaxexport", "verify", "jxe_concrete"],
         env={"PYTHONPATH": str(site)})  # every concrete-size file listed, its SHA-256 right
