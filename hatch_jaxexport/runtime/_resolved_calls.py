@@ -23,6 +23,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from hatch_jaxexport.runtime._source_calls import INLINING_THREADS
+
 #: After this many calls that the hot executable refused, a function stops trying it.
 HOT_MISS_LIMIT = 16
 #: The keyed cache is emptied when it holds this many signatures.
@@ -184,7 +186,8 @@ class ResolvedCalls:
     def call_fast(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Run a call through the hot executable or the keyed cache; ``MISS`` if neither fits."""
         hot = self.hot
-        if hot is not None and (tuple(kwargs) == hot[3] if kwargs else not hot[3]):
+        if hot is not None and not INLINING_THREADS[0] and \
+                (tuple(kwargs) == hot[3] if kwargs else not hot[3]):
             call, split, tail, _, keywords = hot
             values = (*args, *kwargs.values()) if kwargs else args
             try:

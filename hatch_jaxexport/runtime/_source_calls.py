@@ -10,7 +10,8 @@ Two kinds of call of an ``@exportable`` function never look for an artifact:
   nothing traces.
 - **Uncovered** (``SourceCalls``): a call no baked structure accepts (another dtype, rank,
   pytree form, static value, a keyword the specs do not name). A decorated function is a
-  drop-in for its source, so it runs the source the way ``equinox.filter_jit`` would: the
+  drop-in for its source, so it runs the source (the ``@exportable`` functions it calls
+  inlined, as above) the way ``equinox.filter_jit`` would: the
   arrays (jax, numpy) are traced, every other value (Python numbers, strings, tuples, enums,
   configs) is held static, because the source may use it as a Python value (a size, a mode,
   a tolerance in an ``if``) that ``jax.jit`` would turn into a tracer. A call whose static
@@ -31,15 +32,26 @@ _EXPORTING = threading.local()
 STATIC_PARTS_LIMIT = 256
 
 
+#: How many threads are inlining now (one item, read by the fast path): while any is, calls
+#: skip the hot executable, which would embed an artifact in the trace (it takes tracers and
+#: cannot see this thread's state); the full path then checks the thread's own.
+INLINING_THREADS = [0]
+_INLINING_LOCK = threading.Lock()
+
+
 @contextmanager
 def sources_inlined() -> Any:
     """While exporting: calls of ``@exportable`` functions in this thread run their source."""
     depth = getattr(_EXPORTING, "depth", 0)
     _EXPORTING.depth = depth + 1
+    with _INLINING_LOCK:
+        INLINING_THREADS[0] += 1
     try:
         yield
     finally:
         _EXPORTING.depth = depth
+        with _INLINING_LOCK:
+            INLINING_THREADS[0] -= 1
 
 
 def _symbolic_tracer(leaf: Any, tracer: type) -> bool:
@@ -108,13 +120,18 @@ class SourceCalls:
         self._eager_only: set[_StaticPart] = set()
 
     def _rebuild_and_call(self, static: _StaticPart, *dynamic: Any) -> Any:
+        """The source, traced: the ``@exportable`` functions it calls run their source inline,
+        as under ``jax.jit`` of the plain library. Their artifacts would save nothing (this
+        trace runs once per static part) and could break the caller's transformation of the
+        whole (a concrete-size artifact has no batching rule: ``jax.vmap`` of this call)."""
         from jax import tree_util
 
         treedef, mask, _, _ = static.key
         it_dynamic, it_static = iter(dynamic), iter(static.static)
         leaves = [next(it_dynamic) if is_dynamic else next(it_static) for is_dynamic in mask]
         args, kwargs = tree_util.tree_unflatten(treedef, leaves)
-        return self.source(*args, **kwargs)
+        with sources_inlined():
+            return self.source(*args, **kwargs)
 
     def _split(self, args: tuple[Any, ...], kwargs: dict[str, Any]
                ) -> tuple[_StaticPart, list[Any]] | None:
@@ -175,4 +192,4 @@ class SourceCalls:
         return jitted
 
 
-__all__ = ["SourceCalls", "runs_inline", "sources_inlined"]
+__all__ = ["INLINING_THREADS", "SourceCalls", "runs_inline", "sources_inlined"]

@@ -22,11 +22,13 @@ PROGRESS = re.compile(r"^  jxe_many:f_\d\d: 1 structure\(s\), platforms cpu, 1 a
 
 
 def _many_module() -> str:
-    """60 tiny functions, one structure each: quick to export, so the test stays short."""
-    lines = ["from hatch_jaxexport import exportable", ""]
+    """60 tiny functions, one structure each. Each trace sleeps 50 ms, so the exports span
+    over a second on any machine (on a fast one, 60 bare exports took 0.5 s, and streamed
+    lines could not be told from batched ones by their arrival times)."""
+    lines = ["import time", "", "from hatch_jaxexport import exportable", ""]
     for i in range(FUNCTIONS):
         lines += ["", '@exportable({"x": ("n", "float32")})', f"def f_{i:02d}(x):",
-                  f"    return x * {i} + 1", ""]
+                  "    time.sleep(0.05)", f"    return x * {i} + 1", ""]
     return "\n".join(lines)
 
 

@@ -34,7 +34,8 @@ def compose_site(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture
 def baked(compose_site, monkeypatch):
     module = import_baked(compose_site, "jxe_compose", monkeypatch)
-    for name in ("forward", "loss", "norm", "row_norms", "running", "reduce"):
+    for name in ("forward", "loss", "norm", "row_norms", "running", "reduce",
+                 "shifted_norm", "sized_norm"):
         getattr(module, name).clear_cache()
     return module
 
@@ -54,7 +55,9 @@ def test_outer_exports_that_call_exportables_are_baked(compose_site):
                           .read_text())
     exported = {record["function"] for record in manifest["artifacts"]}
     assert {"jxe_compose:loss", "jxe_compose:row_norms", "jxe_compose:running"} <= exported
-    assert not manifest.get("skipped")
+    # only the two that are not shape-polymorphic by design skip their symbolic export
+    assert {s["function"] for s in manifest.get("skipped", [])} == \
+        {"jxe_compose:shifted_norm", "jxe_compose:sized_norm"}
 
 
 def test_composed_calls_are_served_without_tracing(baked):
@@ -137,3 +140,20 @@ def test_an_argument_whose_properties_raise_reaches_the_source(baked, monkeypatc
     assert "_Blocks" in str(info.value)
     notes = "\n".join(getattr(info.value, "__notes__", []))
     assert "argument 'x' expects an array float32[n]" in notes and "refused it too" in notes
+
+
+def test_an_uncovered_call_under_vmap_inlines_the_exportables_it_calls(baked, monkeypatch):
+    """dm-pix's ``TestVmap``: an uncovered call (``shift`` is not baked) traces the source,
+    which calls ``sized_norm``, served at n=3 by a plain artifact; under the caller's
+    ``jax.vmap`` that trace is batched, and such an artifact has no batching rule, so the inner
+    call must run its source inside the trace, as ``jax.jit`` of the plain library would."""
+    monkeypatch.delenv("HATCH_JAXEXPORT_STRICT")
+    assert float(baked.sized_norm(X[0])) == pytest.approx(np.sqrt(np.sum(X[0] ** 2) + 3))
+    assert [r.tier for r in baked.sized_norm.call_report()] != ["traced"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FallbackWarning)
+        got = jax.vmap(lambda row: baked.shifted_norm(row, shift=1.5))(X)
+        eager = baked.shifted_norm(X[1], shift=1.5)  # the same static part, not under vmap
+    want = np.sqrt(np.sum(X * X, axis=1) + 3) + 1.5
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5)
+    assert float(eager) == pytest.approx(want[1], rel=1e-5)
