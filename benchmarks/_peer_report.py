@@ -17,7 +17,7 @@ from typing import Any
 def served_calls() -> list[dict[str, Any]]:
     """One row per (function, signature, tier) of this process's first eager calls."""
     try:
-        from hatch_jaxexport.runtime.decorator import ExportableFunction
+        from hatch_jaxexport.runtime.call.decorator import ExportableFunction
     except ImportError:
         return []
     rows: dict[tuple[str, str, str], dict[str, Any]] = {}

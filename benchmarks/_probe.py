@@ -120,7 +120,7 @@ def main() -> None:
         jax.block_until_ready(target(*args))
         out["first_call_s"] = time.perf_counter() - start
         if mode == "loaded":
-            from hatch_jaxexport.runtime.loader import tiered_calls
+            from hatch_jaxexport.runtime.call.loader import tiered_calls
 
             calls = tiered_calls(fn)
             out["tier"] = ",".join(t for c in calls for t in c.tiers.values()) or "untiered"

@@ -14,7 +14,7 @@ from hatch_jaxexport.errors import (
 )
 from hatch_jaxexport.formats import __version__
 from hatch_jaxexport.formats._statics import static
-from hatch_jaxexport.runtime.decorator import ExportableFunction, exportable
+from hatch_jaxexport.runtime.call.decorator import ExportableFunction, exportable
 
 __all__ = [
     "ArtifactError",

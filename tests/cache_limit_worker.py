@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from hatch_jaxexport.runtime._executable_cache import (
+from hatch_jaxexport.runtime.executables._executable_cache import (
     compile_fresh,
     entry_key,
     entry_path,

@@ -69,7 +69,7 @@ jax.monitoring.register_event_duration_secs_listener(
     lambda event, secs, **kw: compiles.append(event)
     if event == "/jax/core/compile/backend_compile_duration" else None)
 import jxe_exec as m
-from hatch_jaxexport.runtime.loader import tiered_calls
+from hatch_jaxexport.runtime.call.loader import tiered_calls
 f32 = np.float32
 """
 

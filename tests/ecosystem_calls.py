@@ -149,7 +149,7 @@ def main() -> None:
 
     results = _run({**_flax_cases(fn, flax_models), **_eqx_cases(fn, eqx_models),
                     **_ode_cases(fn)})
-    from hatch_jaxexport.runtime.loader import tiered_calls
+    from hatch_jaxexport.runtime.call.loader import tiered_calls
 
     tiers = {name: sorted(t for call in tiered_calls(loaded) for t in call.tiers.values())
              for name, loaded in (("eqx_make_linear", eqx_models.eqx_make_linear),

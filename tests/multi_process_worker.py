@@ -71,7 +71,7 @@ def placement(value: Any) -> Any:
 def main(mode: str, report: dict[str, Any]) -> None:
     import jxe_multiproc
 
-    from hatch_jaxexport.runtime.loader import loaded_from_artifact
+    from hatch_jaxexport.runtime.call.loader import loaded_from_artifact
 
     axis = "data" if mode == "baked" else "batch"
     mesh = Mesh(np.array(jax.devices()), (axis,))

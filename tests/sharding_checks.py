@@ -25,7 +25,7 @@ from jax.sharding import PartitionSpec as P
 from jxe_sharded import funcs
 
 from hatch_jaxexport import ArtifactError, FallbackWarning
-from hatch_jaxexport.runtime.loader import loaded_from_artifact
+from hatch_jaxexport.runtime.call.loader import loaded_from_artifact
 
 RESULTS: dict[str, Any] = {"devices": jax.device_count(), "jax": jax.__version__}
 rng = np.random.default_rng(0)

@@ -9,7 +9,7 @@ calls (``HATCH_JAXEXPORT_RECORD``). A spec-less ``@exportable`` gets exactly its
 calls (the signatures file's ``calls``), and so do the calls no structure of a function
 accepted, where the loader's fallback path recorded them (``recorder.note_call``). Each
 becomes a ``ConcreteRecord``; the loader serves a call of exactly those types from it
-(``runtime._recorded_calls``), other sizes fall back.
+(``runtime.call._recorded_calls``), other sizes fall back.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def call_exported(fn: Any, signature: CallSignature, platform: str
     import jax
     from jax import export
 
-    from hatch_jaxexport.runtime._recorded_calls import flat_source
+    from hatch_jaxexport.runtime.call._recorded_calls import flat_source
 
     avals: list[Any] = []
     rebuild(signature, lambda dims, dtype: avals.append(
@@ -124,7 +124,7 @@ def _entry(fn: Any, made: tuple[Any, bytes, dict[str, Any]], out_dir: Path, *,
            call: str, variant: dict[str, Any]) -> dict[str, Any]:
     """Write one concrete export (``made``: the ``Exported``, its bytes, its config) into
     ``out_dir``; its manifest record (as a dict)."""
-    from hatch_jaxexport.runtime import _pytrees as pytrees
+    from hatch_jaxexport.runtime.artifacts import _pytrees as pytrees
 
     exported, data, config = made
     if pytrees.register_all([exported.in_tree, exported.out_tree], fn.name):

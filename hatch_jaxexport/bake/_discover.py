@@ -12,7 +12,7 @@ import pkgutil
 from hatch_jaxexport.bake._diagnose import located
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.runtime._jaxcompat import lowering_config, set_lowering_config
-from hatch_jaxexport.runtime.decorator import ExportableFunction, registered_in
+from hatch_jaxexport.runtime.call.decorator import ExportableFunction, registered_in
 
 #: Module names (the last part) that pytest collects as tests; discovery never imports them.
 TEST_MODULES = ("test_*", "*_test", "conftest")

@@ -31,7 +31,7 @@ def compile_plan(plan: Mapping[str, Any], target: str, out_dir: Path, package: s
     and, for an artifact serialized with jax's VJP (``vjp_order``), that VJP's too."""
     import jax
 
-    from hatch_jaxexport.runtime._pytrees import load_type
+    from hatch_jaxexport.runtime.artifacts._pytrees import load_type
 
     if plan["pytree_types"]:  # the function's module first, as a user's process has it: the
         # types of the libraries it imports (flax, equinox...) are then allowed to resolve

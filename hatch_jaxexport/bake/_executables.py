@@ -220,7 +220,7 @@ def jaxlib_python(version: str, env: Mapping[str, str], log: Callable[[str], Non
     import shutil
     import sys
 
-    from hatch_jaxexport.runtime._compile_cache import default_cache_dir
+    from hatch_jaxexport.runtime.disk._compile_cache import default_cache_dir
 
     tag = f"py{sys.version_info[0]}.{sys.version_info[1]}-jax{version}"
     venv = default_cache_dir().parent / "build-envs" / tag

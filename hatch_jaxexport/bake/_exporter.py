@@ -23,16 +23,7 @@ from hatch_jaxexport.formats.manifest import (
     sha256_hex,
 )
 from hatch_jaxexport.formats.spec import LeafSpec, Structure, static_key, tree_map_leaves
-from hatch_jaxexport.runtime import _pytrees as pytrees
 from hatch_jaxexport.runtime._dtypes import jax_dtype
-from hatch_jaxexport.runtime._family import (
-    BATCH_SYMBOL,
-    baked_kinds,
-    inexact_indices,
-    member_avals,
-    member_function,
-    source_flat,
-)
 from hatch_jaxexport.runtime._jaxcompat import (
     ir_context,
     lowering_config,
@@ -40,8 +31,17 @@ from hatch_jaxexport.runtime._jaxcompat import (
     mlir_ir,
     no_locations,
 )
-from hatch_jaxexport.runtime._source_calls import sources_inlined
-from hatch_jaxexport.runtime.decorator import ExportableFunction
+from hatch_jaxexport.runtime.artifacts import _pytrees as pytrees
+from hatch_jaxexport.runtime.artifacts._family import (
+    BATCH_SYMBOL,
+    baked_kinds,
+    inexact_indices,
+    member_avals,
+    member_function,
+    source_flat,
+)
+from hatch_jaxexport.runtime.call._source_calls import sources_inlined
+from hatch_jaxexport.runtime.call.decorator import ExportableFunction
 
 
 @dataclasses.dataclass(frozen=True)

@@ -69,7 +69,7 @@ from hatch_jaxexport.runtime._jaxcompat import (
 
 if TYPE_CHECKING:
     from hatch_jaxexport.formats.manifest import ArtifactRecord
-    from hatch_jaxexport.runtime.decorator import ExportableFunction
+    from hatch_jaxexport.runtime.call.decorator import ExportableFunction
 
 _F64 = re.compile(r"\bf64\b")
 _STABLEHLO_VERSION = re.compile(rb"StableHLO_v([0-9][0-9.]*)")

@@ -16,7 +16,7 @@ from hatch_jaxexport.formats._mesh import is_broadcast, mesh_size, parse_leaf_sp
 from hatch_jaxexport.formats.manifest import MeshShape, mesh_from_record
 from hatch_jaxexport.formats.spec import ClassNode, LeafSpec, Structure
 from hatch_jaxexport.runtime._dtypes import jax_dtype
-from hatch_jaxexport.runtime._placement import named
+from hatch_jaxexport.runtime.artifacts._placement import named
 
 
 def abstract_mesh(shape: MeshShape) -> Any:

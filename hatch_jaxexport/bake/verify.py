@@ -54,7 +54,7 @@ class VerifyReport:
 def _foreign_type_problem(ref: str, package: str) -> str:
     """Why the loader would refuse a manifest's pytree type, judged from names and installed
     metadata only: a type must come from the package or from a distribution it declares."""
-    from hatch_jaxexport.runtime import _pytrees as pytrees
+    from hatch_jaxexport.runtime.artifacts import _pytrees as pytrees
 
     module = ref.partition(":")[0]
     if module == package or module.startswith(package + "."):

@@ -70,11 +70,11 @@ def _warmup(package: str, dims: Mapping[str, Sequence[int]], log: Callable[[str]
 
     from hatch_jaxexport.bake._discover import discover
     from hatch_jaxexport.formats.spec import evaluate_dim, tree_map_leaves
-    from hatch_jaxexport.runtime._compile_cache import (
+    from hatch_jaxexport.runtime.call.loader import loaded_from_artifact
+    from hatch_jaxexport.runtime.disk._compile_cache import (
         ensure_compilation_cache,
         executable_cache_dir,
     )
-    from hatch_jaxexport.runtime.loader import loaded_from_artifact
 
     ensure_compilation_cache()  # JAX's cache too, where later processes would use it
     if executable_cache_dir() is None:

@@ -6,7 +6,7 @@ by default the single-device variant and the sharded one (``mesh=[...]`` lists t
 over a variant's axes. This module holds the vocabulary (:class:`PSpec`, ``MeshVariants``), the
 parsing of ``mesh=``, ``in_specs=`` and ``out_specs=`` at decoration, the resolution of specs
 against a parsed structure, and the manifest form of a variant. Pure Python: the jax side lives in
-``runtime._placement`` (the call) and ``build._sharded_export`` (the export).
+``runtime.artifacts._placement`` (the call) and ``build._sharded_export`` (the export).
 """
 
 from __future__ import annotations

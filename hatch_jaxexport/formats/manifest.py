@@ -108,7 +108,8 @@ class ExecutableRecord(NamedTuple):
     """One precompiled XLA executable of an artifact: a target x concrete argument types.
 
     Plain bytes (``PjRtClient.serialize_executable``), never a pickle: everything a loader needs
-    besides them is here. Used only where the machine matches exactly (``runtime._shipped``).
+    besides them is here. Used only where the machine matches exactly
+    (``runtime.executables._shipped``).
     """
 
     #: The ``ArtifactRecord.id`` and ``sha256`` of the artifact it was compiled from.

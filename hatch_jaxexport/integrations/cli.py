@@ -124,7 +124,7 @@ def help_pages(width: int = 80) -> dict[str, str]:
 def _warmup(args: argparse.Namespace) -> int:
     """Warm the caches; exit 1, saying how to give every missing size, if nothing was warmed."""
     from hatch_jaxexport.bake.warmup import warmup_package
-    from hatch_jaxexport.runtime._compile_cache import active_cache_dir
+    from hatch_jaxexport.runtime.disk._compile_cache import active_cache_dir
 
     dims: dict[str, list[int]] = {}
     for item in args.dims:
@@ -221,7 +221,7 @@ def _print_captured(artifacts: Sequence[ArtifactRecord], file: TextIO = sys.stdo
 
 def _inspect(args: argparse.Namespace) -> int:
     from hatch_jaxexport.errors import ArtifactError
-    from hatch_jaxexport.runtime.loader import load_package_artifacts
+    from hatch_jaxexport.runtime.call.loader import load_package_artifacts
 
     package = load_package_artifacts(args.package)
     if package is None:
@@ -290,7 +290,7 @@ def _print_executables(manifest: Any) -> None:
         print("precompiled executables: 0 (the first call of each signature compiles the "
               "StableHLO; see executables = true and executable_sizes= in docs/executables.md)")
         return
-    from hatch_jaxexport.runtime._shipped import mismatch, this_host
+    from hatch_jaxexport.runtime.executables._shipped import mismatch, this_host
 
     host = this_host()
     rows = [("artifact", "target", "arguments", "jaxlib", "bytes", "on this machine")]

@@ -44,7 +44,7 @@ def concrete_array_type() -> type:
 
 
 def primitive_type() -> type:
-    """jax's ``Primitive`` class, for the family's primitive (``runtime/_primitive.py``).
+    """jax's ``Primitive`` class, for the family's primitive (``runtime/artifacts/_primitive.py``).
 
     The public name is ``jax.extend.core.Primitive`` (the same class on jax 0.10.2 and 0.12),
     but importing ``jax.extend`` imports all its submodules, pallas included: about 18 ms more

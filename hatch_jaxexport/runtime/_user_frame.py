@@ -11,18 +11,20 @@ that module's ``__warningregistry__`` and the warning filters apply as usual.
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from types import FrameType
 
-from hatch_jaxexport.runtime._function_facade import FACADE_CODE
-
 #: Top-level modules whose frames are never the user's line.
 INTERNAL_MODULES = frozenset({"hatch_jaxexport", "jax", "jaxlib", "functools", "contextlib"})
+#: This package's folder: the decorated function's frame runs in the *source's* globals (its
+#: ``__name__`` is the user's module), so it is known by its code's file instead.
+_PACKAGE_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def _is_internal(frame: FrameType) -> bool:
-    if frame.f_code is FACADE_CODE:  # the decorated function: runs in the source's globals
+    if frame.f_code.co_filename.startswith(_PACKAGE_FOLDER):
         return True
     name = frame.f_globals.get("__name__")
     return isinstance(name, str) and name.partition(".")[0] in INTERNAL_MODULES

@@ -116,8 +116,12 @@ def readers(constant: str) -> list[Callable[..., object]]:
 
 
 def _tiered_default() -> str:
-    """``HATCH_JAXEXPORT_TIERED`` unset: the size rule of ``runtime/_tiers.py``."""
-    from hatch_jaxexport.runtime._tiers import QUICK_OPTIONS, TIER_MIN_MODULE_BYTES, tiering_wanted
+    """``HATCH_JAXEXPORT_TIERED`` unset: the size rule of ``runtime/executables/_tiers.py``."""
+    from hatch_jaxexport.runtime.executables._tiers import (
+        QUICK_OPTIONS,
+        TIER_MIN_MODULE_BYTES,
+        tiering_wanted,
+    )
 
     threshold = TIER_MIN_MODULE_BYTES
     assert tiering_wanted("cpu", None, threshold) and not tiering_wanted("cpu", None, threshold - 1)
@@ -128,8 +132,9 @@ def _tiered_default() -> str:
 
 
 def _background_compiles_default() -> str:
-    """``HATCH_JAXEXPORT_BACKGROUND_COMPILES`` unset: the rule of ``runtime/_background.py``."""
-    from hatch_jaxexport.runtime._background import default_slots
+    """``HATCH_JAXEXPORT_BACKGROUND_COMPILES`` unset: the rule of
+    ``runtime/executables/_background.py``."""
+    from hatch_jaxexport.runtime.executables._background import default_slots
 
     assert [default_slots(n) for n in (1, 4, 7, 8, 12, 16, 64)] == [1, 1, 1, 2, 3, 4, 4]
     return "a quarter of the CPU cores, 1 to 4"

@@ -28,7 +28,7 @@ import numpy as np, jax
 warnings.simplefilter("always")
 before = {k: repr(v) for k, v in jax.config.values.items()}
 from jxe_demo import funcs
-from hatch_jaxexport.runtime.loader import tiered_calls
+from hatch_jaxexport.runtime.call.loader import tiered_calls
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     x = np.arange(6, dtype=np.float32)

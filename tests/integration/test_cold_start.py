@@ -14,7 +14,7 @@ PROBE = """
 import json, os, sys
 import numpy as np, jax
 import jxe_demo.funcs as f
-from hatch_jaxexport.runtime._compile_cache import active_cache_dir
+from hatch_jaxexport.runtime.disk._compile_cache import active_cache_dir
 out = np.asarray(f.scale(np.ones((2, 3), np.float32)))
 print(json.dumps({"cache": active_cache_dir(), "scipy": "scipy.linalg" in sys.modules,
                   "jax_dir": jax.config.jax_compilation_cache_dir, "ok": bool(out[0, 0] > 1.6)}))
@@ -86,7 +86,7 @@ def test_warmup_fills_the_cache_so_the_next_process_compiles_nothing(demo_site, 
     assert not (tmp_path / "hatch-jaxexport" / "jax").exists()  # no process would read it
     before_executables = sorted(p.name for p in executables.iterdir())
     proc = run([sys.executable, "-c", "import numpy as np, jxe_demo.funcs as f\n"
-                "from hatch_jaxexport.runtime.loader import tiered_calls\n"
+                "from hatch_jaxexport.runtime.call.loader import tiered_calls\n"
                 "f.scale(np.ones((2, 3), np.float32))\n"
                 "print([t for c in tiered_calls(f.scale) for t in c.tiers.values()])"], env=env)
     assert proc.stdout.strip() == "['cached']"  # loaded, not compiled

@@ -69,7 +69,7 @@ REFUSED = """
 import json
 import numpy as np
 import jxe_concrete as m
-from hatch_jaxexport.runtime._recorded_calls import recorded_call
+from hatch_jaxexport.runtime.call._recorded_calls import recorded_call
 run, _ = recorded_call(m.fixed, (np.ones(5, np.float32),), {})
 none, why = recorded_call(m.fixed, (np.ones(6, np.float32),), {})
 assert none is None

@@ -220,7 +220,7 @@ def test_editable_writes_artifacts_into_the_source_tree(tmp_path, run_python, ca
     # The package imported from the source tree (what the editable .pth does) finds them.
     proc = run_python(
         "import numpy as np, jxe_tiny\n"
-        "from hatch_jaxexport.runtime.loader import loaded_from_artifact\n"
+        "from hatch_jaxexport.runtime.call.loader import loaded_from_artifact\n"
         "print(np.asarray(jxe_tiny.power(np.arange(3, dtype=np.float32), p=3)).tolist(),"
         " loaded_from_artifact(jxe_tiny.power))",
         env={"PYTHONPATH": str(root), "HATCH_JAXEXPORT_STRICT": "1",

@@ -176,7 +176,7 @@ def test_float64_artifact_with_x64_off_says_so(demo_site, run_python):
 
 def test_importing_the_runtime_stays_light(run_python):
     proc = run_python(
-        "import sys, hatch_jaxexport, hatch_jaxexport.runtime.loader\n"
+        "import sys, hatch_jaxexport, hatch_jaxexport.runtime.call.loader\n"
         "heavy = {'hatchling', 'setuptools', 'pytest', 'jax'} & {m.split('.')[0] for m in "
         "sys.modules}\nprint(sorted(heavy))")
     assert proc.stdout.strip() == "[]"

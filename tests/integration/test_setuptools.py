@@ -37,7 +37,7 @@ sys.path.insert(0, sys.argv[1])
 import demo
 import jxe_st
 ran = demo.forbid_bodies("jxe_st")
-from hatch_jaxexport.runtime.loader import loaded_from_artifact
+from hatch_jaxexport.runtime.call.loader import loaded_from_artifact
 x = np.arange(4, dtype=np.float32)
 out = {"double": np.asarray(jxe_st.double(x)).tolist(),
        "cube": np.asarray(jxe_st.power(x, p=3)).tolist(),

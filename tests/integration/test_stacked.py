@@ -16,7 +16,7 @@ import pytest
 from conftest import FIXTURES, call_baked_fresh, export_into_copy
 
 from hatch_jaxexport import ExportableFunction
-from hatch_jaxexport.runtime.decorator import registered_in
+from hatch_jaxexport.runtime.call.decorator import registered_in
 
 pytest.importorskip("jaxtyping")
 pytest.importorskip("beartype")

@@ -16,6 +16,11 @@ PACKAGE_DIR = Path(__file__).resolve().parents[2] / "hatch_jaxexport"
 PACKAGE = "hatch_jaxexport"
 #: Rank of each layer; a module may import its own rank or lower. ``errors`` sits below all.
 LAYERS = {"errors": 0, "formats": 1, "runtime": 2, "bake": 3, "integrations": 4}
+#: The runtime's rooms in the order a call walks them: a room imports only itself and the rooms
+#: after it, never one before it; the shared modules at the runtime's top come after all rooms.
+RUNTIME_ROOMS = ("call", "executables", "artifacts", "disk")
+#: The runtime's shared modules (beside the rooms, imported by all of them).
+RUNTIME_SHARED = {"_jaxcompat", "_user_frame", "_dtypes"}
 #: Modules outside the layers: the public facade and ``python -m``; nothing else at the top.
 OUTSIDE = {"__init__", "__main__"}
 #: Folder names that Python tools treat as build output and skip: pytest's default
@@ -43,6 +48,18 @@ def layer_of(module: str) -> str | None:
         return parts[1]
     assert parts[1] in OUTSIDE, f"{module} is neither in a layer nor a known top-level module"
     return None
+
+
+def room_rank(module: str) -> int | None:
+    """A runtime module's place in the call's walk (``RUNTIME_ROOMS``; the shared modules come
+    last); ``None`` outside the runtime and for the runtime's own ``__init__``."""
+    parts = module.split(".")
+    if parts[:2] != [PACKAGE, "runtime"] or len(parts) == 2:
+        return None
+    if parts[2] in RUNTIME_ROOMS:
+        return RUNTIME_ROOMS.index(parts[2])
+    assert parts[2] in RUNTIME_SHARED, f"{module} is in no runtime room"
+    return len(RUNTIME_ROOMS)
 
 
 def resolve_from(module: str, node: ast.ImportFrom) -> str:
@@ -113,6 +130,18 @@ def test_imports_point_only_downward() -> None:
     assert upward == []
 
 
+def test_runtime_rooms_import_only_the_rooms_after_them() -> None:
+    """The call walks ``call/`` -> ``executables/`` -> ``artifacts/`` -> ``disk/``: no arrow
+    back (annotations under ``TYPE_CHECKING`` aside), and every runtime module is in a room or
+    one of the few shared ones."""
+    rooms = {m: room_rank(m) for m in MODULES if room_rank(m) is not None}
+    assert set(RUNTIME_ROOMS) == {m.split(".")[2] for m in rooms if m.count(".") >= 3}
+    backward = [f"{module}:{line} imports {target}" for module, rank in rooms.items()
+                for target, _, line in imports_of(module)
+                if room_rank(target) is not None and room_rank(target) < rank]
+    assert backward == []
+
+
 def test_no_private_name_is_imported_from_another_module() -> None:
     reaching = [f"{module}:{line} imports {name} from {target}"
                 for module in MODULES for target, name, line in imports_of(module)
@@ -173,20 +202,22 @@ def test_the_checks_would_notice(tmp_path: Path) -> None:
     source = MODULES[module].read_text()
     MODULES[module] = tmp_path / "verify.py"
     try:
-        MODULES[module].write_text("from hatch_jaxexport.runtime import loader\n"
+        MODULES[module].write_text("from hatch_jaxexport.runtime.call import loader\n"
                                    "if TYPE_CHECKING:\n    import hatch_jaxexport.integrations\n"
                                    "loader._PACKAGES.clear()\n")
         found = imports_of(module)
     finally:
         MODULES[module] = PACKAGE_DIR / "bake" / "verify.py"
     assert source == MODULES[module].read_text()
-    assert ("hatch_jaxexport.runtime.loader", "_PACKAGES", 4) in found
+    assert ("hatch_jaxexport.runtime.call.loader", "_PACKAGES", 4) in found
     assert not any(target == "hatch_jaxexport.integrations" for target, _, _ in found)
     tree = ast.parse(sample)
     kinds = {type(n).__name__ for n in ast.walk(tree)}
     assert "ImportFrom" in kinds
     node = next(n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 2)
-    assert resolve_from("hatch_jaxexport.runtime.loader", node) == "hatch_jaxexport"
+    assert resolve_from("hatch_jaxexport.runtime._jaxcompat", node) == "hatch_jaxexport"
+    assert room_rank("hatch_jaxexport.runtime.call.loader") == 0
+    assert room_rank("hatch_jaxexport.runtime._jaxcompat") == len(RUNTIME_ROOMS)
 
 
 def test_the_architecture_page_maps_every_module() -> None:
@@ -197,6 +228,7 @@ def test_the_architecture_page_maps_every_module() -> None:
                and not re.search(rf"[/`]{re.escape(path.stem)}(\.py)?[`,) ]", page)]
     assert unnamed == []
     assert all(f"{layer}/" in page for layer in LAYERS if layer != "errors")
+    assert all(f"runtime/{room}/" in page for room in RUNTIME_ROOMS)
 
 
 def test_no_folder_of_the_package_or_its_tests_has_a_name_tools_skip() -> None:

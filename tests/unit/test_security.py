@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hatch_jaxexport import ArtifactError
-from hatch_jaxexport.runtime._pytrees import load_type, resolve
+from hatch_jaxexport.runtime.artifacts._pytrees import load_type, resolve
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "hatch_jaxexport"
 UNSAFE_MODULES = {"pickle", "_pickle", "cPickle", "cloudpickle", "dill", "marshal", "shelve",
@@ -56,7 +56,7 @@ def _unsafe_uses(path: Path) -> list[str]:
 #: The one module that may use pickle: the per-user executable cache. It reads back only what
 #: this machine's processes wrote into the user's cache folder (like JAX's own compilation
 #: cache), through an unpickler that resolves jax's classes only; nothing from a wheel.
-PICKLE_ALLOWED = "runtime/_executable_cache.py"
+PICKLE_ALLOWED = "runtime/executables/_executable_cache.py"
 
 
 def test_the_package_source_has_no_pickle_eval_or_exec() -> None:

@@ -32,7 +32,7 @@ from hatch_jaxexport.formats.manifest import (
     parse_manifest,
     sha256_hex,
 )
-from hatch_jaxexport.runtime.decorator import ExportableFunction
+from hatch_jaxexport.runtime.call.decorator import ExportableFunction
 
 
 @dataclasses.dataclass(frozen=True)

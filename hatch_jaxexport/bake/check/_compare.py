@@ -38,7 +38,7 @@ from hatch_jaxexport.formats._statics import encode_static
 from hatch_jaxexport.formats.manifest import ArtifactRecord, member_name
 from hatch_jaxexport.formats.spec import X64_DTYPES, Structure
 from hatch_jaxexport.runtime._jaxcompat import x64_context
-from hatch_jaxexport.runtime.decorator import ExportableFunction
+from hatch_jaxexport.runtime.call.decorator import ExportableFunction
 
 #: At most this many lines of a module-text diff are shown.
 DIFF_LINES = 40
@@ -211,7 +211,7 @@ def _load_bundled_and_export_fresh(plan: Plan, case: Case, record: ArtifactRecor
     artifact that cannot be read or loaded (``unusable``), or a source that no longer exports
     (``stale``)."""
     from hatch_jaxexport.bake._exporter import export_exported, module_text
-    from hatch_jaxexport.runtime._artifacts import deserialize_checked
+    from hatch_jaxexport.runtime.artifacts._artifacts import deserialize_checked
 
     fn = plan.functions[case.function]
     try:
@@ -290,7 +290,7 @@ def _module_text_findings(plan: Plan, record: ArtifactRecord, bundled_text: str,
 def _why_numerics_cannot_run(record: ArtifactRecord, meta: Sequence[tuple[str, Any, Any]],
                              shapes: int) -> str:
     """Why the numerics of this case cannot run in this process (``""`` if they can)."""
-    from hatch_jaxexport.runtime._matching import export_platform
+    from hatch_jaxexport.runtime.call._matching import export_platform
 
     comparable = not any(name in ("in_tree", "in_avals", "out_tree", "out_avals")
                          for name, _, _ in meta)

@@ -25,8 +25,8 @@ from hatch_jaxexport.formats.spec import (
     evaluate_dim,
 )
 from hatch_jaxexport.runtime._dtypes import is_key, leaf_value, plain
-from hatch_jaxexport.runtime._family import on_inexact
 from hatch_jaxexport.runtime._jaxcompat import x64_context
+from hatch_jaxexport.runtime.artifacts._family import on_inexact
 
 # --------------------------------------------------------------------------------------------
 # Concrete shapes satisfying a structure's constraints

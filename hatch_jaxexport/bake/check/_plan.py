@@ -35,7 +35,7 @@ from hatch_jaxexport.formats.manifest import (
     artifact_id,
     member_name,
 )
-from hatch_jaxexport.runtime.decorator import ExportableFunction
+from hatch_jaxexport.runtime.call.decorator import ExportableFunction
 
 
 @dataclasses.dataclass(frozen=True)

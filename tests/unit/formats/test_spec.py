@@ -404,7 +404,7 @@ def test_numpy_dtype_objects_are_leaf_dtypes():
 def test_specless_exportable_bare_and_called():
     """``@exportable`` and ``@exportable()`` with no structure are allowed: no structure, no
     layout, registered for discovery like any other."""
-    from hatch_jaxexport.runtime.decorator import registered_in
+    from hatch_jaxexport.runtime.call.decorator import registered_in
 
     bare = exportable(_body)
     called = exportable(name="specless_called")(_body)

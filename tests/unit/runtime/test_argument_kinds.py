@@ -40,7 +40,7 @@ jax.monitoring.register_event_duration_secs_listener(
     lambda event, secs, **kw: compiles.append(event)
     if event == "/jax/core/compile/backend_compile_duration" else None)
 import jxe_scalars as m
-from hatch_jaxexport.runtime.loader import tiered_calls
+from hatch_jaxexport.runtime.call.loader import tiered_calls
 scale = eval(sys.argv[1])
 x = np.arange(4, dtype=np.float32)
 before = len(compiles)

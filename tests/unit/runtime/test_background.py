@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from hatch_jaxexport.formats import _settings as settings
-from hatch_jaxexport.runtime import _background as background
+from hatch_jaxexport.runtime.executables import _background as background
 
 HOLD = """
 import sys, time
 from pathlib import Path
-from hatch_jaxexport.runtime._background import take_slot
+from hatch_jaxexport.runtime.executables._background import take_slot
 slot = take_slot(Path(sys.argv[1]), int(sys.argv[2]))
 print("held" if slot else "none", flush=True)
 time.sleep(120)

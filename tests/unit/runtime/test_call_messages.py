@@ -14,8 +14,8 @@ import pytest
 from hatch_jaxexport import FallbackWarning, exportable
 from hatch_jaxexport.errors import PytreeMismatch, SignatureMismatch
 from hatch_jaxexport.formats._settings import FULL_STRUCTURES_ENV
-from hatch_jaxexport.runtime import loader
-from hatch_jaxexport.runtime.loader import STRICT_FIX
+from hatch_jaxexport.runtime.call import loader
+from hatch_jaxexport.runtime.call.loader import STRICT_FIX
 
 
 def _fallbacks(caught: list[warnings.WarningMessage]) -> list[warnings.WarningMessage]:

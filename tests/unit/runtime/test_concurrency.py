@@ -24,7 +24,7 @@ import jax
 import numpy as np
 import pytest
 
-from hatch_jaxexport.runtime import loader
+from hatch_jaxexport.runtime.call import loader
 
 THREADS = 16
 
@@ -116,7 +116,7 @@ def fresh(demo: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[DeserializeCou
     counter = DeserializeCounter()
     monkeypatch.setenv("HATCH_JAXEXPORT_STRICT", "1")
     monkeypatch.setattr(export, "deserialize", counter.wrap(export.deserialize))
-    from hatch_jaxexport.runtime import _compile_cache as cache
+    from hatch_jaxexport.runtime.disk import _compile_cache as cache
 
     cache.ensure_compilation_cache()
     monkeypatch.setattr(cache, "_executables", None)  # no warm executables: every blob loads

@@ -14,7 +14,7 @@ SCRIPT = """
 import json, sys
 import numpy as np, jax
 from jxe_demo import funcs
-from hatch_jaxexport.runtime.loader import tiered_calls
+from hatch_jaxexport.runtime.call.loader import tiered_calls
 x = np.arange(6, dtype=np.float32)
 out = {"results": {}}
 for name, call in [("scale", lambda: funcs.scale(x.reshape(2, 3))),
@@ -63,7 +63,7 @@ def test_damaged_or_foreign_entries_are_misses(demo_site, tmp_path, run_python):
         def __reduce__(self):
             return (Path.touch, (marker,))
 
-    from hatch_jaxexport.runtime._executable_cache import MAGIC
+    from hatch_jaxexport.runtime.executables._executable_cache import MAGIC
 
     entries[0].write_bytes(entries[0].read_bytes()[:200])  # truncated
     entries[1].write_bytes(MAGIC + pickle.dumps(Evil()))  # names a callable outside jax
@@ -75,7 +75,7 @@ def test_damaged_or_foreign_entries_are_misses(demo_site, tmp_path, run_python):
 
 
 def test_restricted_unpickler_refuses_non_jax_globals():
-    from hatch_jaxexport.runtime._executable_cache import _restricted
+    from hatch_jaxexport.runtime.executables._executable_cache import _restricted
 
     for module, name in [("os", "system"), ("builtins", "eval"), ("jax._src.config", "os"),
                          ("jax", "numpy.save")]:
@@ -91,7 +91,7 @@ def test_cache_off_writes_nothing(demo_site, tmp_path, run_python, monkeypatch):
 
 
 def test_entry_keys_depend_on_artifact_signature_and_options(tmp_path):
-    from hatch_jaxexport.runtime._executable_cache import cpu_fingerprint, entry_key
+    from hatch_jaxexport.runtime.executables._executable_cache import cpu_fingerprint, entry_key
 
     sig = ("PyTreeDef(((*,), {}))", (((2, 3), "float32", False),))
     other = ("PyTreeDef(((*,), {}))", (((2, 4), "float32", False),))

@@ -28,7 +28,7 @@ from conftest import export_into_copy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hatch_jaxexport.runtime.loader import call_exportable
+from hatch_jaxexport.runtime.call.loader import call_exportable
 
 SIZES = st.sampled_from([1, 2, 3, 5])
 DTYPES = st.sampled_from(["float32", "float32", "int32", "float64", "bool"])

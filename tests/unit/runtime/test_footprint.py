@@ -17,8 +17,8 @@ import pytest
 from conftest import TESTS
 
 from hatch_jaxexport.formats._settings import CACHE_ENV, CACHE_MAX_BYTES_ENV
-from hatch_jaxexport.runtime import _footprint as footprint
-from hatch_jaxexport.runtime._entry_names import NAME
+from hatch_jaxexport.runtime.disk import _footprint as footprint
+from hatch_jaxexport.runtime.disk._entry_names import NAME
 
 SHA = hashlib.sha256(b"artifact").hexdigest()
 
@@ -27,7 +27,7 @@ def _compiled(k: float):
     import jax
     import jax.numpy as jnp
 
-    from hatch_jaxexport.runtime._executable_cache import compile_fresh
+    from hatch_jaxexport.runtime.executables._executable_cache import compile_fresh
 
     x = np.arange(64, dtype=np.float32)
     compiled, fresh = compile_fresh(jax.jit(lambda v: v * jnp.float32(k)).lower(x))
@@ -38,7 +38,7 @@ def _compiled(k: float):
 def test_an_entry_name_says_its_package_artifact_and_jaxlib(tmp_path):
     import jaxlib
 
-    from hatch_jaxexport.runtime._executable_cache import entry_key
+    from hatch_jaxexport.runtime.executables._executable_cache import entry_key
 
     key = entry_key(tmp_path, SHA, ("t", ()), "cpu", package="jxe_demo")
     found = re.fullmatch(NAME, f"quick-{key}.xla")
@@ -49,7 +49,12 @@ def test_an_entry_name_says_its_package_artifact_and_jaxlib(tmp_path):
 
 
 def test_a_store_evicts_the_least_recently_used_and_a_hit_counts_as_use(tmp_path, monkeypatch):
-    from hatch_jaxexport.runtime._executable_cache import entry_key, entry_path, load, store
+    from hatch_jaxexport.runtime.executables._executable_cache import (
+        entry_key,
+        entry_path,
+        load,
+        store,
+    )
 
     monkeypatch.setenv(CACHE_ENV, str(tmp_path))
     folder = tmp_path / "executables"

@@ -36,7 +36,7 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from hatch_jaxexport import ArtifactError, FallbackWarning
-from hatch_jaxexport.runtime import loader
+from hatch_jaxexport.runtime.call import loader
 
 PACKAGE = "jxe_fuzz"
 SOURCE = '''
@@ -583,7 +583,7 @@ sys.path.insert(0, str(site))
 import jax, numpy as np
 import jxe_fuzz
 from hatch_jaxexport import ArtifactError, FallbackWarning
-from hatch_jaxexport.runtime import loader
+from hatch_jaxexport.runtime.call import loader
 
 art = site / "jxe_fuzz" / "_jaxexport"
 pristine = {p.name: p.read_bytes() for p in art.iterdir()}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hatch_jaxexport.runtime import _resolved_calls as resolved
-from hatch_jaxexport.runtime._resolved_calls import (
+from hatch_jaxexport.runtime.call import _resolved_calls as resolved
+from hatch_jaxexport.runtime.call._resolved_calls import (
     HOT_MISS_LIMIT,
     MISS,
     Constant,

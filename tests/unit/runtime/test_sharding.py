@@ -20,7 +20,7 @@ from hatch_jaxexport import ArtifactError, SpecError, exportable
 from hatch_jaxexport.bake._exporter import tasks_for
 from hatch_jaxexport.formats._mesh import PSpec, mesh_record
 from hatch_jaxexport.formats.manifest import mesh_from_record, parse_manifest
-from hatch_jaxexport.runtime._placement import CallMesh, select_variant
+from hatch_jaxexport.runtime.artifacts._placement import CallMesh, select_variant
 
 HERE = TESTS  # the support modules beside conftest.py
 ROOT = HERE.parent
@@ -342,7 +342,7 @@ import json
 import jax, numpy as np
 from example_pkg import init_mlp
 from example_pkg.parallel import train_step
-from hatch_jaxexport.runtime.loader import loaded_from_artifact
+from hatch_jaxexport.runtime.call.loader import loaded_from_artifact
 params, rng = init_mlp(0), np.random.default_rng(1)
 x = rng.standard_normal((16, 8)).astype(np.float32)
 y = rng.standard_normal((16, 4)).astype(np.float32)

@@ -17,8 +17,8 @@ from conftest import export_into_copy, import_baked
 from hatch_jaxexport import exportable, static
 from hatch_jaxexport.errors import SpecError, StaticValueMismatch
 from hatch_jaxexport.formats._statics import static_key
-from hatch_jaxexport.runtime._matching import plan_call
-from hatch_jaxexport.runtime.loader import loaded_from_artifact
+from hatch_jaxexport.runtime.call._matching import plan_call
+from hatch_jaxexport.runtime.call.loader import loaded_from_artifact
 
 
 class Side(enum.Enum):

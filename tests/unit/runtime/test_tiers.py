@@ -19,8 +19,8 @@ SCRIPT = """
 import json, os, sys, time, threading, warnings
 import numpy as np, jax
 import jxe_heavy as m
-from hatch_jaxexport.runtime import _background as background
-from hatch_jaxexport.runtime.loader import tiered_calls
+from hatch_jaxexport.runtime.executables import _background as background
+from hatch_jaxexport.runtime.call.loader import tiered_calls
 warnings.simplefilter("always")
 x = np.linspace(0, 1, 16, dtype=np.float32)
 out = {}
@@ -183,8 +183,8 @@ MANY = """
 import json, sys, warnings
 import numpy as np
 import jxe_heavy as m
-from hatch_jaxexport.runtime import _background as background
-from hatch_jaxexport.runtime.loader import tiered_calls
+from hatch_jaxexport.runtime.executables import _background as background
+from hatch_jaxexport.runtime.call.loader import tiered_calls
 for n in SIZES:  # one new signature each, in this order
     np.asarray(m.chain(np.linspace(0, 1, n, dtype=np.float32)))
 calls = tiered_calls(m.chain)
@@ -231,7 +231,7 @@ def _compiles_running(cache: Path) -> int:
             cmdline = Path("/proc", pid, "cmdline").read_bytes()
         except OSError:
             continue
-        count += b"hatch_jaxexport.runtime._tiers" in cmdline and marker in cmdline
+        count += b"hatch_jaxexport.runtime.executables._tiers" in cmdline and marker in cmdline
     return count
 
 
@@ -317,7 +317,7 @@ def test_no_background_compiles_means_no_tiering(heavy_site, tmp_path):
 
 
 def test_per_function_option_and_size_default():
-    from hatch_jaxexport.runtime._tiers import TIER_MIN_MODULE_BYTES, tiering_wanted
+    from hatch_jaxexport.runtime.executables._tiers import TIER_MIN_MODULE_BYTES, tiering_wanted
 
     env = os.environ.pop("HATCH_JAXEXPORT_TIERED", None)
     try:

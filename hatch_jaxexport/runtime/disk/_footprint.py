@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from hatch_jaxexport.formats._settings import DEFAULT_CACHE_MAX_BYTES, cache_choice, cache_max_bytes
-from hatch_jaxexport.runtime._compile_cache import default_cache_dir
-from hatch_jaxexport.runtime._entry_names import LEGACY_NAME, NAME, version_label
-from hatch_jaxexport.runtime._file_lock import try_lock
+from hatch_jaxexport.runtime.disk._compile_cache import default_cache_dir
+from hatch_jaxexport.runtime.disk._entry_names import LEGACY_NAME, NAME, version_label
+from hatch_jaxexport.runtime.disk._file_lock import try_lock
 
 #: A lock or temporary file older than this is from a process that stopped (seconds).
 LEFT_BEHIND_S = 3600.0

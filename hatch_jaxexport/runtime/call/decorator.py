@@ -28,10 +28,10 @@ from hatch_jaxexport.formats._statics import (
     unique_statics,
 )
 from hatch_jaxexport.formats.spec import Structure, parse_structure
-from hatch_jaxexport.runtime._aux_keys import aux_key
-from hatch_jaxexport.runtime._function_facade import FunctionLike, function_facade
 from hatch_jaxexport.runtime._jaxcompat import lowering_config
-from hatch_jaxexport.runtime._resolved_calls import MISS, ResolvedCalls
+from hatch_jaxexport.runtime.artifacts._aux_keys import aux_key
+from hatch_jaxexport.runtime.call._function_facade import FunctionLike, function_facade
+from hatch_jaxexport.runtime.call._resolved_calls import MISS, ResolvedCalls
 
 _call_exportable: Callable[..., Any] | None = None  # the loader's entry point, imported lazily
 
@@ -235,7 +235,7 @@ class ExportableFunction(metaclass=FunctionLike):
         a ``traced`` one, with the reason, per structure that runs the source. ``not_shipped``
         says why no shipped executable served it. ``HATCH_JAXEXPORT_REPORT=1`` prints the same
         as each first call happens."""
-        from hatch_jaxexport.runtime.loader import call_report
+        from hatch_jaxexport.runtime.call.loader import call_report
 
         return call_report(self)
 
@@ -253,15 +253,15 @@ class ExportableFunction(metaclass=FunctionLike):
     def call_resolving(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call the fast path did not take: matched, resolved and run by the loader."""
         if not self.export_spec.structures:  # spec-less: its recorded calls, else the source
-            from hatch_jaxexport.runtime import _recorder as recorder
-            from hatch_jaxexport.runtime._recorded_calls import call_unstructured
+            from hatch_jaxexport.runtime.call import _recorder as recorder
+            from hatch_jaxexport.runtime.call._recorded_calls import call_unstructured
 
             if recorder.RECORDING:
                 recorder.note_call(self, args, kwargs)
             return call_unstructured(self, args, kwargs)
         global _call_exportable
         if _call_exportable is None:
-            from hatch_jaxexport.runtime.loader import call_exportable
+            from hatch_jaxexport.runtime.call.loader import call_exportable
 
             _call_exportable = call_exportable
         return _call_exportable(self, args, kwargs)

@@ -34,7 +34,7 @@ from hatch_jaxexport.formats.spec import (
 from hatch_jaxexport.runtime._dtypes import dtype_text, is_key
 
 if TYPE_CHECKING:
-    from hatch_jaxexport.runtime.decorator import ExportableFunction
+    from hatch_jaxexport.runtime.call.decorator import ExportableFunction
 
 _MAX_DIM = 2**31 - 1  # jax refines symbolic shapes with int32 arithmetic
 # How far a structure got before failing: higher is closer (chooses the error to show).

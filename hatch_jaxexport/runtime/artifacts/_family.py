@@ -16,8 +16,9 @@ The build exports each member from the definitions here (``member_function``); a
 ``Family`` holds the members that were baked, deserializes them on first use, and evaluates a
 member that was not baked (third order, ``ad_order`` too low, a skipped export) from the source,
 with a ``FallbackWarning`` (``ArtifactError`` in strict mode). The JAX primitive that maps each
-transformation to another member lives in ``runtime/_primitive.py``; this module imports no jax
-at import time, because the build orchestrator and its workers import it before jax is checked.
+transformation to another member lives in ``runtime/artifacts/_primitive.py``; this module
+imports no jax at import time, because the build orchestrator and its workers import it
+before jax is checked.
 """
 
 from __future__ import annotations
@@ -162,7 +163,7 @@ def member_avals(kind: str, in_avals: Sequence[Any], out_avals: Sequence[Any],
 class Family:
     """The baked members of one artifact family, plus the source to fall back on.
 
-    The primitive's rules (``runtime/_primitive.py``) ask it whether a member is usable
+    The primitive's rules (``runtime/artifacts/_primitive.py``) ask it whether a member is usable
     (``has``), for a flat callable of a member's ``Exported`` (``exported_call``) and for the
     member evaluated from source (``source``). Members other than the primal deserialize on
     first use: most calls never differentiate or batch.

@@ -46,7 +46,7 @@ from hatch_jaxexport.formats._settings import (
     background_compiles,
     background_timeout,
 )
-from hatch_jaxexport.runtime._file_lock import try_lock
+from hatch_jaxexport.runtime.disk._file_lock import try_lock
 
 #: The folder of the slot files, inside the executable cache folder.
 SLOT_FOLDER = "background"

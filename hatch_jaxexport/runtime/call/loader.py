@@ -18,8 +18,9 @@ from hatch_jaxexport.errors import ArtifactError, CallMismatch, FallbackWarning
 from hatch_jaxexport.formats._settings import STRICT_ENV, call_report_wanted, strict_mode
 from hatch_jaxexport.formats.manifest import ArtifactRecord, mesh_text, variant_text
 from hatch_jaxexport.formats.spec import static_key
-from hatch_jaxexport.runtime import _recorder as recorder
-from hatch_jaxexport.runtime._artifacts import (
+from hatch_jaxexport.runtime._jaxcompat import LOWERING_CONFIG, lowering_config
+from hatch_jaxexport.runtime._user_frame import warn_at_user_frame
+from hatch_jaxexport.runtime.artifacts._artifacts import (
     PackageArtifacts,
     artifact_key,
     deserialize_record,
@@ -30,20 +31,19 @@ from hatch_jaxexport.runtime._artifacts import (
     read_record,
     record_key,
 )
-from hatch_jaxexport.runtime._jaxcompat import LOWERING_CONFIG, lowering_config
-from hatch_jaxexport.runtime._matching import (
+from hatch_jaxexport.runtime.call import _recorder as recorder
+from hatch_jaxexport.runtime.call._matching import (
     CallPlan,
     committed_platform,
     export_platform,
     plan_call,
     shown_structure,
 )
-from hatch_jaxexport.runtime._resolved_calls import fast_key, prime_fast_path, route_of
-from hatch_jaxexport.runtime._source_calls import SourceCalls, runs_inline
-from hatch_jaxexport.runtime._user_frame import warn_at_user_frame
+from hatch_jaxexport.runtime.call._resolved_calls import fast_key, prime_fast_path, route_of
+from hatch_jaxexport.runtime.call._source_calls import SourceCalls, runs_inline
 
 if TYPE_CHECKING:
-    from hatch_jaxexport.runtime.decorator import ExportableFunction
+    from hatch_jaxexport.runtime.call.decorator import ExportableFunction
 
 
 class _Target(NamedTuple):
@@ -137,8 +137,8 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
         return None, mismatch
     import jax
 
-    from hatch_jaxexport.runtime._compile_cache import ensure_compilation_cache
     from hatch_jaxexport.runtime._jaxcompat import needs_lapack
+    from hatch_jaxexport.runtime.disk._compile_cache import ensure_compilation_cache
 
     # the same jax wrote the blob: check its hash now, deserialize on the first compile (a warm
     # start never does); a blob from another jax is deserialized now, to fall back early
@@ -166,7 +166,7 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
             if record.vjp_order and not mesh:
                 return _native_vjp(fn, plan, package, record, loaded, platform, call)
             return jax.jit(loaded.call)
-        from hatch_jaxexport.runtime._primitive import jitted_primal
+        from hatch_jaxexport.runtime.artifacts._primitive import jitted_primal
 
         return jitted_primal(_family(fn, plan, package, record, loaded, platform, mesh,
                                      variant))
@@ -176,7 +176,7 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
     job = _job(fn, record, platform)
 
     def out_tree() -> Any:
-        from hatch_jaxexport.runtime._pytrees import plain_tree
+        from hatch_jaxexport.runtime.artifacts._pytrees import plain_tree
 
         if exported is None and (tree := plain_tree(record.out_tree)) is not None:
             return tree  # no need to read the StableHLO
@@ -193,7 +193,7 @@ def _concrete_target(fn: ExportableFunction, package: PackageArtifacts, plan: Ca
     """Where a structure has no symbolic artifact (its code is not shape-polymorphic) but the
     build baked it at concrete sizes: a dispatch on the call's flat types to those artifacts;
     other sizes trace the source (``FallbackWarning``; refused in strict mode)."""
-    from hatch_jaxexport.runtime._recorded_calls import ConcreteDispatch
+    from hatch_jaxexport.runtime.call._recorded_calls import ConcreteDispatch
 
     records = [c for c in package.records(fn.name).manifest.concrete
                if c.structure_index == plan.structure_index and c.platform == platform
@@ -260,7 +260,7 @@ def _shipped(fn: ExportableFunction, package: PackageArtifacts, record: Artifact
                and e.native_vjp == native_vjp]
     if not records:
         return None
-    from hatch_jaxexport.runtime._shipped import ShippedExecutables
+    from hatch_jaxexport.runtime.executables._shipped import ShippedExecutables
 
     return ShippedExecutables(records, package.read_blob, out_tree, fn.name)
 
@@ -272,10 +272,10 @@ def _native_vjp(fn: ExportableFunction, plan: CallPlan, package: PackageArtifact
     the primal's eager call and an eager call of the VJP (``_native_vjp``); what it cannot
     serve (``vmap``, forward mode, a second derivative) says so in our words, then traces
     the source or, in strict mode, raises."""
-    from hatch_jaxexport.runtime._family import source_flat, warn_or_raise
     from hatch_jaxexport.runtime._jaxcompat import needs_lapack
-    from hatch_jaxexport.runtime._native_vjp import NativeVjpCall
-    from hatch_jaxexport.runtime._tiers import EagerCall
+    from hatch_jaxexport.runtime.artifacts._family import source_flat, warn_or_raise
+    from hatch_jaxexport.runtime.artifacts._native_vjp import NativeVjpCall
+    from hatch_jaxexport.runtime.executables._tiers import EagerCall
 
     def vjp_call() -> Any:
         import jax
@@ -295,8 +295,8 @@ def _family(fn: ExportableFunction, plan: CallPlan, package: PackageArtifacts,
             record: ArtifactRecord, exported: Any, platform: str, mesh: str, variant: str
             ) -> Any:
     """The transformation family of a primal artifact (its members load on first use)."""
-    from hatch_jaxexport.runtime._family import Family, source_flat, warn_or_raise
     from hatch_jaxexport.runtime._jaxcompat import needs_lapack
+    from hatch_jaxexport.runtime.artifacts._family import Family, source_flat, warn_or_raise
 
     structure = fn.export_spec.structures[plan.structure_index]
     members = {("primal", False): exported}
@@ -323,7 +323,7 @@ def _member_calls(fn: ExportableFunction, package: PackageArtifacts, base: tuple
     """A family's maker of eager member calls: each member through shipped executables and the
     executable cache, like the primal's eager calls (``Family.eager``)."""
     from hatch_jaxexport.runtime._jaxcompat import needs_lapack
-    from hatch_jaxexport.runtime._tiers import EagerCall
+    from hatch_jaxexport.runtime.executables._tiers import EagerCall
 
     def eager(member: tuple[str, bool], make_jitted: Callable[[], Any]) -> Any:
         record = package.records(fn.name).by_key[(*base, *member)]  # type: ignore[index]
@@ -342,7 +342,7 @@ def _flat_tree(leaves: int) -> Any:
 
 def _wanted_kinds(fn: ExportableFunction, mesh: str) -> tuple[str, ...]:
     """The members the function's options ask the build for (as ``build.tasks_for`` bakes)."""
-    from hatch_jaxexport.runtime._family import baked_kinds
+    from hatch_jaxexport.runtime.artifacts._family import baked_kinds
 
     spec = fn.export_spec
     order = max(spec.ad_order, 1 if mesh and spec.vjp_order else 0)
@@ -353,7 +353,7 @@ def _source_without_static(fn: ExportableFunction, plan: CallPlan) -> Callable[.
     """The source, called like the artifact (static values bound, not passed)."""
     import jax
 
-    from hatch_jaxexport.runtime._family import source_call
+    from hatch_jaxexport.runtime.artifacts._family import source_call
 
     source = source_call(fn, plan.structure_index, dict(plan.static))
     jitted = source if fn.export_spec.skip_jitting else jax.jit(source)
@@ -381,7 +381,7 @@ def _eager(fn: ExportableFunction, make_jitted: Callable[[], Callable[..., Any]]
            ) -> Callable[..., Any]:
     """The call of an unsharded artifact: eager calls through shipped, cached or tiered
     executables."""
-    from hatch_jaxexport.runtime._tiers import EagerCall, tiering_wanted
+    from hatch_jaxexport.runtime.executables._tiers import EagerCall, tiering_wanted
 
     return EagerCall(make_jitted, job, tiering_wanted(job["platform"], fn.export_spec.tiered,
                                                       size), lapack, shipped, eager_lowerable)
@@ -481,7 +481,7 @@ def _call_uncovered(fn: ExportableFunction, given: tuple[tuple[Any, ...], dict[s
     args, kwargs = given
     if recorder.RECORDING:
         recorder.note_call(fn, args, kwargs)
-    from hatch_jaxexport.runtime._recorded_calls import recorded_call
+    from hatch_jaxexport.runtime.call._recorded_calls import recorded_call
 
     run, _ = recorded_call(fn, args, kwargs)  # baked at exactly this call's recorded sizes
     if run is not None:
@@ -505,7 +505,7 @@ def _call_uncovered(fn: ExportableFunction, given: tuple[tuple[Any, ...], dict[s
         fn.calls.target(key, lambda: _Target(source, static_in_call=True, from_artifact=False,
                                               reason=reason))
         if call_report_wanted():
-            from hatch_jaxexport.runtime._tiers import ServedCall
+            from hatch_jaxexport.runtime.executables._tiers import ServedCall
 
             print(ServedCall(fn.name, "-", "traced", None, reason).line(), file=sys.stderr,
                   flush=True)
@@ -555,7 +555,12 @@ def _call_sharded(fn: ExportableFunction, plan: CallPlan, key: tuple[Any, ...],
     """A call of a function with mesh variants: the variant of the call's mesh, NumPy inputs
     placed onto that mesh with the artifact's in_specs. Only calls without any mesh take the
     fast path, guarded: the same arrays may run under a mesh set later."""
-    from hatch_jaxexport.runtime._placement import call_mesh, current_mesh, place, select_variant
+    from hatch_jaxexport.runtime.artifacts._placement import (
+        call_mesh,
+        current_mesh,
+        place,
+        select_variant,
+    )
 
     spec = fn.export_spec
     assert spec.mesh is not None and spec.in_specs is not None
@@ -603,7 +608,7 @@ def call_report(fn: ExportableFunction) -> list[Any]:
     one per signature of each resolved artifact, and one ``traced`` entry, with the reason,
     per structure that fell back to the source. Calls traced by the caller's own ``jax.jit``
     are not eager calls: jax compiles them with the caller's function."""
-    from hatch_jaxexport.runtime._tiers import EagerCall, ServedCall
+    from hatch_jaxexport.runtime.executables._tiers import EagerCall, ServedCall
 
     served = []
     for target in list(fn.calls.targets.values()):
@@ -617,7 +622,7 @@ def call_report(fn: ExportableFunction) -> list[Any]:
 
 def tiered_calls(fn: ExportableFunction) -> list[Any]:
     """The ``EagerCall`` objects of a function's resolved targets (tests, benchmarks)."""
-    from hatch_jaxexport.runtime._tiers import EagerCall
+    from hatch_jaxexport.runtime.executables._tiers import EagerCall
 
     return [target.call for target in fn.calls.targets.values()
             if isinstance(getattr(target, "call", None), EagerCall)]

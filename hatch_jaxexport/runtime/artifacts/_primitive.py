@@ -33,13 +33,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.interpreters import ad, batching, mlir
 
-from hatch_jaxexport.runtime._family import Family
 from hatch_jaxexport.runtime._jaxcompat import (
     evaluating_eagerly,
     lapack_init_skipped,
     primitive_type,
 )
-from hatch_jaxexport.runtime._placement import typed_out_shardings
+from hatch_jaxexport.runtime.artifacts._family import Family
+from hatch_jaxexport.runtime.artifacts._placement import typed_out_shardings
 
 #: The primitive: one bind runs one member of one family.
 family_call_p = primitive_type()("hatch_jaxexport_call")

@@ -36,7 +36,9 @@ def aux_key(cls: type, aux: Any) -> str:
     none (the decorator turns it into a ``SpecError`` naming the function and argument)."""
     if is_plain_data(aux):
         return repr(aux)
-    from hatch_jaxexport.runtime import _pytrees as pytrees  # only nodes past plain data pay
+    from hatch_jaxexport.runtime.artifacts import (
+        _pytrees as pytrees,  # only nodes past plain data pay
+    )
 
     registered = pytree_serialization(cls)
     if registered is not None and not pytrees.registered_here(cls):

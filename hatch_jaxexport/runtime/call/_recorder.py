@@ -63,7 +63,7 @@ def note_call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     for the build and is not noted (it keeps tracing the source)."""
     if not RECORDING:
         return False
-    from hatch_jaxexport.runtime._recorded_calls import describe_call
+    from hatch_jaxexport.runtime.call._recorded_calls import describe_call
 
     signature = describe_call(fn, args, kwargs)
     if signature is None:

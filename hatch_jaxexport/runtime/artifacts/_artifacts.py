@@ -168,7 +168,7 @@ def deserialize_checked(data: bytes, refs: list[str], package: str,
     """Deserialize a blob after registering its pytree types; ``ArtifactError`` on refusal."""
     from jax import export
 
-    from hatch_jaxexport.runtime import _pytrees as pytrees
+    from hatch_jaxexport.runtime.artifacts import _pytrees as pytrees
 
     for ref in refs:
         pytrees.load_type(ref, package)

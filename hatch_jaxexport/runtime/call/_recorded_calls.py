@@ -29,7 +29,7 @@ from hatch_jaxexport.formats._signatures import CallSignature, call_key, rebuild
 from hatch_jaxexport.formats.manifest import ConcreteRecord, signature_text
 
 if TYPE_CHECKING:
-    from hatch_jaxexport.runtime.decorator import ExportableFunction
+    from hatch_jaxexport.runtime.call.decorator import ExportableFunction
 
 #: Flat argument types of a call: ``((dims...), dtype name)`` per array leaf.
 Types = tuple[tuple[tuple[int, ...], str], ...]
@@ -148,7 +148,7 @@ def _jitted(package: Any, record: ConcreteRecord) -> Callable[..., Any]:
     """``jax.jit`` of a concrete artifact's call, its blob checked; ``ArtifactError`` if not."""
     import jax
 
-    from hatch_jaxexport.runtime._artifacts import load_sized
+    from hatch_jaxexport.runtime.artifacts._artifacts import load_sized
 
     entry = {"file": record.file, "size": record.size, "sha256": record.sha256}
     return jax.jit(load_sized(package, entry).call)
@@ -228,7 +228,7 @@ class _RecordedCalls:
     from_artifact = True
 
     def __init__(self, fn: ExportableFunction) -> None:
-        from hatch_jaxexport.runtime._artifacts import load_package_artifacts
+        from hatch_jaxexport.runtime.artifacts._artifacts import load_package_artifacts
 
         self.package = load_package_artifacts(fn.package)
         records = () if self.package is None else self.package.records(fn.name).manifest.concrete
@@ -285,7 +285,7 @@ def call_unstructured(fn: ExportableFunction, args: tuple[Any, ...],
     call's signature, else the traced source (``FallbackWarning`` once; ``ArtifactError`` in
     strict mode). (The decorator notes the call first when ``HATCH_JAXEXPORT_RECORD`` is
     on.) Inside an export it runs the source inline (``_source_calls.runs_inline``)."""
-    from hatch_jaxexport.runtime._source_calls import runs_inline
+    from hatch_jaxexport.runtime.call._source_calls import runs_inline
 
     if runs_inline(args, kwargs):
         return fn.__wrapped__(*args, **kwargs)
@@ -316,7 +316,7 @@ def _remember_fast(fn: ExportableFunction, call: Callable[..., Any], arrays: Seq
     """Hand a served call of positional plain arrays and scalars to the function's keyed fast
     path (``ResolvedCalls.call_fast``, tried before anything here): the same types and values
     then skip binding and describing the call (which costs more than the call itself)."""
-    from hatch_jaxexport.runtime._resolved_calls import fast_key, prime_fast_path
+    from hatch_jaxexport.runtime.call._resolved_calls import fast_key, prime_fast_path
 
     prime_fast_path()
     key = fast_key(args, kwargs)

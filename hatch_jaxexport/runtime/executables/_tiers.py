@@ -51,8 +51,10 @@ from hatch_jaxexport.formats._settings import (
     tiered_choice,
 )
 from hatch_jaxexport.formats.manifest import signature_text
-from hatch_jaxexport.runtime import _executable_cache as executables
-from hatch_jaxexport.runtime._background import (
+from hatch_jaxexport.runtime._jaxcompat import initialize_lapack, lapack_init_skipped
+from hatch_jaxexport.runtime._user_frame import warn_at_user_frame
+from hatch_jaxexport.runtime.executables import _executable_cache as executables
+from hatch_jaxexport.runtime.executables._background import (
     BackgroundJob,
     end_after,
     expired,
@@ -62,8 +64,6 @@ from hatch_jaxexport.runtime._background import (
     slot_count,
     submit,
 )
-from hatch_jaxexport.runtime._jaxcompat import initialize_lapack, lapack_init_skipped
-from hatch_jaxexport.runtime._user_frame import warn_at_user_frame
 
 #: Compiler options of the quick tier, per platform.
 QUICK_OPTIONS: dict[str, dict[str, Any]] = {"cpu": {"xla_backend_optimization_level": 0}}
@@ -169,7 +169,7 @@ class EagerCall:
                  tiered: bool, lapack: bool, shipped: Any = None,
                  eager_lowerable: Callable[[Any], Callable[..., Any] | None] | None = None
                  ) -> None:
-        from hatch_jaxexport.runtime._compile_cache import (
+        from hatch_jaxexport.runtime.disk._compile_cache import (
             executable_cache_dir,
             executable_cache_writable,
         )
@@ -433,7 +433,7 @@ class EagerCall:
                "timeout": background_timeout()}
         # the artifact's platform only (cpu: no accelerator probing), never tiering again
         env = {**os.environ, TIERED_ENV: "0", "JAX_PLATFORMS": self.platform}
-        argv = [sys.executable, "-m", "hatch_jaxexport.runtime._tiers", json.dumps(job)]
+        argv = [sys.executable, "-m", "hatch_jaxexport.runtime.executables._tiers", json.dumps(job)]
         work = BackgroundJob(argv, env, self.folder, lock, self.folder / f"{key}.log",
                              executables.entry_path(self.folder, key))
         if key_lock_held(lock):  # another process compiles it: nothing to queue
@@ -565,7 +565,7 @@ def optimize(job: dict[str, Any]) -> int:
         jax.config.update("jax_enable_compilation_cache", False)  # compile, never load
         if job["x64"]:
             jax.config.update("jax_enable_x64", True)
-        from hatch_jaxexport.runtime._artifacts import load_package_artifacts, load_record
+        from hatch_jaxexport.runtime.artifacts._artifacts import load_package_artifacts, load_record
 
         package = load_package_artifacts(job["package"])
         if package is None:

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hatch_jaxexport.runtime._entry_names import ENTRY_SUFFIX, entry_label, touch
+from hatch_jaxexport.runtime.disk._entry_names import ENTRY_SUFFIX, entry_label, touch
 
 MAGIC = b"hatch-jaxexport executable 1\n"
 SUFFIX = ENTRY_SUFFIX
@@ -241,11 +241,11 @@ def store(folder: Path, key: str, compiled: Any) -> bool:
             os.unlink(tmp)
             raise
     except OSError as err:  # read-only, full, gone: the call ran; say so once per process
-        from hatch_jaxexport.runtime._compile_cache import cache_unwritable
+        from hatch_jaxexport.runtime.disk._compile_cache import cache_unwritable
 
         cache_unwritable(folder, err)
         return False
-    from hatch_jaxexport.runtime._footprint import after_store  # here: not on a call's path
+    from hatch_jaxexport.runtime.disk._footprint import after_store  # here: not on a call's path
 
     after_store(folder)  # the cache grew: keep it under HATCH_JAXEXPORT_CACHE_MAX_BYTES
     return True
