@@ -95,7 +95,7 @@ def forbid_bodies(package: str = PACKAGE) -> list[str]:
     """
     import builtins
 
-    from hatch_jaxexport.runtime.decorator import registered_in
+    from hatch_jaxexport.runtime.call.decorator import registered_in
 
     ran: list[str] = builtins.__dict__.setdefault("_jaxexport_bodies_ran", [])
     for fn in registered_in(package):
@@ -140,7 +140,7 @@ def run_cases(mode: str, out: str) -> None:
                 t0 = time.perf_counter()
                 jax.block_until_ready(call(*case["args"], **static))
                 row["second_s"] = time.perf_counter() - t0
-                from hatch_jaxexport.runtime.loader import export_platform, loaded_from_artifact
+                from hatch_jaxexport.runtime.call.loader import export_platform, loaded_from_artifact
 
                 used = loaded_from_artifact(fn)
                 row["ran"] = (f"artifact ({export_platform()})" if used and all(used.values())

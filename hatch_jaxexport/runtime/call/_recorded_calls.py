@@ -144,14 +144,59 @@ def _x64_differs(record: ConcreteRecord) -> bool:
     return wanted is not None and bool(wanted) != bool(jax.config.jax_enable_x64)
 
 
-def _jitted(package: Any, record: ConcreteRecord) -> Callable[..., Any]:
-    """``jax.jit`` of a concrete artifact's call, its blob checked; ``ArtifactError`` if not."""
-    import jax
+class _ConcreteCall:
+    """A concrete-size artifact's call: ``jax.jit`` of ``Exported.call`` for concrete arrays,
+    and under a trace (``jax.jit``, ``vmap``, ``grad``, ``jacrev``) the artifact rebuilt from
+    parts jax can transform (``artifacts._concrete_rules``), so that what the caller does with
+    the trace later cannot fail out of reach. Forward mode (a ``custom_vjp`` has none) is
+    refused with ``NotImplementedError`` at the call: its caller runs the source."""
 
+    __slots__ = ("_exported", "_jax", "_staged", "_tracer", "plain")
+
+    def __init__(self, exported: Any) -> None:
+        import jax
+
+        self.plain = jax.jit(exported.call)
+        self._exported, self._staged = exported, None
+        self._tracer, self._jax = jax.core.Tracer, jax
+
+    def _traced(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether a trace holds any argument (arrays checked as they are, containers flat)."""
+        for value in (*args, *kwargs.values()):
+            for leaf in (value,) if hasattr(value, "dtype") else \
+                    self._jax.tree_util.tree_leaves(value):
+                if isinstance(leaf, self._tracer):
+                    return True
+        return False
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not self._traced(args, kwargs):
+            return self.plain(*args, **kwargs)
+        tree_util = self._jax.tree_util
+        leaves, tree = tree_util.tree_flatten((args, kwargs))
+        if tree != self._exported.in_tree:  # jax's own call says what differs
+            return self.plain(*args, **kwargs)
+        if self._staged is None:
+            from hatch_jaxexport.runtime.artifacts._concrete_rules import transformable
+
+            self._staged = transformable(self._exported)
+        try:
+            out = self._staged(*leaves)
+        except TypeError as err:
+            if "forward-mode" not in str(err):
+                raise
+            raise NotImplementedError("a concrete-size artifact has no forward-mode member "
+                                      f"({err})") from err
+        return tree_util.tree_unflatten(self._exported.out_tree, out)
+
+
+def _jitted(package: Any, record: ConcreteRecord) -> _ConcreteCall:
+    """A concrete artifact's call (``_ConcreteCall``), its blob checked; ``ArtifactError`` if
+    not."""
     from hatch_jaxexport.runtime.artifacts._artifacts import load_sized
 
     entry = {"file": record.file, "size": record.size, "sha256": record.sha256}
-    return jax.jit(load_sized(package, entry).call)
+    return _ConcreteCall(load_sized(package, entry))
 
 
 class ConcreteDispatch:
@@ -255,7 +300,7 @@ def recorded_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[st
 
 
 def _artifact_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]
-                   ) -> tuple[Callable[..., Any] | None, list[Any], str]:
+                   ) -> tuple[_ConcreteCall | None, list[Any], str]:
     """The jitted artifact of this call's signature and the call's arrays in canonical order,
     or ``None`` and why."""
     table = fn.calls.target(("recorded calls",), lambda: _RecordedCalls(fn))
@@ -296,7 +341,7 @@ def call_unstructured(fn: ExportableFunction, args: tuple[Any, ...],
         except NotImplementedError as err:  # under jax.vmap: an artifact has no batching rule
             reason = f"its artifact cannot run under this transformation ({err})"
         else:
-            _remember_fast(fn, call, arrays, args, kwargs)
+            _remember_fast(fn, call.plain, arrays, args, kwargs)  # arrays only: no tracer
             return result
     table = fn.calls.target(("recorded calls",), lambda: _RecordedCalls(fn))
     if strict_mode():

@@ -197,7 +197,8 @@ class ResolvedCalls:
                     cut = split - len(keywords)
                     return call(*values[:cut], **dict(zip(keywords, values[cut:split],
                                                           strict=True)))
-            except (TypeError, ValueError):  # other types, a tracer, another device: resolve
+            except (TypeError, ValueError, NotImplementedError):  # other types, a tracer (a
+                # concrete-size artifact refuses a transformation's), another device: resolve
                 if not _traced(values):
                     self.hot_misses += 1
                     if self.hot_misses >= HOT_MISS_LIMIT:

@@ -157,3 +157,32 @@ def test_an_uncovered_call_under_vmap_inlines_the_exportables_it_calls(baked, mo
     want = np.sqrt(np.sum(X * X, axis=1) + 3) + 1.5
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5)
     assert float(eager) == pytest.approx(want[1], rel=1e-5)
+
+
+def test_a_concrete_size_artifact_serves_jacrev_vmap_of_jit_and_jvp(baked, monkeypatch):
+    """dm-pix's ``hsv_to_rgb`` test: ``jax.jacrev`` of a call served at concrete sizes only.
+    Staged as the artifact, its pullback failed later, when jacrev batched it (no batching
+    rule for ``call_exported``), out of reach of any fallback: a call under a transformation
+    is now staged as rules jax can batch, under ``jax.jit`` too (the caller may batch what it
+    stages), also after an eager call left the artifact on the hot path; forward mode runs
+    the source."""
+    monkeypatch.delenv("HATCH_JAXEXPORT_STRICT")
+    row = jnp.asarray(X[0])
+    assert float(baked.sized_norm(row)) == pytest.approx(np.sqrt(np.sum(X[0] ** 2) + 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FallbackWarning)
+        before = baked.TRACES["count"]
+        jacobian = jax.jacrev(baked.sized_norm)(row)
+        jitted = jax.jit(baked.sized_norm)(row)
+        jit_jacobian = jax.jacrev(jax.jit(baked.sized_norm))(row)  # dm-pix's with_jit variant
+        rows = jax.vmap(jax.jit(baked.sized_norm))(jnp.asarray(X))
+        assert baked.TRACES["count"] == before  # all served by the artifact and its VJP
+        _, tangent = jax.jvp(baked.sized_norm, (row,), (jnp.ones(3),))  # the source
+    want = X[0] / np.sqrt(np.sum(X[0] ** 2) + 3)
+    np.testing.assert_allclose(np.asarray(jacobian), want, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(jit_jacobian), want, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(rows),
+                               np.sqrt(np.sum(X ** 2, axis=1) + 3), rtol=1e-5)
+    assert float(tangent) == pytest.approx(float(want.sum()), rel=1e-5)
+    assert float(jitted) == pytest.approx(np.sqrt(np.sum(X[0] ** 2) + 3), rel=1e-6)
+    assert float(baked.sized_norm(row)) == pytest.approx(float(jitted), rel=1e-6)
