@@ -140,7 +140,10 @@ def run_cases(mode: str, out: str) -> None:
                 t0 = time.perf_counter()
                 jax.block_until_ready(call(*case["args"], **static))
                 row["second_s"] = time.perf_counter() - t0
-                from hatch_jaxexport.runtime.call.loader import export_platform, loaded_from_artifact
+                from hatch_jaxexport.runtime.call.loader import (
+                    export_platform,
+                    loaded_from_artifact,
+                )
 
                 used = loaded_from_artifact(fn)
                 row["ran"] = (f"artifact ({export_platform()})" if used and all(used.values())
