@@ -275,7 +275,7 @@ def _native_vjp(fn: ExportableFunction, plan: CallPlan, package: PackageArtifact
     from hatch_jaxexport.runtime._jaxcompat import needs_lapack
     from hatch_jaxexport.runtime.artifacts._family import source_flat, warn_or_raise
     from hatch_jaxexport.runtime.artifacts._native_vjp import NativeVjpCall
-    from hatch_jaxexport.runtime.executables._tiers import EagerCall
+    from hatch_jaxexport.runtime.executables._eager_call import EagerCall
 
     def vjp_call() -> Any:
         import jax
@@ -323,7 +323,7 @@ def _member_calls(fn: ExportableFunction, package: PackageArtifacts, base: tuple
     """A family's maker of eager member calls: each member through shipped executables and the
     executable cache, like the primal's eager calls (``Family.eager``)."""
     from hatch_jaxexport.runtime._jaxcompat import needs_lapack
-    from hatch_jaxexport.runtime.executables._tiers import EagerCall
+    from hatch_jaxexport.runtime.executables._eager_call import EagerCall
 
     def eager(member: tuple[str, bool], make_jitted: Callable[[], Any]) -> Any:
         record = package.records(fn.name).by_key[(*base, *member)]  # type: ignore[index]
@@ -381,7 +381,8 @@ def _eager(fn: ExportableFunction, make_jitted: Callable[[], Callable[..., Any]]
            ) -> Callable[..., Any]:
     """The call of an unsharded artifact: eager calls through shipped, cached or tiered
     executables."""
-    from hatch_jaxexport.runtime.executables._tiers import EagerCall, tiering_wanted
+    from hatch_jaxexport.runtime.executables._eager_call import EagerCall
+    from hatch_jaxexport.runtime.executables._tiers import tiering_wanted
 
     return EagerCall(make_jitted, job, tiering_wanted(job["platform"], fn.export_spec.tiered,
                                                       size), lapack, shipped, eager_lowerable)
@@ -505,7 +506,7 @@ def _call_uncovered(fn: ExportableFunction, given: tuple[tuple[Any, ...], dict[s
         fn.calls.target(key, lambda: _Target(source, static_in_call=True, from_artifact=False,
                                               reason=reason))
         if call_report_wanted():
-            from hatch_jaxexport.runtime.executables._tiers import ServedCall
+            from hatch_jaxexport.runtime.executables._entries import ServedCall
 
             print(ServedCall(fn.name, "-", "traced", None, reason).line(), file=sys.stderr,
                   flush=True)
@@ -608,7 +609,8 @@ def call_report(fn: ExportableFunction) -> list[Any]:
     one per signature of each resolved artifact, and one ``traced`` entry, with the reason,
     per structure that fell back to the source. Calls traced by the caller's own ``jax.jit``
     are not eager calls: jax compiles them with the caller's function."""
-    from hatch_jaxexport.runtime.executables._tiers import EagerCall, ServedCall
+    from hatch_jaxexport.runtime.executables._eager_call import EagerCall
+    from hatch_jaxexport.runtime.executables._entries import ServedCall
 
     served = []
     for target in list(fn.calls.targets.values()):
@@ -622,7 +624,7 @@ def call_report(fn: ExportableFunction) -> list[Any]:
 
 def tiered_calls(fn: ExportableFunction) -> list[Any]:
     """The ``EagerCall`` objects of a function's resolved targets (tests, benchmarks)."""
-    from hatch_jaxexport.runtime.executables._tiers import EagerCall
+    from hatch_jaxexport.runtime.executables._eager_call import EagerCall
 
     return [target.call for target in fn.calls.targets.values()
             if isinstance(getattr(target, "call", None), EagerCall)]

@@ -171,7 +171,7 @@ class ShippedExecutables:
         """A loaded executable for these flat argument types (shape, dtype, weak), or ``None``.
 
         Weak types do not matter: an artifact's inputs are strong, and a weak-typed array of
-        the input's dtype holds the same buffer (``EagerCall.artifact_types``)."""
+        the input's dtype holds the same buffer (``_entries.artifact_types``)."""
         if not self.records or not shipped_executables_wanted():
             return None
         wanted = [[list(shape), dtype] for shape, dtype, _ in leaves]

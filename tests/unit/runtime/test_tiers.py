@@ -231,7 +231,7 @@ def _compiles_running(cache: Path) -> int:
             cmdline = Path("/proc", pid, "cmdline").read_bytes()
         except OSError:
             continue
-        count += b"hatch_jaxexport.runtime.executables._tiers" in cmdline and marker in cmdline
+        count += b"hatch_jaxexport.runtime.executables._optimizer" in cmdline and marker in cmdline
     return count
 
 

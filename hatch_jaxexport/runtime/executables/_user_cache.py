@@ -1,0 +1,99 @@
+"""Where a signature's executable comes from, second: the per-user executable cache.
+
+One artifact's view of the cache folder (``disk/_compile_cache``): the entry key of a call
+signature, reading an entry back (no lowering, no compile: a warm start), and writing a
+fresh compile once it has run. The entries themselves are ``_executable_cache``'s.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from hatch_jaxexport.runtime._jaxcompat import initialize_lapack
+from hatch_jaxexport.runtime.executables import _executable_cache as executables
+from hatch_jaxexport.runtime.executables._entries import Entry, artifact_types
+
+
+class UserCache:
+    """The per-user cache of one artifact's executables.
+
+    Args:
+        job: The artifact's ``sha256``, ``platform``, ``package`` and call ``convention``
+            (a member's flat call and the function's structured call of one artifact are
+            different executables: the convention is part of the key).
+        lapack: Whether the artifact calls LAPACK (initialised before an entry runs).
+    """
+
+    def __init__(self, job: dict[str, str], lapack: bool) -> None:
+        from hatch_jaxexport.runtime.disk._compile_cache import (
+            executable_cache_dir,
+            executable_cache_writable,
+        )
+
+        self.job, self.lapack = job, lapack
+        self.folder = executable_cache_dir()
+        #: Whether new entries can be written (a read-only cache is still read): without it
+        #: nothing is stored and no tier is built (the optimized one would have nowhere to go).
+        self.writable = executable_cache_writable()
+
+    def detach(self) -> None:
+        """Neither read nor write entries any more: the call runs the source (a fallback),
+        whose executables are not the artifact's."""
+        self.folder = None
+
+    def key(self, sig: Any, convention: str | None = None) -> str:
+        """The entry key of signature ``sig`` (``convention`` ``"quick"`` for its quick tier)."""
+        assert self.folder is not None
+        return executables.entry_key(self.folder, self.job["sha256"], artifact_types(sig),
+                                     self.job["platform"],
+                                     convention or self.job.get("convention", "default"),
+                                     package=self.job.get("package", ""))
+
+    def quick_key(self, sig: Any) -> str:
+        """The cache entry of this signature's quick tier."""
+        return "quick-" + self.key(sig, "quick")
+
+    def load(self, key: str) -> Any | None:
+        """The executable cached under ``key``, ``None`` if there is none (or no folder)."""
+        if self.folder is None:
+            return None
+        if self.lapack:
+            initialize_lapack()
+        return executables.load(self.folder, key)
+
+    def drop(self, key: str) -> None:
+        """Remove an entry that is stale now (a quick tier once the optimized one is in)."""
+        if self.folder is not None:
+            executables.entry_path(self.folder, key).unlink(missing_ok=True)
+
+    def cached(self, sig: Any, tiered: bool) -> tuple[str | None, Entry | None]:
+        """The signature's key and its cached entry (``None`` if not cached); a cached quick
+        tier is stale once the optimized executable is there."""
+        if self.folder is None:
+            return None, None
+        key = self.key(sig)
+        compiled = self.load(key)
+        if compiled is None:
+            return key, None
+        if tiered:
+            self.drop(self.quick_key(sig))
+        return key, Entry(compiled, "cached", key)
+
+    def save(self, entry: Entry) -> None:
+        """Cache a freshly compiled executable for the next process, once it has run.
+
+        Serializing it takes 2-3 ms for a small function and 100-170 ms for a large one
+        (``deep`` of ``benchmarks/cold_start.py``), so it runs in a thread while the call
+        returns. The thread is not a daemon: the interpreter waits for it at exit, and the
+        entry is written whole (``executables.store`` writes a temporary file, then renames).
+        """
+        entry.unsaved = False
+        if not self.writable:
+            return
+        assert self.folder is not None and entry.save_key is not None
+        threading.Thread(target=executables.store, name="hatch-jaxexport-store",
+                         args=(self.folder, entry.save_key, entry.compiled)).start()
+
+
+__all__ = ["UserCache"]
