@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -46,7 +47,11 @@ def main(folder: Path, done: Path, worker: int, writes: int) -> dict[str, int]:
         compiled, fresh = compile_fresh(jax.jit(lambda v, k=k: v * jnp.float32(k)).lower(x))
         key = key_of(folder, k)
         assert fresh and store(folder, key, compiled), "the entry was not written"
-        (done / key).write_text(str(k))
+        # named whole or not at all: another worker lists DONE at any moment (a plain write
+        # showed it an empty file once, in CI)
+        pending = done.parent / f".{key}.{worker}.tmp"
+        pending.write_text(str(k))
+        os.replace(pending, done / key)
         for marker in sorted(done.iterdir()):
             found = load(folder, marker.name)
             if found is None:  # evicted: then gone for good
