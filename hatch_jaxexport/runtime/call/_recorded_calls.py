@@ -238,7 +238,7 @@ class ConcreteDispatch:
             call = self._resolve(types)
         try:
             return call(*args, **kwargs)
-        except NotImplementedError as err:  # under jax.vmap: an artifact has no batching rule
+        except NotImplementedError as err:  # forward mode: the artifact has none (_ConcreteCall)
             if self._transformed is None:
                 self._transformed = self._on_miss(
                     f"its concrete-size artifact cannot run under this transformation ({err})")
@@ -338,7 +338,7 @@ def call_unstructured(fn: ExportableFunction, args: tuple[Any, ...],
     if call is not None:
         try:
             result = call(*arrays)
-        except NotImplementedError as err:  # under jax.vmap: an artifact has no batching rule
+        except NotImplementedError as err:  # forward mode: the artifact has none (_ConcreteCall)
             reason = f"its artifact cannot run under this transformation ({err})"
         else:
             _remember_fast(fn, call.plain, arrays, args, kwargs)  # arrays only: no tracer

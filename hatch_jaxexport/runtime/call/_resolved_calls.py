@@ -198,7 +198,7 @@ class ResolvedCalls:
                     return call(*values[:cut], **dict(zip(keywords, values[cut:split],
                                                           strict=True)))
             except (TypeError, ValueError, NotImplementedError):  # other types, a tracer (a
-                # concrete-size artifact refuses a transformation's), another device: resolve
+                # concrete-size artifact refuses forward mode), another device: resolve
                 if not _traced(values):
                     self.hot_misses += 1
                     if self.hot_misses >= HOT_MISS_LIMIT:

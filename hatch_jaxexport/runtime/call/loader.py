@@ -488,8 +488,8 @@ def _call_uncovered(fn: ExportableFunction, given: tuple[tuple[Any, ...], dict[s
     if run is not None:
         try:
             return run()
-        except NotImplementedError:  # under jax.vmap: an artifact has no batching rule
-            pass  # the source, traced under the caller's vmap, serves it
+        except NotImplementedError:  # forward mode: a concrete-size artifact has none
+            pass  # the source, traced under the caller's jvp, serves it
     if strict_mode():
         refusal.args = (f"{refusal}{STRICT_FIX}", *refusal.args[1:])
         raise refusal
