@@ -2,8 +2,9 @@
 
 Library code tells functions from other callables with ``inspect.isfunction`` (dm-pix's API
 test lists a module's public functions that way, and a callable object vanished from it), so
-a drop-in must be a ``types.FunctionType``. The function's body is three lines over closure
-cells: the record's fast path, then its full path; it is built with the *source's* globals,
+a drop-in must be a ``types.FunctionType``. The function's body is ``fast_path``'s, over
+closure cells: the record's hot executable, its keyed cache, then its full path (so a hot call
+costs one Python frame over jax's dispatch); it is built with the *source's* globals,
 so that decorators stacked above it (``@jaxtyped(typechecker=beartype)``) resolve string
 annotations where the source does, and its ``__dict__`` is the record's, so that
 ``fn.export_spec``, ``fn.calls``, ``fn.call_report()`` read the one state the loader writes.
@@ -18,32 +19,17 @@ from __future__ import annotations
 import functools
 import inspect
 import types
-from collections.abc import Callable
 from typing import Any
 
-
-def _calls_through(call_fast: Callable[..., Any], miss: object,
-                   call_resolving: Callable[..., Any]) -> Callable[..., Any]:
-    """The body of every facade: a call like one resolved before takes ``call_fast``; any
-    other goes to the record's full path (nothing here reads a global: the function runs
-    with the source's module as its globals)."""
-    def call(*args: Any, **kwargs: Any) -> Any:
-        result = call_fast(args, kwargs)
-        if result is miss:
-            return call_resolving(args, kwargs)
-        return result
-    return call
-
+from hatch_jaxexport.runtime.call._resolved_calls import ResolvedCalls, fast_path
 
 #: The code object every facade shares; ``record_of`` recognises a facade by it.
-FACADE_CODE = _calls_through(print, None, print).__code__
+FACADE_CODE = fast_path(ResolvedCalls(), print).__code__
 
 
-def function_facade(record: Any, call_fast: Callable[..., Any], miss: object,
-                    call_resolving: Callable[..., Any]) -> types.FunctionType:
+def function_facade(record: Any, body: types.FunctionType) -> types.FunctionType:
     """A function named, documented and annotated like ``record.__wrapped__`` (the source),
-    whose calls run ``call_fast``/``call_resolving`` and whose attributes are ``record``'s."""
-    body = _calls_through(call_fast, miss, call_resolving)
+    whose calls run ``body`` (``fast_path``) and whose attributes are ``record``'s."""
     source = inspect.unwrap(record.__wrapped__)
     namespace = getattr(source, "__globals__", None)
     if not isinstance(namespace, dict):  # a callable object: no module namespace of its own

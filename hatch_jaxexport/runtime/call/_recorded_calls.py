@@ -359,7 +359,7 @@ def call_unstructured(fn: ExportableFunction, args: tuple[Any, ...],
 def _remember_fast(fn: ExportableFunction, call: Callable[..., Any], arrays: Sequence[Any],
                    args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Hand a served call of positional plain arrays and scalars to the function's keyed fast
-    path (``ResolvedCalls.call_fast``, tried before anything here): the same types and values
+    path (``fast_path``, tried before anything here): the same types and values
     then skip binding and describing the call (which costs more than the call itself)."""
     from hatch_jaxexport.runtime.call._resolved_calls import fast_key, prime_fast_path
 

@@ -4,12 +4,16 @@ Each ``ExportableFunction`` owns one ``ResolvedCalls``. The loader resolves a ca
 (structure, static values, platform[, mesh]) to a target, an artifact or the traced source, and
 hands the settled executable back through the methods here; later calls skip the checks:
 
-- ``hot``: the compiled executable of the last settled call whose values it takes as given, in
-  order (positional or by keyword, with the same keyword names), and whose other values are
-  trailing static strings. jax's C++ dispatcher checks its argument types itself and raises
-  ``TypeError``/``ValueError`` before running on a mismatch, so trying it first costs nothing
-  when it fits. After ``HOT_MISS_LIMIT`` refusals
-  (calls of many signatures) it is dropped and the keyed cache serves them.
+- ``hot``: the compiled executable of the last settled call (a ``HotCall``), tried first on a
+  call with as many positional values and the same keyword names in the same order. In its
+  common forms it takes the call's values as given (``f(x, y)``, ``f(x=x, y=y)``, a function
+  exported with keyword arguments): no Python work beyond those two comparisons. Otherwise its
+  trailing values are statics (strings, numbers, ``None``) compared by type and value, and
+  scalars the full path converted (``0.5`` to a float32 array) follow as constants. jax's C++
+  dispatcher checks its argument types itself and raises ``TypeError``/``ValueError`` before
+  running on a mismatch (and on a tracer), so trying it first costs nothing when it fits. After
+  ``HOT_MISS_LIMIT`` refusals (calls of many signatures) it is dropped and the keyed cache
+  serves them.
 - the keyed cache: ``fast_key`` of a call of plain arrays and scalars, positional or by
   keyword -> (call, route): which of the call's values the executable takes, in its order,
   with the scalars the full path converted held as constants (``route_of``).
@@ -19,9 +23,10 @@ All state is written here, by this class's methods; nothing else assigns to it.
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from hatch_jaxexport.runtime.call._source_calls import INLINING_THREADS
 
@@ -31,7 +36,7 @@ HOT_MISS_LIMIT = 16
 FAST_CACHE_LIMIT = 512
 #: Python values a fast-path key holds by value (static arguments).
 SCALARS = (str, int, float, bool, type(None))
-#: What ``ResolvedCalls.call_fast`` returns when no cached target fits the call.
+#: What ``fast_path`` and ``ResolvedCalls.call_keyed`` return when no cached target fits the call.
 MISS = object()
 
 #: (jax's concrete array type, numpy's ndarray, jax's x64 state), known once jax is imported:
@@ -55,7 +60,7 @@ def fast_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 
     Two calls with equal keys pass the same checks and resolve to the same target, with the
     same keyword names in the same order, so the full checks run once per key. The one key
-    function of the fast path: the loader stores targets under it, ``ResolvedCalls.call_fast``
+    function of the fast path: the loader stores targets under it, ``ResolvedCalls.call_keyed``
     looks them up with it.
     """
     if not _FAST_TYPES:
@@ -91,12 +96,17 @@ def _scalar_shaped(value: Any) -> bool:
     return type(value) in SCALARS or getattr(value, "shape", None) == ()
 
 
-def route_of(wanted: tuple[Any, ...], values: tuple[Any, ...]) -> tuple[Any, ...] | None:
+def route_of(wanted: tuple[Any, ...], values: tuple[Any, ...], keywords: int = 0
+             ) -> tuple[Any, ...] | None:
     """How to make ``wanted`` (what the resolved executable took) from ``values`` (the call's,
-    positional then keyword) on any call with the same ``fast_key``: each wanted value's
-    position among ``values`` (by identity), or a ``Constant``. ``None`` where that is not
-    provably right: a constant is only a scalar-shaped value made while every array of the call
-    is taken as it is (so it came from the scalars the key holds by value)."""
+    positional then ``keywords`` by keyword) on any call with the same ``fast_key``: each
+    wanted value's position among ``values`` (by identity), or a ``Constant``. ``None`` where
+    that is not provably right: a constant is only a scalar-shaped value made while every array
+    of the call is taken as it is (so it came from the scalars the key holds by value); one
+    object passed twice in a call with keywords (``f(y=a, x=a)``) could have gone to either
+    slot, so it routes nothing."""
+    if keywords and ambiguous(values):
+        return None
     route: list[Any] = []
     taken: set[int] = set()
     for value in wanted:
@@ -116,6 +126,92 @@ def route_of(wanted: tuple[Any, ...], values: tuple[Any, ...]) -> tuple[Any, ...
     return tuple(route)
 
 
+def ambiguous(values: tuple[Any, ...]) -> bool:
+    """Whether one array is among ``values`` twice (by identity): then identity cannot tell
+    which of its slots the executable took it from, once keywords reorder them."""
+    arrays = [id(value) for value in values if type(value) not in SCALARS]
+    return len(set(arrays)) != len(arrays)
+
+
+#: The forms of a ``HotCall``, cheapest first: how ``fast_path`` checks a call and passes it.
+POSITIONAL = 0  # ``f(x, y)``: every value as given, none by keyword
+SPREAD = 1  # ``f(x=x, y=y)``: the keyword values (same names, same order) after the positional
+BY_KEYWORD = 2  # ``f(x, y=y)`` of an executable that takes ``y`` by keyword: passed as given
+STATIC_KEYWORDS = 3  # ``f(x, mode="max")``: positional values as given, string statics by keyword
+STATIC_POSITIONAL = 4  # ``f(x, "max")``: leading values as given, then string statics
+GENERAL = 5  # trailing statics compared by type and value, then constants (converted scalars)
+
+
+class HotCall(NamedTuple):
+    """The executable ``fast_path`` tries first, and the calls it serves: those with ``arity``
+    positional values and the keyword names ``names``, in that order."""
+
+    call: Callable[..., Any]
+    arity: int
+    form: int
+    names: tuple[str, ...]
+    #: ``SPREAD`` of two names or more: takes the keyword values in the executable's order
+    #: (any order in the call).
+    pick: Callable[[dict[str, Any]], Any] | None
+    #: ``STATIC_KEYWORDS``: the call's keyword arguments, every one a string static.
+    static_kwargs: dict[str, str] | None
+    #: ``GENERAL``: the call's trailing values it takes as statics, compared by value (and
+    #: by type unless all are strings), then the values it takes after the call's leading
+    #: ones (converted scalars), from ``cut`` on by ``keywords``, under jax's x64 state ``x64``.
+    tail: tuple[Any, ...]
+    tail_types: tuple[type, ...] | None
+    constants: tuple[Any, ...]
+    cut: int
+    keywords: tuple[str, ...]
+    x64: bool | None
+
+
+def hot_call(call: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+             tail: tuple[Any, ...], constants: tuple[Any, ...] = (),
+             keywords: tuple[str, ...] = ()) -> HotCall:
+    """The ``HotCall`` of a settled call of ``args`` and ``kwargs``: the executable takes all
+    but the last ``len(tail)`` of their values, then ``constants``, its last
+    ``len(keywords)`` by keyword."""
+    names = tuple(kwargs)
+    strings = all(type(value) is str for value in tail)
+    form = GENERAL
+    if not tail and not constants:
+        form = POSITIONAL if not names and not keywords else \
+            SPREAD if not keywords else BY_KEYWORD if keywords == names else GENERAL
+    elif strings and not constants and not keywords:
+        form = STATIC_KEYWORDS if len(tail) == len(names) else \
+            STATIC_POSITIONAL if not names else GENERAL
+    if constants:  # on the device once: a NumPy constant would be copied on every call
+        import jax
+
+        constants = tuple(jax.device_put(value) for value in constants)
+    taken = len(args) + len(names) - len(tail) + len(constants)
+    # one name: itemgetter would give the value itself, not a tuple (``fast_path`` reads it)
+    pick = operator.itemgetter(*names) if form == SPREAD and len(names) > 1 else None
+    return HotCall(call, len(args), form, names, pick,
+                   dict(kwargs) if form == STATIC_KEYWORDS else None, tail,
+                   None if strings else tuple(map(type, tail)), constants,
+                   taken - len(keywords), keywords,
+                   _FAST_TYPES[2].value if _FAST_TYPES else None)
+
+
+def _call_general(hot: HotCall, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A ``GENERAL`` hot call: ``MISS`` unless its keyword names, trailing statics and x64
+    state are the executable's."""
+    call, _, _, names, _, _, tail, tail_types, constants, cut, keywords, x64 = hot
+    if tuple(kwargs) != names or (_FAST_TYPES and _FAST_TYPES[2].value != x64):
+        return MISS
+    values = (*args, *kwargs.values()) if kwargs else args
+    split = len(values) - len(tail)
+    rest = values[split:]
+    if rest != tail or (tail_types is not None and tuple(map(type, rest)) != tail_types):
+        return MISS
+    taken = (*values[:split], *constants) if constants else values[:split]
+    if not keywords:
+        return call(*taken)
+    return call(*taken[:cut], **dict(zip(keywords, taken[cut:], strict=False)))
+
+
 class ResolvedCalls:
     """One function's resolved targets, its fallback, the keyed fast cache and the hot call."""
 
@@ -128,10 +224,7 @@ class ResolvedCalls:
         self._fallback: Callable[..., Any] | None = None
         self._uncovered: Callable[..., Any] | None = None
         self.fast: dict[Any, tuple[Callable[..., Any], tuple[int, ...] | None]] = {}
-        #: (executable, how many leading values it takes, the trailing static strings, the
-        #: keyword names of the calls it serves, the keywords it takes its last values by)
-        self.hot: tuple[Callable[..., Any], int, tuple[Any, ...], tuple[str, ...],
-                        tuple[str, ...]] | None = None
+        self.hot: HotCall | None = None
         self.hot_misses = 0
 
     def clear(self) -> None:
@@ -167,48 +260,42 @@ class ResolvedCalls:
         return self._uncovered
 
     def remember_fast(self, key: Any, call: Callable[..., Any], route: tuple[Any, ...] | None,
-                      keywords: tuple[str, ...] = ()) -> None:
+                      keywords: tuple[str, ...] = (), compiled: bool = False) -> None:
         """Serve later calls with this ``fast_key`` by ``call``: on the call's values as
         given (``route`` None), else on ``route`` of them (``route_of``), the last
-        ``len(keywords)`` by those keywords."""
+        ``len(keywords)`` by those keywords. ``compiled``: ``call`` is an executable's
+        dispatcher, which refuses other types itself, so a positional call it serves as given
+        may become the hot call (a numpy call after a jax one has the same key)."""
         if len(self.fast) >= FAST_CACHE_LIMIT:
             self.fast.clear()
-        self.fast[key] = (call, route, keywords)
+        self.fast[key] = (call, route, keywords, compiled)
 
-    def remember_hot(self, call: Callable[..., Any], split: int, tail: tuple[Any, ...],
-                     names: tuple[str, ...] = (), keywords: tuple[str, ...] = ()) -> None:
-        """Try ``call`` first on later calls with the keyword names ``names`` (in order) whose
-        values (positional, then by keyword) after ``split`` equal ``tail``: on the values
-        before it, the last ``len(keywords)`` of them by those keywords."""
+    def remember_hot(self, hot: HotCall) -> None:
+        """Try ``hot`` first on later calls of its form (``hot_call``)."""
         if self.hot_misses < HOT_MISS_LIMIT:
-            self.hot = (call, split, tail, names, keywords)
+            self.hot = hot
 
-    def call_fast(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """Run a call through the hot executable or the keyed cache; ``MISS`` if neither fits."""
-        hot = self.hot
-        if hot is not None and not INLINING_THREADS[0] and \
-                (tuple(kwargs) == hot[3] if kwargs else not hot[3]):
-            call, split, tail, _, keywords = hot
-            values = (*args, *kwargs.values()) if kwargs else args
-            try:
-                if values[split:] == tail:  # the same trailing static strings (often none)
-                    if not keywords:
-                        return call(*values[:split])
-                    cut = split - len(keywords)
-                    return call(*values[:cut], **dict(zip(keywords, values[cut:split],
-                                                          strict=True)))
-            except (TypeError, ValueError, NotImplementedError):  # other types, a tracer (a
-                # concrete-size artifact refuses forward mode), another device: resolve
-                if not _traced(values):
-                    self.hot_misses += 1
-                    if self.hot_misses >= HOT_MISS_LIMIT:
-                        self.hot = None  # calls of many signatures: the keyed cache serves them
+    def hot_refused(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """The hot executable refused a call: count it unless it was a transformation's (a
+        tracer), and stop trying it after ``HOT_MISS_LIMIT`` (calls of many signatures)."""
+        if not _traced((*args, *kwargs.values())):
+            self.hot_misses += 1
+            if self.hot_misses >= HOT_MISS_LIMIT:
+                self.hot = None  # the keyed cache serves them
+
+    def call_keyed(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Run a call through the keyed cache; ``MISS`` if it holds no target for its key."""
         key = fast_key(args, kwargs)
         if key is not None:
             entry = self.fast.get(key)
             if entry is not None:
-                target, route, keywords = entry
+                target, route, keywords, compiled = entry
                 if route is None:
+                    hot = self.hot
+                    if compiled and self.hot_misses < HOT_MISS_LIMIT and \
+                            (hot is None or hot[0] is not target or hot[2] != POSITIONAL or
+                             hot[1] != len(args)):  # this form is hot now
+                        self.hot = hot_call(target, args, {}, ())
                     return target(*args)
                 values = (*args, *kwargs.values()) if kwargs else args
                 taken = [values[step] if type(step) is int else step.value for step in route]
@@ -217,6 +304,52 @@ class ResolvedCalls:
                 split = len(taken) - len(keywords)
                 return target(*taken[:split], **dict(zip(keywords, taken[split:], strict=True)))
         return MISS
+
+
+def fast_path(calls: ResolvedCalls, resolve: Callable[[tuple[Any, ...], dict[str, Any]], Any]
+              ) -> Callable[..., Any]:
+    """The one fast path: a function that runs a call through ``calls.hot``, else the keyed
+    cache, else ``resolve(args, kwargs)`` (the full path). ``@exportable``'s function facade
+    is this function's code, so a hot call costs one Python frame over jax's C++ dispatch;
+    everything it reads is a closure cell (the facade runs with the source's globals)."""
+    inlining, miss, general = INLINING_THREADS, MISS, _call_general
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        hot = calls.hot  # a HotCall, read by index: (call, arity, form, names, pick,
+        # static_kwargs, tail, tail_types, constants, cut, keywords, x64)
+        if hot is not None and len(args) == hot[1] and not inlining[0]:
+            try:
+                form = hot[2]
+                if form == 0:  # POSITIONAL
+                    if not kwargs:
+                        return hot[0](*args)
+                elif form == 1:  # SPREAD
+                    if len(kwargs) == len(hot[3]):
+                        pick = hot[4]
+                        return hot[0](*args, *pick(kwargs)) if pick is not None else \
+                            hot[0](*args, kwargs[hot[3][0]])
+                elif form == 3:  # STATIC_KEYWORDS
+                    if kwargs == hot[5]:
+                        return hot[0](*args)
+                elif form == 4:  # STATIC_POSITIONAL
+                    cut = hot[9]
+                    if not kwargs and args[cut:] == hot[6]:
+                        return hot[0](*args[:cut])
+                elif form == 2:  # BY_KEYWORD: jax binds the names (and refuses others)
+                    if kwargs:
+                        return hot[0](*args, **kwargs)
+                else:  # GENERAL
+                    result = general(hot, args, kwargs)
+                    if result is not miss:
+                        return result
+            except (TypeError, ValueError, KeyError, NotImplementedError):  # other types,
+                # names, a tracer (a concrete-size artifact refuses forward mode), another
+                # device: resolve
+                calls.hot_refused(args, kwargs)
+        result = calls.call_keyed(args, kwargs)
+        return resolve(args, kwargs) if result is miss else result
+
+    return call
 
 
 def _traced(args: tuple[Any, ...]) -> bool:

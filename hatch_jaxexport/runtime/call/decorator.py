@@ -31,7 +31,7 @@ from hatch_jaxexport.formats.spec import Structure, parse_structure
 from hatch_jaxexport.runtime._jaxcompat import lowering_config
 from hatch_jaxexport.runtime.artifacts._aux_keys import aux_key
 from hatch_jaxexport.runtime.call._function_facade import FunctionLike, function_facade
-from hatch_jaxexport.runtime.call._resolved_calls import MISS, ResolvedCalls
+from hatch_jaxexport.runtime.call._resolved_calls import ResolvedCalls, fast_path
 
 _call_exportable: Callable[..., Any] | None = None  # the loader's entry point, imported lazily
 
@@ -179,6 +179,8 @@ class ExportableFunction(metaclass=FunctionLike):
         self.package = (getattr(fn, "__module__", None) or "__main__").split(".")[0]
         #: What the loader resolved for this function's calls; written only through its methods.
         self.calls = ResolvedCalls()
+        #: ``fast_path`` over ``calls``: what a call of this object or its facade runs.
+        self._call = fast_path(self.calls, self.call_resolving)
         # what the facade function reads from the shared ``__dict__`` (on this object the
         # class's properties and methods answer the same)
         self.__exportable__ = self
@@ -188,7 +190,7 @@ class ExportableFunction(metaclass=FunctionLike):
     def as_function(self) -> types.FunctionType:
         """A new real function that calls and reads like this object (what ``@exportable``
         returns)."""
-        return function_facade(self, self.calls.call_fast, MISS, self.call_resolving)
+        return function_facade(self, self._call)
 
     # What decorators read from a function, so that one stacks on this object in either
     # order (``@jaxtyped(typechecker=beartype)`` reads ``__globals__`` to resolve string
@@ -245,10 +247,7 @@ class ExportableFunction(metaclass=FunctionLike):
         return self.export_spec.name
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        result = self.calls.call_fast(args, kwargs)  # a call like one resolved before
-        if result is not MISS:
-            return result
-        return self.call_resolving(args, kwargs)
+        return self._call(*args, **kwargs)
 
     def call_resolving(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call the fast path did not take: matched, resolved and run by the loader."""

@@ -18,7 +18,11 @@ from hatch_jaxexport.errors import ArtifactError, CallMismatch, FallbackWarning
 from hatch_jaxexport.formats._settings import STRICT_ENV, call_report_wanted, strict_mode
 from hatch_jaxexport.formats.manifest import ArtifactRecord, mesh_text, variant_text
 from hatch_jaxexport.formats.spec import static_key
-from hatch_jaxexport.runtime._jaxcompat import LOWERING_CONFIG, lowering_config
+from hatch_jaxexport.runtime._jaxcompat import (
+    LOWERING_CONFIG,
+    compiled_dispatch,
+    lowering_config,
+)
 from hatch_jaxexport.runtime._user_frame import warn_at_user_frame
 from hatch_jaxexport.runtime.artifacts._artifacts import (
     PackageArtifacts,
@@ -39,7 +43,15 @@ from hatch_jaxexport.runtime.call._matching import (
     plan_call,
     shown_structure,
 )
-from hatch_jaxexport.runtime.call._resolved_calls import fast_key, prime_fast_path, route_of
+from hatch_jaxexport.runtime.call._resolved_calls import (
+    SCALARS,
+    Constant,
+    ambiguous,
+    fast_key,
+    hot_call,
+    prime_fast_path,
+    route_of,
+)
 from hatch_jaxexport.runtime.call._source_calls import SourceCalls, runs_inline
 
 if TYPE_CHECKING:
@@ -515,10 +527,15 @@ def _call_uncovered(fn: ExportableFunction, given: tuple[tuple[Any, ...], dict[s
     traced = source.traced_call(args, kwargs) if fast is not None else None
     if traced is not None:
         values = (*args, *kwargs.values())
-        route = route_of(tuple(traced[1]), values)
+        route = route_of(tuple(traced[1]), values, len(kwargs))
         if route is not None:
             plain = route == tuple(range(len(values))) and not kwargs
             fn.calls.remember_fast(fast, traced[0], None if plain else route)
+        hot = _hot_form(tuple(traced[1]), values, False, len(kwargs))
+        if hot is not None and not hot[1]:  # jax's executable of this trace: it refuses
+            # other types and tracers in C++, as a shipped one does (the jit would retrace)
+            compiled = traced[0].lower(*traced[1]).compile()  # jax's caches: no compile
+            fn.calls.remember_hot(hot_call(compiled_dispatch(compiled), args, kwargs, hot[0]))
     return result
 
 
@@ -535,20 +552,53 @@ def _settle(fn: ExportableFunction, target: _Target,
         return
     if fast is not None:
         values = (*args, *kwargs.values())
-        route = route_of((*call_args, *call_kwargs.values()), values)
+        route = route_of((*call_args, *call_kwargs.values()), values, len(kwargs))
         if route is not None:
             plain = route == tuple(range(len(values))) and not kwargs and not call_kwargs
-            fn.calls.remember_fast(fast, call, None if plain else route, tuple(call_kwargs))
+            fn.calls.remember_fast(fast, call, None if plain else route, tuple(call_kwargs),
+                                   compiled=settled is not None)
     if settled is None:
         return
-    values, wanted = (*args, *kwargs.values()), (*call_args, *call_kwargs.values())
-    picks = _picks(wanted, values)
-    if picks is None and not kwargs and not call_kwargs and _same_leaves(call_args, args):
-        picks = tuple(range(len(call_args)))  # pytrees rebuilt by the checks, same arrays
+    wanted = (*call_args, *call_kwargs.values())
+    hot = _hot_form(wanted, (*args, *kwargs.values()),
+                    not kwargs and not call_kwargs and _same_leaves(call_args, args), len(kwargs))
+    if hot is None:
+        return
+    keywords = tuple(call_kwargs)
+    by_position = getattr(target.call, "settled_by_position", None)
+    if keywords and hot == ((), ()) and by_position is not None:
+        twin = by_position(call_args, call_kwargs)  # ``export_with_kwargs``: no keyword binding
+        if twin is not None:
+            call, keywords = twin, ()
+    fn.calls.remember_hot(hot_call(call, args, kwargs, *hot, keywords))
+
+
+def _hot_form(wanted: tuple[Any, ...], values: tuple[Any, ...], same_trees: bool,
+              keywords: int) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
+    """How the hot path makes ``wanted`` (what the settled executable took) from a call's
+    ``values`` (positional, then keyword), as ``(tail, constants)``: it takes the values before
+    the tail as given, then the constants; the tail, scalars only, is compared on each call.
+    ``None`` where the executable takes them otherwise (reordered, rebuilt, an array dropped).
+    ``same_trees``: the executable took the call's leading pytrees, rebuilt by the checks with
+    the very same leaves; ``keywords``: how many of ``values`` came by keyword (``ambiguous``)."""
+    if keywords and ambiguous(values):
+        return None
     split = len(wanted)
-    if picks == tuple(range(split)) and all(type(value) is str for value in values[split:]):
-        # statics, if any: trailing strings, compared before the executable runs
-        fn.calls.remember_hot(call, split, values[split:], tuple(kwargs), tuple(call_kwargs))
+    picks = _picks(wanted, values)
+    if picks is None and same_trees:
+        picks = tuple(range(split))
+    constants: tuple[Any, ...] = ()
+    if picks != tuple(range(split)):  # scalars the full path converted, taken as constants?
+        route = route_of(wanted, values, keywords)
+        split = next((i for i, step in enumerate(route or ()) if type(step) is not int), split)
+        if route is None or route[:split] != tuple(range(split)) or \
+                not all(isinstance(step, Constant) for step in route[split:]):
+            return None
+        constants = tuple(step.value for step in route[split:])
+    tail = values[split:]
+    if not all(type(value) in SCALARS for value in tail):
+        return None
+    return tail, constants
 
 
 def _call_sharded(fn: ExportableFunction, plan: CallPlan, key: tuple[Any, ...],

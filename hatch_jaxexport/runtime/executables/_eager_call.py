@@ -24,7 +24,12 @@ from collections.abc import Callable
 from typing import Any
 
 from hatch_jaxexport.formats._settings import call_report_wanted
-from hatch_jaxexport.runtime._jaxcompat import initialize_lapack, lapack_init_skipped
+from hatch_jaxexport.runtime._jaxcompat import (
+    compiled_by_position,
+    compiled_dispatch,
+    initialize_lapack,
+    lapack_init_skipped,
+)
 from hatch_jaxexport.runtime.executables._entries import (
     CallSignatures,
     Entry,
@@ -152,10 +157,17 @@ class EagerCall:
         entry = self.entries.get(sig) if sig is not None else None
         if entry is None or entry.pending is not None:
             return None
-        # the C++ dispatcher jax makes on a Compiled's first call: Compiled.__call__ minus one
-        # Python frame (about 0.5 us), with the same argument checks
-        call = getattr(entry.compiled, "_call", None)
-        return call if callable(call) else entry.compiled
+        return compiled_dispatch(entry.compiled)
+
+    def settled_by_position(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any | None:
+        """Like ``settled``, but taking ``kwargs``'s values positionally after ``args``, in
+        their order (``compiled_by_position``); ``None`` where it cannot."""
+        sig = self.signature(args, kwargs)
+        entry = self.entries.get(sig) if sig is not None else None
+        if entry is None or entry.pending is not None:
+            return None
+        twin = compiled_by_position(entry.compiled, tuple(kwargs))
+        return None if twin is None else compiled_dispatch(twin)
 
     def _settle(self, sig: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Entry:
         """The signature's entry: known, its pending tier polled, or found in the order the

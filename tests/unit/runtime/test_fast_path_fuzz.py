@@ -28,6 +28,7 @@ from conftest import export_into_copy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hatch_jaxexport.runtime.call import _resolved_calls as resolved
 from hatch_jaxexport.runtime.call.loader import call_exportable
 
 SIZES = st.sampled_from([1, 2, 3, 5])
@@ -136,6 +137,12 @@ def test_one_array_passed_twice_does_not_route_a_later_call_to_one_array(hot):
     _same(hot.add(x=a, y=b), a * 2.0 - b, "add(x=a, y=b) after add(x=a, y=a)")
     _same(hot.combine(b, y=b), b, "combine(b, y=b)")
     _same(hot.combine(b, y=a), b * 2.0 - a, "combine(b, y=a) after combine(b, y=b)")
+    # keywords against the signature's order: identity cannot tell which slot took ``a``
+    for fn in (hot.add, hot.combine):
+        fn.clear_cache()
+    for _ in range(2):
+        _same(hot.add(y=a, x=a), a, "add(y=a, x=a)")
+    _same(hot.add(y=a, x=b), b * 2.0 - a, "add(y=a, x=b) after add(y=a, x=a)")
 
 
 def test_threads_calling_at_once_get_their_own_results(hot: Any) -> None:
@@ -169,3 +176,35 @@ def test_the_fuzzed_forms_do_take_the_fast_path(hot: Any) -> None:
     for fn in (hot.add, hot.reduce, hot.combine, hot.shift):
         assert fn.calls.fast, fn.name
     assert Path(hot.__file__).with_name("_jaxexport").is_dir()
+
+
+def test_each_call_form_settles_its_own_hot_form_and_is_served_by_it(hot: Any) -> None:
+    """Issue 36's call forms each get the cheapest hot form that fits them (``HotCall``), and
+    the second call, served by it, equals the full path's result."""
+    x, y = jnp.linspace(0.0, 1.0, 4, dtype=jnp.float32), jnp.ones(4, jnp.float32)
+    xi = jnp.arange(4, dtype=jnp.int32)
+    forms = [
+        (hot.add, (x, y), {}, resolved.POSITIONAL),
+        (hot.add, (), {"x": x, "y": y}, resolved.SPREAD),
+        (hot.reduce, (x,), {"mode": "max"}, resolved.STATIC_KEYWORDS),
+        (hot.reduce, (x, "max"), {}, resolved.STATIC_POSITIONAL),
+        (hot.combine, (x,), {"y": y}, resolved.SPREAD),  # a twin taking ``y`` positionally
+        (hot.shift, (x, 0.5), {}, resolved.GENERAL),  # 0.5 is taken as a float32 constant
+        (hot.add, (xi, xi), {}, resolved.POSITIONAL),  # drop-in: jax's executable of the trace
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for fn, args, kwargs, form in forms:
+            fn.clear_cache()
+            first = fn(*args, **kwargs)
+            assert fn.calls.hot is not None and fn.calls.hot.form == form, (fn.name, kwargs)
+            _same(fn(*args, **kwargs), first, f"{fn.name} {kwargs}")
+            assert fn.calls.hot_misses == 0
+            _same(first, call_exportable(fn.__exportable__, args, kwargs), fn.name)
+        # the drop-in's hot executable refuses float32: the artifact serves it, not the trace
+        assert hot.add.calls.hot.form == resolved.POSITIONAL
+        _same(hot.add(x, y), x * 2.0 - y, "float32 after the int32 drop-in")
+        assert hot.add.calls.hot_misses == 1
+        # reordered keywords take the same executable
+        hot.add(x=x, y=y)
+        _same(hot.add(y=y, x=x), x * 2.0 - y, "add(y=y, x=x)")

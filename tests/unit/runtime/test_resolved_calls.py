@@ -12,6 +12,8 @@ from hatch_jaxexport.runtime.call._resolved_calls import (
     Constant,
     ResolvedCalls,
     fast_key,
+    fast_path,
+    hot_call,
     prime_fast_path,
     route_of,
 )
@@ -65,20 +67,25 @@ def test_no_key_for_pytrees_or_committed_arrays() -> None:
     assert fast_key((jax.device_put(x, jax.devices()[0]),), {}) is None
 
 
+def _call_fast(calls: ResolvedCalls, args: tuple, kwargs: dict) -> object:
+    """The fast path alone: ``MISS`` where the full path would run."""
+    return fast_path(calls, lambda *_: MISS)(*args, **kwargs)
+
+
 def test_a_new_function_misses_then_serves_what_was_remembered() -> None:
     calls = ResolvedCalls()
     x = np.arange(3.0, dtype=np.float32)
-    assert calls.call_fast((x,), {}) is MISS
+    assert _call_fast(calls, (x,), {}) is MISS
     calls.remember_fast(fast_key((x,), {}), lambda a: a * 2, None)
-    assert np.array_equal(calls.call_fast((x,), {}), x * 2)
+    assert np.array_equal(_call_fast(calls, (x,), {}), x * 2)
     calls.remember_fast(fast_key((x, "tail"), {}), lambda a: a + 1, (0,))
-    assert np.array_equal(calls.call_fast((x, "tail"), {}), x + 1)
+    assert np.array_equal(_call_fast(calls, (x, "tail"), {}), x + 1)
     # by keyword, in the target's own order, a converted scalar as a constant
     calls.remember_fast(fast_key((), {"s": 2.0, "a": x}), lambda a, *, s: a * s,
                         (1, Constant(np.float32(2.0))), ("s",))
-    assert np.array_equal(calls.call_fast((), {"s": 2.0, "a": x + 1}), (x + 1) * 2)
+    assert np.array_equal(_call_fast(calls, (), {"s": 2.0, "a": x + 1}), (x + 1) * 2)
     calls.clear()
-    assert calls.call_fast((x,), {}) is MISS and calls.targets == {}
+    assert _call_fast(calls, (x,), {}) is MISS and calls.targets == {}
 
 
 def test_the_hot_call_is_dropped_after_too_many_refusals() -> None:
@@ -87,11 +94,12 @@ def test_the_hot_call_is_dropped_after_too_many_refusals() -> None:
     def refuses(_a: object) -> object:
         raise TypeError("another signature")
 
-    calls.remember_hot(refuses, 1, ())
+    calls.remember_hot(hot_call(refuses, (None,), {}, ()))
     for _ in range(HOT_MISS_LIMIT):
-        assert calls.call_fast((np.zeros(2),), {}) is MISS
+        assert _call_fast(calls, (np.zeros(2),), {}) is MISS
     assert calls.hot is None and calls.hot_misses == HOT_MISS_LIMIT
-    calls.remember_hot(lambda a: a, 1, ())  # a function that many signatures call: stays off
+    # a function that many signatures call: stays off
+    calls.remember_hot(hot_call(lambda a: a, (None,), {}, ()))
     assert calls.hot is None
 
 
