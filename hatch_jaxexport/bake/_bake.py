@@ -152,14 +152,16 @@ def bake(packages: Mapping[str, Path], options: ExportOptions, reporter: Reporte
         before_export()
     for name, source in packages.items():
         folder = source / ARTIFACT_DIR if editable else Path(build_dir or "", name, ARTIFACT_DIR)
-        result = export_one(name, folder, options, reporter, search_path)
+        result = export_one(name, folder, options, reporter, search_path,
+                            (source, "editable") if editable else None)
         if editable:
             (folder / ".gitignore").write_text(GITIGNORE)
         yield BakedPackage(name, source, folder, result)
 
 
 def export_one(name: str, folder: Path, options: ExportOptions, reporter: Reporter,
-               search_path: Sequence[str]) -> BuildResult:
+               search_path: Sequence[str], sources_of: tuple[Path, str] | None = None
+               ) -> BuildResult:
     """Export one package into ``folder``: a line before, one line per function as soon as all
     of its artifacts are done (across workers, with ``done/total``, elapsed time and, for long
     builds, the time left), and the summary after."""
@@ -195,7 +197,8 @@ def export_one(name: str, folder: Path, options: ExportOptions, reporter: Report
         result = export_package(name, folder, platforms=options.platforms, jobs=options.jobs,
                                 on_error=options.on_error, search_path=search_path, log=log,
                                 progress=progress, executables=options.executables,
-                                executable_jaxlibs=options.executable_jaxlibs)
+                                executable_jaxlibs=options.executable_jaxlibs,
+                                sources_of=sources_of)
     except ExportError as err:
         reporter.export_failed(name, err.failures, lacks_module=lacks_module(err),
                                on_error=options.on_error)

@@ -27,12 +27,14 @@ from hatch_jaxexport.bake._exporter import ExportTask
 from hatch_jaxexport.bake._progress import ProgressFiles
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats import __version__
+from hatch_jaxexport.formats._jax_window import jax_release_date
 from hatch_jaxexport.formats._options import (
     CAPTURED_WARN_BYTES,
     DEFAULT_PLATFORMS,
     ON_ERROR_CHOICES,
 )
 from hatch_jaxexport.formats._settings import traceback_wanted
+from hatch_jaxexport.formats._sources import source_fingerprint
 from hatch_jaxexport.formats.manifest import (
     MANIFEST_NAME,
     ArtifactRecord,
@@ -174,6 +176,16 @@ def _warn(skipped: Sequence[str], records: Sequence[ArtifactRecord],
         emit(f"warning: {message}")
 
 
+def _skipped_record(failure: dict[str, Any]) -> SkippedRecord:
+    """The manifest's record of one export that failed (``on_error="skip"``)."""
+    task = failure["task"]
+    return SkippedRecord(function=task["function"], structure=failure["structure"],
+                         structure_index=task["structure_index"], static=task["static"],
+                         platform=task["platform"], reason=failure["message"], kind=task["kind"],
+                         batched=task["batched"], mesh=task.get("mesh", {}),
+                         variant=task.get("variant", {}))
+
+
 def export_package(package: str, out_dir: str | os.PathLike[str], *,
                    platforms: Sequence[str] = DEFAULT_PLATFORMS, jobs: int = 1,
                    on_error: str = "fail",
@@ -183,7 +195,8 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
                    captured_warn_bytes: int = CAPTURED_WARN_BYTES,
                    progress: Callable[[dict[str, Any]], None] | None = None,
                    executables: bool | Sequence[str] = False,
-                   executable_jaxlibs: Sequence[str] = ()) -> BuildResult:
+                   executable_jaxlibs: Sequence[str] = (),
+                   sources_of: tuple[Path, str] | None = None) -> BuildResult:
     """Export every ``@exportable`` of ``package`` into ``out_dir`` (manifest + blobs).
 
     ``platforms`` is the default for functions that name none. With ``on_error="fail"`` any
@@ -193,7 +206,10 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
     gets the workers' progress events as they happen (``_progress.FunctionProgress`` turns them
     into one report per finished function). ``executables`` (``True``: this machine's targets,
     or target names) also compiles precompiled executables of the artifacts that have concrete
-    signatures, also with each jax version of ``executable_jaxlibs``.
+    signatures, also with each jax version of ``executable_jaxlibs``. ``sources_of`` (the
+    package's source folder, and ``"editable"`` or ``"export"``): an export into a source tree,
+    whose manifest records the package's modules as they were before the export began, so
+    that a loader sees them change (``formats._sources``).
     """
     if on_error not in ON_ERROR_CHOICES:
         raise ValueError(f"on_error must be one of {ON_ERROR_CHOICES}, got {on_error!r}")
@@ -205,6 +221,7 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
                            f"{MANIFEST_NAME}"])
     emit = log or (lambda message: None)
     started = time.perf_counter()
+    sources = source_fingerprint(*sources_of) if sources_of is not None else {}
     with tempfile.TemporaryDirectory(prefix="jaxexport-") as tmp:
         staging = Path(tmp) / "artifacts"
         staging.mkdir()
@@ -226,14 +243,7 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
                                       generator=f"hatch-jaxexport {__version__}", log=emit)
         if portable_errors:
             raise ExportError(portable_errors)
-        skipped = [SkippedRecord(function=f["task"]["function"], structure=f["structure"],
-                                 structure_index=f["task"]["structure_index"],
-                                 static=f["task"]["static"], platform=f["task"]["platform"],
-                                 reason=f["message"], kind=f["task"]["kind"],
-                                 batched=f["task"]["batched"],
-                                 mesh=f["task"].get("mesh", {}),
-                                 variant=f["task"].get("variant", {}))
-                   for f in [*failures, *covered]]
+        skipped = [_skipped_record(f) for f in [*failures, *covered]]
         compiled = compile_executables(
             staging, package, [p for res in results for p in res.get("executable_plans", [])],
             _worker_env(search_path), python or sys.executable, emit, executable_jaxlibs)
@@ -241,7 +251,9 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
                             jax_version=results[0]["jax_version"],
                             jaxlib_version=results[0]["jaxlib_version"],
                             artifacts=tuple(records), skipped=tuple(skipped),
-                            executables=tuple(compiled), concrete=tuple(concrete))
+                            executables=tuple(compiled), concrete=tuple(concrete),
+                            sources=sources,
+                            jax_released=jax_release_date(results[0]["jax_version"]))
         for leftover in staging.glob(".*"):  # requests, results, logs (blobs never start with .)
             leftover.unlink()
         (staging / MANIFEST_NAME).write_bytes(manifest.to_bytes())

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from hatch_jaxexport.errors import ArtifactError
+from hatch_jaxexport.formats._sources import check_sources
 from hatch_jaxexport.formats._statics import static_values_text
 
 SCHEMA_VERSION = 1
@@ -21,6 +22,7 @@ ARTIFACT_DIR = "_jaxexport"
 MANIFEST_NAME = "manifest.json"
 BLOB_SUFFIX = ".jaxexport"
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$")
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 #: A SHA-256 digest as the manifests write it (lowercase hex).
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 KNOWN_KINDS = ("primal", "jvp", "vjp", "jvp_jvp", "vjp_jvp")
@@ -210,6 +212,12 @@ class Manifest(NamedTuple):
     #: Concrete-size artifacts (optional; manifests without them omit the key, and readers
     #: from before they existed ignore it).
     concrete: tuple[ConcreteRecord, ...] = ()
+    #: The sources of an export into a source tree (``formats._sources``); ``{}`` for a wheel,
+    #: and manifests without it omit the key.
+    sources: dict[str, Any] = {}  # noqa: RUF012 - read only, like every field
+    #: The exporting jax's release date (ISO), which starts its artifacts' compatibility
+    #: window (``formats._jax_window``); ``""`` in manifests written before it was recorded.
+    jax_released: str = ""
 
     def to_bytes(self) -> bytes:
         """Deterministic JSON: sorted keys, artifacts sorted by id."""
@@ -227,6 +235,10 @@ class Manifest(NamedTuple):
                                                                  key=lambda e: e.id)]
         if self.concrete:
             data["concrete"] = [c._asdict() for c in sorted(self.concrete, key=lambda c: c.id)]
+        if self.sources:
+            data["sources"] = self.sources
+        if self.jax_released:
+            data["jax_released"] = self.jax_released
         return (json.dumps(data, sort_keys=True, indent=1, ensure_ascii=True) + "\n").encode()
 
 
@@ -453,6 +465,11 @@ def read_manifest_index(data: bytes, *, where: str = MANIFEST_NAME) -> "Manifest
     for key in ("executables", "concrete"):
         if not isinstance(raw.setdefault(key, []), list):
             raise ArtifactError(f"corrupt manifest: {key!r} must be a list")
+    raw["sources"] = check_sources(raw.get("sources"), where)
+    released = raw.setdefault("jax_released", "")
+    if not isinstance(released, str) or (released and not _ISO_DATE.match(released)):
+        raise ArtifactError(f"corrupt manifest {where}: 'jax_released' must be a date "
+                            f"(YYYY-MM-DD), got {released!r:.80}")
     for key, owner in (("artifacts", "function"), ("skipped", "function"),
                        ("executables", "artifact"), ("concrete", "function")):
         for i, item in enumerate(raw[key]):
@@ -485,8 +502,8 @@ class ManifestIndex:
     is validated: every path and hash is checked on the way in, whichever way it is read.
     """
 
-    __slots__ = ("generator", "jax_version", "jaxlib_version", "package", "raw",
-                 "schema_version", "where")
+    __slots__ = ("generator", "jax_released", "jax_version", "jaxlib_version", "package", "raw",
+                 "schema_version", "sources", "where")
 
     def __init__(self, raw: dict[str, Any], where: str) -> None:
         self.raw, self.where = raw, where
@@ -495,6 +512,9 @@ class ManifestIndex:
         self.jax_version: str = raw["jax_version"]
         self.jaxlib_version: str = raw["jaxlib_version"]
         self.schema_version: int = raw["schema_version"]
+        #: What a source-tree export was made from (``{}`` for a wheel's).
+        self.sources: dict[str, Any] = raw["sources"]
+        self.jax_released: str = raw["jax_released"]
 
     def function(self, name: str) -> Manifest:
         """The records of function ``name`` (artifacts, skipped exports, executables) as a
@@ -522,7 +542,8 @@ class ManifestIndex:
                         artifacts=records[0], skipped=records[1],
                         schema_version=self.schema_version,
                         executables=_parse_executables(executables, seen),
-                        concrete=_parse_concrete(concrete, seen))
+                        concrete=_parse_concrete(concrete, seen), sources=self.sources,
+                        jax_released=self.jax_released)
 
 
 def _checked_artifacts(raw_artifacts: list[tuple[int, Any]], raw_skipped: list[tuple[int, Any]],

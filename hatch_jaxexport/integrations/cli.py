@@ -17,6 +17,7 @@ from hatch_jaxexport.formats._options import DEFAULT_PLATFORMS, KNOWN_PLATFORMS
 from hatch_jaxexport.formats._settings import FULL_STRUCTURES_ENV, TRACEBACK_ENV, full_structures
 from hatch_jaxexport.formats._structure_text import abbreviate_structure
 from hatch_jaxexport.formats.manifest import (
+    ARTIFACT_DIR,
     ArtifactRecord,
     member_name,
     signature_text,
@@ -200,8 +201,10 @@ def _export(args: argparse.Namespace) -> int:
     options = ExportOptions(platforms=tuple(args.platforms or DEFAULT_PLATFORMS),
                             jobs=args.jobs, on_error=args.on_error,
                             executables=_targets(args.executables))
-    result = export_one(args.package, Path(args.out), options, CliReporter(),
-                        args.path or [os.getcwd()])
+    out = Path(args.out)
+    in_source_tree = out.name == ARTIFACT_DIR and (out.parent / "__init__.py").is_file()
+    result = export_one(args.package, out, options, CliReporter(), args.path or [os.getcwd()],
+                        (out.parent.resolve(), "export") if in_source_tree else None)
     concrete = len(result.manifest.concrete)
     print(f"wrote {len(result.manifest.artifacts)} artifact(s)"
           + (f" and {concrete} concrete-size artifact(s)" if concrete else "")
@@ -221,9 +224,9 @@ def _print_captured(artifacts: Sequence[ArtifactRecord], file: TextIO = sys.stdo
 
 def _inspect(args: argparse.Namespace) -> int:
     from hatch_jaxexport.errors import ArtifactError
-    from hatch_jaxexport.runtime.call.loader import load_package_artifacts
+    from hatch_jaxexport.runtime.artifacts._artifacts import read_package_artifacts
 
-    package = load_package_artifacts(args.package)
+    package = read_package_artifacts(args.package)
     if package is None:
         raise ArtifactError(f"package {args.package!r} carries no baked artifacts")
     manifest = package.manifest
@@ -253,6 +256,14 @@ def _inspect(args: argparse.Namespace) -> int:
         print(f"(long structures abbreviated: --full or {FULL_STRUCTURES_ENV}=1 shows them "
               "whole)")
     print(summarize(manifest.artifacts))
+    if manifest.jax_released:
+        from hatch_jaxexport.formats._jax_window import window_text
+
+        print(f"compatibility: {window_text(manifest.jax_version, manifest.jax_released)}")
+    if manifest.sources:
+        print(f"sources: {package.stale}" if package.stale else
+              f"sources: current (exported into the source tree from "
+              f"{len(manifest.sources['files'])} module(s), none changed since)")
     _print_captured(manifest.artifacts)
     for skipped in manifest.skipped:
         print(f"skipped: {skipped.function} [{skipped.structure_index}] on {skipped.platform}: "

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 FIXTURE = "jaxexport_artifact"
 _PROPERTY = "jaxexport"
+#: The release check warns when the artifacts stop loading within this many days.
+DEFAULT_EXPIRY_DAYS = 60
 
 
 @dataclasses.dataclass
@@ -39,6 +41,9 @@ class _State:
     shapes: int
     only: bool = False
     sources: tuple[Path, ...] = ()
+    #: Warn (``expiry_fails``: fail) when the artifacts expire within this many days.
+    expiry_days: int = DEFAULT_EXPIRY_DAYS
+    expiry_fails: bool = False
     plans: dict[str, Plan] = dataclasses.field(default_factory=dict)
     errors: dict[str, str] = dataclasses.field(default_factory=dict)
     outcomes: dict[str, dict[str, dict[str, Any]]] = dataclasses.field(default_factory=dict)
@@ -77,6 +82,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "root in a flat layout), put first on the import path; repeatable. Overrides the "
              "ini option jaxexport_source. Without it, the source is whatever `import PACKAGE` "
              "finds, and the check refuses to run if that is the installed copy.")
+    group.addoption(
+        "--jaxexport-expiry-days", type=int, default=None, metavar="DAYS",
+        dest="jaxexport_expiry_days",
+        help="warn when the artifacts stop loading on newer jax within DAYS (default: "
+             f"{DEFAULT_EXPIRY_DAYS}; jax reads an export for about 6 months after the "
+             "exporting jax's release)")
+    group.addoption(
+        "--jaxexport-expiry-fails", action="store_true", default=False,
+        dest="jaxexport_expiry_fails",
+        help="fail instead of warning when the artifacts expire within the window")
+    parser.addini("jaxexport_expiry_days", default="",
+                  help="as --jaxexport-expiry-days")
+    parser.addini("jaxexport_expiry_fails", type="bool", default=False,
+                  help="as --jaxexport-expiry-fails")
     parser.addini("jaxexport_packages", type="args", default=[],
                   help="packages to check as with --jaxexport-check (whitespace-separated)")
     parser.addini("jaxexport_source", type="paths", default=[],
@@ -125,9 +144,27 @@ def pytest_configure(config: pytest.Config) -> None:
     state = _State(list(dict.fromkeys(packages)),
                    DEFAULT_CHECK_SHAPES if shapes is None else shapes,
                    only=config.getoption("jaxexport_only"),
-                   sources=_source_paths(config, config.option))
+                   sources=_source_paths(config, config.option),
+                   expiry_days=_expiry_days(config),
+                   expiry_fails=bool(config.getoption("jaxexport_expiry_fails")
+                                     or config.getini("jaxexport_expiry_fails")))
     config.stash[_STATE] = state
     config.pluginmanager.register(_Reporter(state), "jaxexport-reporter")
+
+
+def _expiry_days(config: pytest.Config) -> int:
+    """``--jaxexport-expiry-days``, else the ini option, else the default; >= 0."""
+    given = config.getoption("jaxexport_expiry_days")
+    if given is None:
+        text = str(config.getini("jaxexport_expiry_days")).strip()
+        try:
+            given = int(text) if text else DEFAULT_EXPIRY_DAYS
+        except ValueError:
+            raise pytest.UsageError(f"ini jaxexport_expiry_days must be an int, got {text!r}") \
+                from None
+    if given < 0:
+        raise pytest.UsageError(f"--jaxexport-expiry-days must be >= 0, got {given}")
+    return int(given)
 
 
 def pytest_ignore_collect(collection_path: Any, config: pytest.Config) -> bool | None:
@@ -267,6 +304,13 @@ class _Reporter:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         _summary(self.state, terminalreporter)
 
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """``--jaxexport-expiry-fails``: a package whose artifacts expire within the window
+        fails the run, whatever its items did."""
+        if self.state.expiry_fails and any(_window(self.state, p)[1] for p in self.state.packages
+                                           if p not in self.state.errors):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
 
 def _summary(state: _State, tr: Any) -> None:
     tr.write_sep("=", "jaxexport release check")
@@ -275,6 +319,14 @@ def _summary(state: _State, tr: Any) -> None:
             tr.write_line(f"{package}: cannot check: {state.errors[package]}")
             continue
         tr.write_line(_header(state, package))
+        window, soon = _window(state, package)
+        if window:
+            tr.write_line(f"  compatibility: {window}")
+        if soon:
+            verb = "FAILS the check" if state.expiry_fails else "warning"
+            tr.write_line(f"  expiry {verb}: they stop loading within the {state.expiry_days}-day "
+                          "window of this check (--jaxexport-expiry-days): rebuild with a newer "
+                          "jax, the oldest you support that is still inside its window")
         outcomes = state.outcomes.get(package, {})
         if not outcomes:
             tr.write_line("  no artifact was checked in this run")
@@ -303,6 +355,26 @@ def _summary(state: _State, tr: Any) -> None:
         if "unusable" in by_status:
             tr.write_line(f"  To fix the unusable ones: if damaged, rebuild the wheel; if another "
                           f"jax built them, {JAX_HINT}.")
+
+
+def _window(state: _State, package: str) -> tuple[str, bool]:
+    """The installed artifacts' compatibility window as text, and whether it ends within the
+    check's window (``("", False)`` where the wheel cannot be read)."""
+    try:
+        plan = state.plans.get(package)
+        if plan is not None:
+            manifest = plan.bundle.manifest
+        else:
+            from hatch_jaxexport.bake.check import find_bundle
+
+            manifest = find_bundle(package).manifest
+        from hatch_jaxexport.formats._jax_window import days_left, jax_release_date, window_text
+
+        released = manifest.jax_released or jax_release_date(manifest.jax_version)
+        return (window_text(manifest.jax_version, released),
+                days_left(released) <= state.expiry_days)
+    except Exception:  # cannot check: the summary says why elsewhere
+        return "", False
 
 
 def _header(state: _State, package: str) -> str:

@@ -243,8 +243,9 @@ def backend_identity(platform: str = "cpu") -> tuple[str, str]:
 
 def serialize_compiled(compiled: Any, leaves: int) -> bytes | None:
     """The plain bytes of a compiled single-device executable (``PjRtClient.
-    serialize_executable``, no pickle), or ``None`` when they would not stand alone: constants
-    passed as arguments, inputs pruned (``leaves`` flat inputs expected), host callbacks."""
+    serialize_executable``, no pickle, its object files in one order so that builds repeat),
+    or ``None`` when they would not stand alone: constants passed as arguments, inputs pruned
+    (``leaves`` flat inputs expected), host callbacks."""
     try:
         if getattr(getattr(compiled, "_params", None), "const_args", None):
             return None
@@ -255,9 +256,12 @@ def serialize_compiled(compiled: Any, leaves: int) -> bytes | None:
                 len(unloaded.device_list) != 1:
             return None
         executable = compiled._executable.xla_executable
-        return bytes(executable.client.serialize_executable(executable))
+        blob = bytes(executable.client.serialize_executable(executable))
     except Exception:  # another jax's internals: no executable, the StableHLO still works
         return None
+    from hatch_jaxexport.formats._xla_objects import canonical_order
+
+    return canonical_order(blob)  # XLA lists object files as threads finish: one order
 
 
 def compiled_from_executable(blob: bytes, inputs: Sequence[tuple[Sequence[int], str]],

@@ -235,6 +235,84 @@ def test_editable_writes_artifacts_into_the_source_tree(tmp_path, run_python, ca
     assert not folder.exists()
 
 
+STALE_MODULE = """
+from hatch_jaxexport import exportable
+
+from jxe_stale.helpers import offset
+
+
+@exportable({"x": ("n", "float32")})
+def triple(x):
+    return x * 2.0 + offset()
+
+
+@exportable({"x": ("n", "float32")})
+def other(x):
+    return x - 1.0
+"""
+
+STALE_CALL = """
+import json, warnings
+import numpy as np
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import jxe_stale
+    from hatch_jaxexport.runtime.call.loader import loaded_from_artifact
+    x = np.ones(3, np.float32)
+    got = [float(jxe_stale.triple(x)[0]), float(jxe_stale.other(x)[0]),
+           float(jxe_stale.triple(x)[0])]
+print(json.dumps({"got": got, "artifact": list(loaded_from_artifact(jxe_stale.triple).values()),
+                  "warnings": [str(w.message) for w in caught]}))
+"""
+
+
+def test_an_edited_editable_install_serves_its_source_with_one_warning(tmp_path, run_python):
+    """Issue 37: the function edited, then the helper module it calls: each time the call
+    gives the source's result, with one warning per process naming the changed file and the
+    command that refreshes the artifacts; reinstalled, the artifacts serve again."""
+    root = write_project(tmp_path / "proj", {
+        "pyproject.toml": hatch_pyproject("jxe-stale", extra=DEV_MODE),
+        "jxe_stale/__init__.py": STALE_MODULE,
+        "jxe_stale/helpers.py": "def offset():\n    return 1.0\n",
+    })
+    inprocess_build(root, tmp_path / "dist", versions=("editable",))
+    env = {"PYTHONPATH": str(root), "HATCH_JAXEXPORT_CACHE": "0"}
+
+    def call() -> dict:
+        return json.loads(run_python(STALE_CALL, env=env, cwd=tmp_path).stdout)
+
+    def inspect() -> str:
+        return run([sys.executable, "-m", "hatch_jaxexport", "inspect", "jxe_stale"], env=env,
+                   cwd=tmp_path).stdout
+
+    fresh = call()
+    assert fresh == {"got": [3.0, 0.0, 3.0], "artifact": [True], "warnings": []}
+    assert "sources: current (exported into the source tree from 2 module(s)" in inspect()
+    module = root / "jxe_stale" / "__init__.py"
+    module.write_text(module.read_text().replace("x * 2.0", "x * 3.0"))
+    edited = call()
+    assert edited["got"] == [4.0, 0.0, 4.0] and edited["artifact"] == [False]
+    (warning,) = edited["warnings"]  # one for the package, not one per function or call
+    assert "the artifacts of jxe_stale are stale: jxe_stale/__init__.py changed" in warning
+    assert "reinstall the project (`pip install -e .`)" in warning
+    assert "sources: the artifacts of jxe_stale are stale" in inspect()
+    inprocess_build(root, tmp_path / "dist", versions=("editable",))  # the refresh
+    assert call() == {"got": [4.0, 0.0, 4.0], "artifact": [True], "warnings": []}
+    helper = root / "jxe_stale" / "helpers.py"
+    helper.write_text("def offset():\n    return 5.0\n")  # the helper the function calls
+    edited = call()
+    assert edited["got"] == [8.0, 0.0, 8.0] and edited["artifact"] == [False]
+    (warning,) = edited["warnings"]
+    assert "jxe_stale/helpers.py changed" in warning and "__init__" not in warning
+
+
+def test_a_wheel_manifest_records_no_sources_so_calls_check_none(tmp_path):
+    """Installed wheels pay nothing: their manifest holds no ``sources``, so the loader has
+    no file to stat (``PackageArtifacts.stale`` returns before looking at any)."""
+    (wheel,) = inprocess_build(tiny(tmp_path / "proj"), tmp_path / "dist")
+    assert "sources" not in json.loads(artifact_files(wheel, "jxe_tiny")["manifest.json"])
+
+
 def test_editable_trace_option_exports_nothing(tmp_path, capsys):
     root = tiny(tmp_path / "proj", 'editable = "trace"\n', extra=DEV_MODE)
     inprocess_build(root, tmp_path / "dist", versions=("editable",))

@@ -17,7 +17,8 @@ import pathlib
 import threading
 from typing import Any, NamedTuple
 
-from hatch_jaxexport.errors import ArtifactError
+from hatch_jaxexport.errors import ArtifactError, FallbackWarning
+from hatch_jaxexport.formats._sources import changed_sources, stale_text
 from hatch_jaxexport.formats._statics import encoded_static_key
 from hatch_jaxexport.formats.manifest import (
     ARTIFACT_DIR,
@@ -31,6 +32,7 @@ from hatch_jaxexport.formats.manifest import (
     sha256_hex,
     variant_text,
 )
+from hatch_jaxexport.runtime._user_frame import warn_at_user_frame
 
 #: (function, structure key, static key, platform, mesh text, variant text, kind, batched)
 ArtifactKey = tuple[str, str, str, str, str, str, str, bool]
@@ -58,6 +60,20 @@ class PackageArtifacts:
     def manifest(self) -> Manifest:
         """Every record of the manifest, validated."""
         return self.index.full()
+
+    @functools.cached_property
+    def stale(self) -> str | None:
+        """Why these artifacts are older than their sources (an export into a source tree
+        whose recorded modules changed since), else ``None``; checked once per process (the
+        modules it imported do not change under it). A wheel's manifest records no sources:
+        nothing is checked, no file is even looked at."""
+        sources = self.index.sources
+        if not sources or not isinstance(self.root, pathlib.Path):
+            return None
+        changed = changed_sources(sources, self.root.parent.parent)
+        if not changed:
+            return None
+        return stale_text(self.package, changed, sources, str(self.root))
 
     def records(self, function: str) -> FunctionArtifacts:
         """``function``'s records, validated once; ``ArtifactError`` (each time) if corrupt."""
@@ -99,6 +115,8 @@ def check_inside(path: Any, base: Any, what: str) -> None:
 
 _PACKAGES: dict[str, PackageArtifacts | ArtifactError | None] = {}
 _PACKAGES_LOCK = threading.Lock()
+#: Packages whose staleness this process has warned about (once each).
+_STALE_SAID: set[str] = set()
 
 
 def artifact_key(function: str, structure: str, static_key: str, platform: str, mesh: str = "",
@@ -123,8 +141,9 @@ def mesh_key(mesh: Any) -> str:
     return mesh_text(mesh_from_record(mesh))
 
 
-def load_package_artifacts(package: str) -> PackageArtifacts | None:
-    """The package's artifacts (cached), ``None`` if it has none; ``ArtifactError`` if corrupt."""
+def read_package_artifacts(package: str) -> PackageArtifacts | None:
+    """The package's artifacts (cached), ``None`` if it has none, stale or not (``inspect``
+    says which); ``ArtifactError`` if corrupt."""
     with _PACKAGES_LOCK:
         if package not in _PACKAGES:
             try:
@@ -135,6 +154,28 @@ def load_package_artifacts(package: str) -> PackageArtifacts | None:
     if isinstance(found, ArtifactError):
         raise ArtifactError(str(found))
     return found
+
+
+def load_package_artifacts(package: str) -> PackageArtifacts | None:
+    """The package's artifacts for calls: ``read_package_artifacts``, but ``None`` (its
+    functions trace their source) where they are stale, said once per process by one
+    ``FallbackWarning`` naming the changed files and the command that refreshes them."""
+    found = read_package_artifacts(package)
+    if found is None or found.stale is None:
+        return found
+    with _PACKAGES_LOCK:
+        first = package not in _STALE_SAID
+        _STALE_SAID.add(package)
+    if first:
+        warn_at_user_frame(f"hatch-jaxexport: {found.stale}", FallbackWarning)
+    return None
+
+
+def stale_reason(package: str) -> str | None:
+    """Why ``load_package_artifacts`` gave no artifacts for ``package`` although it has some
+    (they are stale), else ``None``."""
+    found = _PACKAGES.get(package)
+    return found.stale if isinstance(found, PackageArtifacts) else None
 
 
 def _read_package_artifacts(package: str) -> PackageArtifacts | None:
@@ -161,11 +202,13 @@ def forget_package(package: str) -> None:
     """Drop the cached manifest of a package (tests, reloads)."""
     with _PACKAGES_LOCK:
         _PACKAGES.pop(package, None)
+        _STALE_SAID.discard(package)
 
 
 def deserialize_checked(data: bytes, refs: list[str], package: str,
                         built_with: str | None = None) -> Any:
-    """Deserialize a blob after registering its pytree types; ``ArtifactError`` on refusal."""
+    """Deserialize a blob after registering its pytree types; ``ArtifactError`` on refusal
+    (which says so when the artifact's compatibility window has passed: ``_expired``)."""
     from jax import export
 
     from hatch_jaxexport.runtime.artifacts import _pytrees as pytrees
@@ -176,7 +219,7 @@ def deserialize_checked(data: bytes, refs: list[str], package: str,
         exported = export.deserialize(bytearray(data))
     except Exception as err:  # jax raises struct.error, ValueError, IndexError...
         raise ArtifactError(f"jax could not deserialize the artifact: "
-                            f"{type(err).__name__}: {err}") from None
+                            f"{type(err).__name__}: {err}{_expired(built_with)}") from None
     import jax
 
     try:  # a module from another jax's StableHLO fails here, not later inside a jit
@@ -184,14 +227,32 @@ def deserialize_checked(data: bytes, refs: list[str], package: str,
             exported.mlir_module()
     except Exception as err:
         raise ArtifactError(f"jax could not read the artifact's StableHLO module (exported by a "
-                            f"newer jax?): {type(err).__name__}: {str(err)[:300]}") from None
+                            f"newer jax?): {type(err).__name__}: {str(err)[:300]}"
+                            f"{_expired(built_with)}") from None
     low = export.minimum_supported_calling_convention_version
     high = export.maximum_supported_calling_convention_version
     if not low <= exported.calling_convention_version <= high:
         raise ArtifactError(f"artifact uses calling convention "
                             f"{exported.calling_convention_version}; this jax supports "
-                            f"{low}..{high}")
+                            f"{low}..{high}{_expired(built_with)}")
     return exported
+
+
+def _expired(built_with: str | None) -> str:
+    """The end of a refusal's reason when this jax was released after the window of the jax
+    that exported the artifact: it expired, and only a rebuild helps."""
+    if not built_with:
+        return ""
+    import jax
+
+    from hatch_jaxexport.formats._jax_window import jax_release_date, loads_until, window_text
+
+    released = jax_release_date(built_with)
+    running = jax_release_date(jax.__version__)
+    if loads_until(released).isoformat() >= running:
+        return ""
+    return (f"; the artifact expired for this jax {jax.__version__} (released {running}): it "
+            f"{window_text(built_with, released)}; rebuild with a newer jax")
 
 
 def _unusable(package: PackageArtifacts, record: ArtifactRecord, err: ArtifactError

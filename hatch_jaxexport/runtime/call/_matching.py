@@ -259,6 +259,17 @@ def committed_platform(values: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _key_difference(spec: Mapping[Any, Any], value: Any) -> str:
+    """`` (missing 'b'; unexpected 'c')``: what a dict lacks and has too many of."""
+    if not isinstance(value, Mapping):
+        return ""
+    missing = [k for k in spec if k not in value]
+    extra = [k for k in value if k not in spec]
+    parts = ([f"missing {', '.join(map(repr, missing))}"] if missing else []) + \
+        ([f"unexpected {', '.join(map(repr, extra))}"] if extra else [])
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
 def _walk(spec: Any, value: Any, path: str, shapes: list[Any]) -> Any:
     """Check ``value`` against ``spec``; return the value with scalars turned into arrays."""
     if isinstance(spec, LeafSpec):
@@ -273,7 +284,8 @@ def _walk(spec: Any, value: Any, path: str, shapes: list[Any]) -> Any:
             got = f"a dict with keys {sorted(map(str, value))}" if isinstance(value, Mapping) \
                 else _describe_value(value)
             raise _NoMatch(_TREE, f"argument {path!r} expects a dict with keys "
-                                  f"{sorted(spec)}, got {got}", PytreeMismatch)
+                                  f"{sorted(spec)}, got {got}{_key_difference(spec, value)}",
+                           PytreeMismatch)
         out = {k: _walk(spec[k], value[k], f"{path}[{k!r}]", shapes) for k in spec}
         return type(spec)(out)  # the exported container type (dict or OrderedDict)
     if isinstance(spec, ClassNode):
@@ -394,6 +406,11 @@ def plan_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, A
         bound = fn.signature.bind(*args, **kwargs)
     except TypeError as err:
         text = str(err)
+        params = fn.signature.parameters
+        unknown = [k for k in kwargs if k not in params] \
+            if not any(p.kind == p.VAR_KEYWORD for p in params.values()) else []
+        if unknown and "unexpected keyword" not in text:  # bind names a missing one first
+            text = f"got an unexpected keyword argument {', '.join(map(repr, unknown))} ({text})"
         keyword_only = [p.name for p in fn.signature.parameters.values()
                         if p.kind == p.KEYWORD_ONLY]
         if "'" not in text and keyword_only:
@@ -438,7 +455,10 @@ def plan_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, A
                         dict(bound.kwargs), sizes)
     best = max(err.score for _, err in failures)
     closest = [(i, err) for i, err in failures if err.score == best]
-    reasons = "; ".join(f"structure {i}: {err.message}" for i, err in closest)
+    # every structure's own reason, the closest first: a call refused by structure 0 for one
+    # reason and by structure 1 for another must say both (the error's class is the closest's)
+    ordered = closest + [(i, err) for i, err in failures if err.score != best]
+    reasons = "; ".join(f"structure {i}: {err.message}" for i, err in ordered)
     raise closest[0][1].error(f"{spec.name}: no exported structure accepts this call: {reasons}. "
                               f"Accepted: {accepted_text(spec.structures)}")
 

@@ -34,6 +34,7 @@ from hatch_jaxexport.runtime.artifacts._artifacts import (
     load_sized,
     read_record,
     record_key,
+    stale_reason,
 )
 from hatch_jaxexport.runtime.call import _recorder as recorder
 from hatch_jaxexport.runtime.call._matching import (
@@ -130,8 +131,9 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
                         ) -> tuple[Callable[..., Any] | None, str]:
     package = load_package_artifacts(fn.package)
     if package is None:
-        return None, (f"package {fn.package!r} has no baked artifacts (not built with "
-                      "hatch-jaxexport, or imported from a source checkout)")
+        return None, stale_reason(fn.package) or (
+            f"package {fn.package!r} has no baked artifacts (not built with hatch-jaxexport, "
+            "or imported from a source checkout)")
     config = lowering_config() if config is None else config
     structure = fn.export_spec.structures[plan.structure_index]
     variant = variant_text({"jax_enable_x64": config["jax_enable_x64"]}
@@ -409,7 +411,8 @@ def _resolve(fn: ExportableFunction, plan: CallPlan, platform: str, mesh: str = 
     message = f"{fn.name}: no usable baked artifact, tracing the source instead: {reason}"
     if strict_mode():
         raise ArtifactError(f"{fn.name}: no usable baked artifact ({STRICT_ENV} is set): {reason}")
-    warn_at_user_frame(message, FallbackWarning)  # the user's line, under jax's too
+    if reason != stale_reason(fn.package):  # stale sources: warned once for the package
+        warn_at_user_frame(message, FallbackWarning)  # the user's line, under jax's too
     fallback = fn.calls.fallback(functools.partial(_fallback, fn))
     return _Target(fallback, static_in_call=True, from_artifact=False, reason=reason)
 

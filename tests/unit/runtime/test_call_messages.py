@@ -168,3 +168,46 @@ def test_refusals_need_no_artifacts(recwarn, strict):
     with pytest.raises(PytreeMismatch):
         mlp({"params": {}}, jnp.ones((2, 3)))
     assert not [w for w in recwarn if issubclass(w.category, FallbackWarning)]
+
+
+# -- issue 37: every refusal keeps its cause ------------------------------------------------
+
+
+@exportable({"x": ("n", "float32"), "xq": None}, {"x": ("n", "float32"), "xq": ("", "float32")})
+def _two_structures(x, xq=None):
+    return x if xq is None else x * xq
+
+
+@exportable({"params": {"w": ("n", "float32"), "b": ("n", "float32")}})
+def _keyed(params):
+    return params["w"] + params["b"]
+
+
+def _strict_refusal(monkeypatch: pytest.MonkeyPatch, call) -> str:
+    monkeypatch.setenv("HATCH_JAXEXPORT_STRICT", "1")
+    with pytest.raises(Exception) as info:
+        call()
+    return str(info.value)
+
+
+def test_a_refusal_names_every_structure_s_own_reason(monkeypatch):
+    text = _strict_refusal(monkeypatch, lambda: _two_structures(jnp.ones(3), (1.0, 2.0)))
+    assert "structure 0: argument 'xq' expects None, got (float 1.0, float 2.0)" in text
+    assert "structure 1: argument 'xq' expects " in text
+
+
+def test_a_dict_refusal_names_the_missing_and_the_unexpected_key(monkeypatch):
+    text = _strict_refusal(monkeypatch, lambda: _keyed({"w": jnp.ones(3), "bias": jnp.ones(3)}))
+    assert "expects a dict with keys ['b', 'w'], got a dict with keys ['bias', 'w'] " \
+           "(missing 'b'; unexpected 'bias')" in text
+
+
+def test_an_unknown_keyword_is_named_before_the_argument_it_left_missing(monkeypatch):
+    text = _strict_refusal(monkeypatch, lambda: _keyed(inputs=jnp.ones(3)))
+    assert "got an unexpected keyword argument 'inputs' (missing a required argument: " \
+           "'params')" in text
+    monkeypatch.delenv("HATCH_JAXEXPORT_STRICT")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'inputs'") as info:
+        _keyed(inputs=jnp.ones(3))  # not strict: the source's own error, ours as a note
+    assert any("unexpected keyword argument 'inputs'" in note
+               for note in getattr(info.value, "__notes__", []))

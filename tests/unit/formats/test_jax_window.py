@@ -1,0 +1,54 @@
+"""The compatibility window of an export: its jax's release date plus about six months."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from hatch_jaxexport.errors import ArtifactError
+from hatch_jaxexport.formats._jax_window import (
+    WINDOW_DAYS,
+    days_left,
+    jax_release_date,
+    loads_until,
+    window_text,
+)
+
+
+def test_release_dates_come_from_the_table_and_unknown_versions_end_early():
+    assert jax_release_date("0.10.2") == "2026-06-17"
+    assert jax_release_date("0.4.30") == "2024-06-18"
+    newest = jax_release_date("0.12.0.1")
+    assert jax_release_date("9.0.0") == newest  # newer than the table: its newest date
+    assert jax_release_date("0.10.2.dev20260701+abc") == "2026-06-17"  # not newer than 0.10.2
+
+
+def test_the_window_is_six_months_and_its_text_says_until_when():
+    assert loads_until("2026-06-17") == datetime.date(2026, 12, 16)
+    assert WINDOW_DAYS == 182
+    today = datetime.date(2026, 12, 4)
+    assert days_left("2026-06-17", today) == 12
+    text = window_text("0.10.2", "2026-06-17", today)
+    assert text == ("loads on jax released until about 2026-12-16, 12 days from today "
+                    "(exported with jax 0.10.2, released 2026-06-17; jax reads an export for "
+                    "about 6 months after the exporting jax's release)")
+    assert "EXPIRED 3 days ago" in window_text("0.10.2", "2026-06-17",
+                                               datetime.date(2026, 12, 19))
+
+
+def test_a_refused_artifact_of_an_expired_jax_says_rebuild_with_a_newer_jax():
+    from hatch_jaxexport.runtime.artifacts._artifacts import deserialize_checked
+
+    with pytest.raises(ArtifactError) as info:
+        deserialize_checked(b"not an export", [], "mypkg", built_with="0.4.1")
+    message = str(info.value)
+    assert message.startswith("jax could not deserialize the artifact")
+    assert "the artifact expired for this jax" in message
+    assert "exported with jax 0.4.1, released 2022-12-13" in message  # jax_release_date
+    assert message.endswith("rebuild with a newer jax")
+    with pytest.raises(ArtifactError) as info:  # inside the window: no such words
+        import jax
+
+        deserialize_checked(b"not an export", [], "mypkg", built_with=jax.__version__)
+    assert "expired" not in str(info.value)
