@@ -58,7 +58,9 @@ class Reporter(Protocol):
     def workers(self, jobs: int) -> str: ...
 
     def export_failed(self, package: str, failures: Sequence[str], *, lacks_module: bool,
-                      on_error: str) -> None: ...
+                      on_error: str | None) -> None:
+        """Every failure, then advice; ``on_error`` is the option's value, ``None`` where
+        ``on-error = "skip"`` would not help (``skip_helps``): no hint to set it then."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +89,14 @@ class BakedPackage:
 def artifact_files(folder: Path) -> list[Path]:
     """The files of an artifact folder that belong in a wheel, sorted (no ``.gitignore``)."""
     return [file for file in sorted(folder.iterdir()) if file.name != ".gitignore"]
+
+
+def skip_helps(error: ExportError) -> bool:
+    """Whether ``on-error = "skip"`` would let this build through: not when the package or a
+    module of it failed to import (a ``SpecError`` at decoration, a missing dependency) or two
+    exportables share a name, since then no export ran that could be skipped."""
+    stages = ("cannot import package", "cannot import module", "two exportables are named")
+    return not any(failure.startswith(stages) for failure in error.failures)
 
 
 def lacks_module(error: ExportError) -> bool:
@@ -201,7 +211,7 @@ def export_one(name: str, folder: Path, options: ExportOptions, reporter: Report
                                 sources_of=sources_of)
     except ExportError as err:
         reporter.export_failed(name, err.failures, lacks_module=lacks_module(err),
-                               on_error=options.on_error)
+                               on_error=options.on_error if skip_helps(err) else None)
         brief_uncaught_build_errors()  # listed just now: not again with the backend's traceback
         raise
     if options.executables_from:
@@ -237,7 +247,7 @@ def _add_executables_from(name: str, folder: Path, patterns: Sequence[str],
     try:
         added = add_executables_from(folder, name, wheels)
     except ExportError as err:
-        reporter.export_failed(name, err.failures, lacks_module=False, on_error="fail")
+        reporter.export_failed(name, err.failures, lacks_module=False, on_error=None)
         brief_uncaught_build_errors()
         raise
     reporter.info(f"jaxexport: {name}: {added} precompiled executable(s) added from "

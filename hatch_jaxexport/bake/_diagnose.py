@@ -20,6 +20,7 @@ from typing import Any
 
 from hatch_jaxexport.formats._statics import static_values_text
 from hatch_jaxexport.formats._structure_text import abbreviate_structure
+from hatch_jaxexport.formats.manifest import KNOWN_KINDS
 
 #: Longest structure text a failure line shows; longer ones are abbreviated as in ``inspect``.
 STRUCTURE_CHARS = 60
@@ -212,25 +213,59 @@ def failures_headline(package: str, failures: Sequence[object], messages: Sequen
 def fold_failures(failures: Sequence[Mapping[str, Any]], *, detail: bool = False) -> list[str]:
     """One message per function, structure and cause: the platforms and artifact kinds that
     failed for the same reason folded into one line, then the hints (and, with ``detail``, the
-    whole error with its traceback), each on a line of its own under it."""
+    whole error with its traceback), each on a line of its own under it. Messages of one cause
+    raised at one place (``_cause``) fold further into one, with their count, the functions
+    and one example: a build once printed 156 lines that were nearly all one ``if`` on a size."""
     groups: dict[tuple[str, str, str, str | None], list[Mapping[str, Any]]] = {}
-    for failure in failures:
+    for failure in sorted(failures, key=_failure_order):
         key = (failure["task"]["function"], _task_label(failure["task"], failure["structure"]),
                failure["error"], failure.get("location"))
         groups.setdefault(key, []).append(failure)
+    by_cause: dict[tuple[str, str], list[tuple[tuple[str, str, str, str | None],
+                                               list[Mapping[str, Any]]]]] = {}
+    for key, members in groups.items():
+        by_cause.setdefault(_cause(key[2], key[3]), []).append((key, members))
     messages = []
-    for (function, label, error, location), members in groups.items():
-        platforms = list(dict.fromkeys(m["task"]["platform"] for m in members))
-        kinds = list(dict.fromkeys(_kind(m["task"]) for m in members))
-        where = f" at {location}" if location else ""
-        lines = [f"{function}, {label}, platform{'s' * (len(platforms) > 1)} "
-                 f"{', '.join(platforms)}, {', '.join(kinds)} "
-                 f"artifact{'s' * (len(members) > 1)}{where}: {error}"]
+    for (kind, location), cause_groups in by_cause.items():
+        (function, label, error, where), members = cause_groups[0]
+        lines = [_group_line(function, label, error, where, members)]
+        if len(cause_groups) > 1:
+            count = sum(len(m) for _, m in cause_groups)
+            functions = sorted({key[0] for key, _ in cause_groups})
+            lines = [f"{count} exports failed with {kind} at {location} ({len(cause_groups)} "
+                     f"structures of {', '.join(functions)}); for example:",
+                     "  " + lines[0]]
         lines += [f"    hint: {hint}" for hint in hints_for(error)]
         if detail and members[0].get("detail"):
             lines += ["    " + line for line in str(members[0]["detail"]).splitlines()]
         messages.append("\n".join(lines))
     return messages
+
+
+def _failure_order(failure: Mapping[str, Any]) -> tuple[Any, ...]:
+    """One order for failures whatever order the workers finished in."""
+    task = failure["task"]
+    kind = KNOWN_KINDS.index(task["kind"]) if task["kind"] in KNOWN_KINDS else len(KNOWN_KINDS)
+    return (failure.get("location") or "", failure["error"], task["function"],
+            task["structure_index"], str(task["static"]), task["platform"], kind,
+            task["batched"])
+
+
+def _cause(error: str, location: str | None) -> tuple[str, str]:
+    """What makes two failures one cause: the exception type raised at one place in the
+    package; without a place, the whole first line."""
+    kind = error.split(":", 1)[0]
+    return (kind, location) if location else (error, "")
+
+
+def _group_line(function: str, label: str, error: str, location: str | None,
+                members: Sequence[Mapping[str, Any]]) -> str:
+    platforms = list(dict.fromkeys(m["task"]["platform"] for m in members))
+    kinds = list(dict.fromkeys(_kind(m["task"]) for m in members))
+    where = f" at {location}" if location else ""
+    return (f"{function}, {label}, platform{'s' * (len(platforms) > 1)} "
+            f"{', '.join(platforms)}, {', '.join(kinds)} "
+            f"artifact{'s' * (len(members) > 1)}{where}: {error}")
 
 
 __all__ = ["BAKE_FIXED", "STRUCTURE_CHARS", "describe_exception", "failures_headline", "first_line",

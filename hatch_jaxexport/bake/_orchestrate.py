@@ -20,7 +20,7 @@ from typing import Any
 
 from hatch_jaxexport.bake._captured import captured_warnings
 from hatch_jaxexport.bake._concrete_bake import concrete_covered
-from hatch_jaxexport.bake._diagnose import failures_headline, fold_failures
+from hatch_jaxexport.bake._diagnose import failures_headline, fold_failures, hints_for
 from hatch_jaxexport.bake._discover import discover
 from hatch_jaxexport.bake._executables import compile_executables, resolve_targets
 from hatch_jaxexport.bake._exporter import ExportTask
@@ -176,12 +176,21 @@ def _warn(skipped: Sequence[str], records: Sequence[ArtifactRecord],
         emit(f"warning: {message}")
 
 
+def skip_reason(failure: dict[str, Any]) -> str:
+    """A skipped export's reason as the manifest keeps it: the error's first line, where in
+    the package it was raised, and the first hint. Never the whole error: a build with many
+    skips of one cause made a manifest three times the size of its artifacts."""
+    where = f" (at {failure['location']})" if failure.get("location") else ""
+    hints = hints_for(failure["error"])
+    return f"{failure['error']}{where}" + (f"; hint: {hints[0]}" if hints else "")
+
+
 def _skipped_record(failure: dict[str, Any]) -> SkippedRecord:
     """The manifest's record of one export that failed (``on_error="skip"``)."""
     task = failure["task"]
     return SkippedRecord(function=task["function"], structure=failure["structure"],
                          structure_index=task["structure_index"], static=task["static"],
-                         platform=task["platform"], reason=failure["message"], kind=task["kind"],
+                         platform=task["platform"], reason=skip_reason(failure), kind=task["kind"],
                          batched=task["batched"], mesh=task.get("mesh", {}),
                          variant=task.get("variant", {}))
 

@@ -181,7 +181,7 @@ class CliReporter:
         return f"{jobs} worker(s)"
 
     def export_failed(self, package: str, failures: Sequence[str], *, lacks_module: bool,
-                      on_error: str) -> None:
+                      on_error: str | None) -> None:
         """Nothing here: ``main`` prints the raised error, every failure in it."""
 
 

@@ -76,7 +76,7 @@ class HatchReporter:
         return f"{jobs} worker{'s' if jobs > 1 else ''}"
 
     def export_failed(self, package: str, failures: Sequence[str], *, lacks_module: bool,
-                      on_error: str) -> None:
+                      on_error: str | None) -> None:
         """Every problem, then what to set in this hook's table."""
         self.app.display_error(f"jaxexport: export of {package} failed ({len(failures)} "
                                "problem(s)):")

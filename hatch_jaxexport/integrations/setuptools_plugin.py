@@ -148,7 +148,7 @@ class SetuptoolsReporter:
         return f"{jobs} worker(s)"
 
     def export_failed(self, package: str, failures: Sequence[str], *, lacks_module: bool,
-                      on_error: str) -> None:
+                      on_error: str | None) -> None:
         """Every problem (the uncaught error then only points at them), then advice for a
         missing module."""
         self.command.announce(f"jaxexport: export of {package} failed ({len(failures)} "

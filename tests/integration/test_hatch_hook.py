@@ -350,6 +350,19 @@ def test_missing_build_dependency_gets_a_hint(tmp_path, capsys):
     assert "set require-runtime-dependencies = true" in capsys.readouterr().err
 
 
+def test_an_import_time_spec_error_gets_no_on_error_hint(tmp_path, capsys):
+    """Issue 37: ``on-error = "skip"`` skips failed exports; it cannot skip a package that
+    does not import, so the build does not suggest it then."""
+    module = 'from hatch_jaxexport import exportable\n\n\n@exportable({"x": ("n", "flot32")})\n' \
+             "def bad(x):\n    return x\n"
+    root = tiny(tmp_path / "proj", name="jxe_badspec", module=module)
+    with pytest.raises(ExportError, match="cannot import package 'jxe_badspec': SpecError"):
+        inprocess_build(root, tmp_path / "dist")
+    err = capsys.readouterr().err
+    assert "jaxexport: export of jxe_badspec failed" in err
+    assert "set on-error" not in err and "did you mean 'float32'" in err
+
+
 def test_on_error_skip_builds_and_records_the_reason(tmp_path, capsys):
     root = tiny(tmp_path / "proj", 'on-error = "skip"\n', name="jxe_noisy",
                 module=FAILING_MODULE + TINY_MODULE.split("from hatch_jaxexport import "

@@ -215,7 +215,8 @@ def _call_general(hot: HotCall, args: tuple[Any, ...], kwargs: dict[str, Any]) -
 class ResolvedCalls:
     """One function's resolved targets, its fallback, the keyed fast cache and the hot call."""
 
-    __slots__ = ("_fallback", "_uncovered", "fast", "hot", "hot_misses", "lock", "targets")
+    __slots__ = ("_fallback", "_uncovered", "fast", "hot", "hot_misses", "lock", "members",
+                 "targets")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -226,6 +227,9 @@ class ResolvedCalls:
         self.fast: dict[Any, tuple[Callable[..., Any], tuple[int, ...] | None]] = {}
         self.hot: HotCall | None = None
         self.hot_misses = 0
+        #: The eager calls of the members of transformations (the vjp of a ``jax.grad``),
+        #: which ``call_report`` lists with the targets' own.
+        self.members: list[Any] = []
 
     def clear(self) -> None:
         """Forget everything resolved (it is resolved again on the next call)."""
@@ -236,6 +240,7 @@ class ResolvedCalls:
             self.fast.clear()
             self.hot = None
             self.hot_misses = 0
+            self.members = []
 
     def target(self, key: Any, resolve: Callable[[], Any]) -> Any:
         """The target resolved for ``key``, resolving it once (under the lock) if new."""
@@ -269,6 +274,11 @@ class ResolvedCalls:
         if len(self.fast) >= FAST_CACHE_LIMIT:
             self.fast.clear()
         self.fast[key] = (call, route, keywords, compiled)
+
+    def remember_member(self, call: Any) -> None:
+        """Report ``call``, an eager call of a transformation's member, with the function's."""
+        with self.lock:
+            self.members.append(call)
 
     def remember_hot(self, hot: HotCall) -> None:
         """Try ``hot`` first on later calls of its form (``hot_call``)."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hatch_jaxexport.errors import ArtifactError, CallMismatch, FallbackWarning
 from hatch_jaxexport.formats._settings import STRICT_ENV, call_report_wanted, strict_mode
-from hatch_jaxexport.formats.manifest import ArtifactRecord, mesh_text, variant_text
+from hatch_jaxexport.formats.manifest import ArtifactRecord, member_name, mesh_text, variant_text
 from hatch_jaxexport.formats.spec import static_key
 from hatch_jaxexport.runtime._jaxcompat import (
     LOWERING_CONFIG,
@@ -86,7 +86,12 @@ def _missing_reason(fn: ExportableFunction, package: PackageArtifacts, plan: Cal
     records = package.records(fn.name).manifest
     for skipped in records.skipped:
         if record_key(skipped) == wanted:
-            return f"its export failed at build time and was skipped: {skipped.reason}"
+            statics = f", static values {plan.static_key}" if plan.static else ""
+            return (f"its export for structure {plan.structure_index} "
+                    f"({shown_structure(structure.key)}){statics} on {platform} failed at "
+                    f"build time and was skipped: {skipped.reason}; fix the cause and rebuild "
+                    f"the wheel (`python -m hatch_jaxexport export {fn.package} --out DIR` "
+                    "shows each failure with its hints)")
     built = sorted({r.platform for r in records.artifacts})
     if not built:
         return "the build baked no artifact for this function"
@@ -258,10 +263,20 @@ def _job(fn: ExportableFunction, record: ArtifactRecord, platform: str, conventi
     convention (``flat`` for a family member, ``native-vjp`` for jax's serialized VJP) keeps
     different calls of one artifact apart."""
     job = {"package": fn.package, "file": record.file, "sha256": record.sha256,
-           "platform": platform, "function": fn.name}
+           "platform": platform, "function": fn.name, "label": _served_label(record)}
     if convention:
         job["convention"] = convention
     return job
+
+
+def _served_label(record: ArtifactRecord) -> str:
+    """What tells the report lines of one function's artifacts apart: ``(mode='max')`` for
+    its static values, `` vjp`` for the member of a transformation that ran."""
+    from hatch_jaxexport.formats._statics import static_values_text
+
+    statics = f"({static_values_text(record.static)})" if record.static else ""
+    member = member_name(record.kind, record.batched)
+    return statics + ("" if member == "primal" else f" {member}")
 
 
 def _shipped(fn: ExportableFunction, package: PackageArtifacts, record: ArtifactRecord,
@@ -295,10 +310,13 @@ def _native_vjp(fn: ExportableFunction, plan: CallPlan, package: PackageArtifact
         import jax
 
         job = _job(fn, record, platform, "native-vjp")
+        job["label"] += " vjp"  # jax's serialized VJP of the primal artifact
         leaves = len(exported.in_avals)
         shipped = _shipped(fn, package, record, lambda: _flat_tree(leaves), native_vjp=1)
-        return EagerCall(lambda: jax.jit(exported.vjp().call), job, False,
+        call = EagerCall(lambda: jax.jit(exported.vjp().call), job, False,
                          needs_lapack(record.custom_calls), shipped)
+        fn.calls.remember_member(call)
+        return call
 
     return NativeVjpCall(exported, primal, vjp_call, source_flat=source_flat(
         fn, plan.structure_index, plan.static, exported.in_tree),
@@ -343,7 +361,9 @@ def _member_calls(fn: ExportableFunction, package: PackageArtifacts, base: tuple
         record = package.records(fn.name).by_key[(*base, *member)]  # type: ignore[index]
         job = _job(fn, record, platform, "flat")
         shipped = _shipped(fn, package, record, lambda: _flat_tree(len(record.out_avals)))
-        return EagerCall(make_jitted, job, False, needs_lapack(record.custom_calls), shipped)
+        call = EagerCall(make_jitted, job, False, needs_lapack(record.custom_calls), shipped)
+        fn.calls.remember_member(call)  # call_report lists what HATCH_JAXEXPORT_REPORT prints
+        return call
     return eager
 
 
@@ -672,6 +692,8 @@ def call_report(fn: ExportableFunction) -> list[Any]:
             served += call.served_calls()
         elif not getattr(target, "from_artifact", True):
             served.append(ServedCall(fn.name, "-", "traced", None, target.reason))
+    for member in fn.calls.members:  # the transformations' members (jax.grad: the vjp)
+        served += member.served_calls()
     return served
 
 

@@ -115,8 +115,8 @@ class EagerCall:
             with lapack_init_skipped(not self.lapack):
                 return jitted(*args, **kwargs)
         entry = self.entries.get(sig)
-        if entry is None:
-            return self._first_call(sig, args, kwargs)
+        if entry is None or entry.seconds is None:  # new, or settled ahead (``prepare``) and
+            return self._first_call(sig, args, kwargs)  # not yet run: timed and reported now
         if entry.pending is not None:
             entry = self._settle(sig, args, kwargs)
         out = entry.compiled(*args, **kwargs)

@@ -49,12 +49,16 @@ class ServedCall(NamedTuple):
     seconds: float | None
     #: Why no shipped executable served it; ``None`` when one did.
     not_shipped: str | None
+    #: Which of the function's artifacts: ``(mode='max')`` for its static values, `` vjp``
+    #: for the member of a transformation; ``""`` for the primal of a function without.
+    label: str = ""
 
     def line(self) -> str:
-        """``hatch-jaxexport: mypkg:f float32[4] shipped in 12.3 ms``."""
+        """``hatch-jaxexport: mypkg:f(mode='max') float32[4] shipped in 12.3 ms``."""
         took = "" if self.seconds is None else f" in {self.seconds * 1e3:.1f} ms"
         why = f" (no shipped executable: {self.not_shipped})" if self.not_shipped else ""
-        return f"hatch-jaxexport: {self.function} {self.signature} {self.tier}{took}{why}"
+        return (f"hatch-jaxexport: {self.function}{self.label} {self.signature} "
+                f"{self.tier}{took}{why}")
 
 
 def served_call(job: dict[str, str], sig: Any, entry: Entry) -> ServedCall:
@@ -64,7 +68,7 @@ def served_call(job: dict[str, str], sig: Any, entry: Entry) -> ServedCall:
 
     types = signature_text([[list(shape), dtype] for shape, dtype, _ in sig[1]])
     return ServedCall(job.get("function", "?"), types, entry.tier, entry.seconds,
-                      entry.not_shipped)
+                      entry.not_shipped, job.get("label", ""))
 
 
 class CallSignatures:

@@ -145,3 +145,37 @@ def test_an_import_error_names_the_users_line(tmp_path):
     assert failure.endswith("(at jxe_badspec/__init__.py:4)"), failure
     assert str(tmp_path) not in failure
     assert os.sep + "site-packages" not in failure
+
+
+def _failure(function: str, index: int, error: str, location: str | None,
+             platform: str = "cpu") -> dict:
+    return {"task": {"function": function, "structure_index": index, "static": {},
+                     "platform": platform, "kind": "primal", "batched": False},
+            "structure": f"x: float32[n{index}]", "error": error, "location": location}
+
+
+def test_failures_of_one_cause_at_one_place_fold_into_one_message_in_one_order():
+    """Issue 37: a build's many failures that are one cause at one line print as one message
+    with the count, the functions and one example, the same whatever order workers finished."""
+    import random
+
+    from hatch_jaxexport.bake._diagnose import fold_failures
+
+    inconclusive = ("InconclusiveDimensionOperation: Symbolic dimension comparison 'n{}' >= "
+                    "'2' is inconclusive.")
+    failures = [_failure(f"mypkg:f{i % 3}", i, inconclusive.format(i), "mypkg/ops.py:12")
+                for i in range(6)]
+    failures.append(_failure("mypkg:g", 0, "ValueError: something else", "mypkg/other.py:3"))
+    messages = fold_failures(failures)
+    shuffled = failures[:]
+    random.Random(0).shuffle(shuffled)
+    assert fold_failures(shuffled) == messages
+    assert len(messages) == 2
+    folded = next(m for m in messages if "InconclusiveDimensionOperation" in m)
+    lines = folded.splitlines()
+    assert lines[0] == ("6 exports failed with InconclusiveDimensionOperation at "
+                        "mypkg/ops.py:12 (6 structures of mypkg:f0, mypkg:f1, mypkg:f2); "
+                        "for example:")
+    assert lines[1].startswith("  mypkg:f0, structure 0 (x: float32[n0]), platform cpu")
+    assert lines[2].startswith("    hint: a Python `if` or comparison on a symbolic size")
+    assert len(lines) == 3  # one example, one hint: not six of each

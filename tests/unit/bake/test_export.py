@@ -82,8 +82,14 @@ def test_on_error_skip_records_failures_and_the_loader_falls_back(tmp_path, run_
                       "print(float(m.dynamic_loop(jnp.float32(1.0), jnp.int32(2))))",
                       env={"PYTHONPATH": str(site)})
     assert proc.stdout.strip() == "2.25"
-    assert "its export failed at build time and was skipped: ValueError: Reverse-mode" \
+    # the structure, its cause (where, and the fix) and the command: what the build log said
+    assert "its export for structure 0 (x: float32[]; n: int32[]) on cpu failed at build time " \
+           "and was skipped: ValueError: Reverse-mode" in proc.stderr
+    assert "`python -m hatch_jaxexport export jxe_failing --out DIR` shows each failure" \
         in proc.stderr
+    reasons = [s["reason"] for s in manifest["skipped"]]
+    assert all("\n" not in r and len(r) < 1200 for r in reasons), reasons  # no tracebacks
+    assert any(r.endswith("remove the callback from the exported function") for r in reasons)
 
 
 def test_import_errors_name_the_module():
@@ -160,3 +166,15 @@ def test_cli_errors_are_one_clear_line_without_traceback(tmp_path):
     assert "Traceback" in debug.stderr
     helped = run([sys.executable, "-m", "hatch_jaxexport", "export", "--help"])
     assert "--on-error {fail,skip}" in helped.stdout
+
+
+def test_a_skip_reason_keeps_the_first_line_the_place_and_the_first_hint():
+    """Issue 37: the manifest stays small however many skips, and still says what to do."""
+    from hatch_jaxexport.bake._orchestrate import skip_reason
+
+    error = ("InconclusiveDimensionOperation: Symbolic dimension comparison 'n' >= '2' is "
+             "inconclusive.")
+    reason = skip_reason({"error": error, "location": "mypkg/ops.py:12",
+                          "message": error + "\n" + "traceback line\n" * 500})
+    assert reason.startswith(error + " (at mypkg/ops.py:12); hint: a Python `if` or comparison")
+    assert "traceback" not in reason and len(reason) < 600

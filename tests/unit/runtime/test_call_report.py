@@ -72,3 +72,34 @@ def test_without_artifacts_the_call_is_reported_traced_with_the_reason():
     assert [(s["tier"], s["signature"]) for s in served] == [("traced", "-")]
     assert served[0]["not_shipped"]
     assert lines == []  # the fallback's FallbackWarning already says it, once
+
+
+LABELLED = """
+import json, warnings
+import numpy as np, jax
+from jxe_demo import funcs
+warnings.simplefilter("ignore")
+x = np.arange(4, dtype=np.float32)
+funcs.poly(x, mode="fast"); funcs.poly(x, mode="exact")
+params = {"w": np.ones((4, 2), np.float32), "b": np.zeros(2, np.float32)}
+jax.grad(lambda p: funcs.dense(p, x[None]).sum())(params)
+print(json.dumps({"poly": [r.line() for r in funcs.poly.call_report()],
+                  "dense": [r.line() for r in funcs.dense.call_report()]}))
+"""
+
+
+def test_report_lines_name_static_values_and_members_and_call_report_agrees(demo_site):
+    """Issue 37: two static values print two different lines, a ``jax.grad`` names the
+    member that ran, and ``call_report()`` lists exactly what was printed."""
+    proc = run([sys.executable, "-c", LABELLED], env={
+        "PYTHONPATH": str(demo_site), "HATCH_JAXEXPORT_REPORT": "1",
+        "HATCH_JAXEXPORT_TIERED": "0", "HATCH_JAXEXPORT_CACHE": "0"})
+    printed = [line for line in proc.stderr.splitlines() if line.startswith("hatch-jaxexport: ")]
+    reported = json.loads(proc.stdout.splitlines()[-1])
+    assert sorted(printed) == sorted(reported["poly"] + reported["dense"])
+    assert len(set(printed)) == len(printed)  # no two lines alike
+    poly = sorted(line.split(" float32")[0] for line in reported["poly"])
+    assert poly == ["hatch-jaxexport: jxe_demo.funcs:poly(mode='exact')",
+                    "hatch-jaxexport: jxe_demo.funcs:poly(mode='fast')"]
+    assert any(line.startswith("hatch-jaxexport: jxe_demo.funcs:dense vjp ")
+               for line in reported["dense"]), reported["dense"]
