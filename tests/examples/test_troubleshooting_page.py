@@ -11,7 +11,8 @@ import hatch_jaxexport.errors as errors
 
 PAGE = ROOT / "docs" / "troubleshooting.md"
 #: Messages the page quotes from other tools (pip, build, uv, hatch), not from this package.
-FOREIGN = {"No matching distribution found for hatch-jaxexport"}
+FOREIGN = {"No matching distribution found for hatch-jaxexport",
+           "Unknown build hook: jaxexport"}  # hatchling's, before any code of ours runs
 
 
 def quoted_phrases() -> list[str]:

@@ -608,4 +608,14 @@ def test_editable_install_with_pip(tmp_path, frontend_env, runtime_requirements,
     report, _ = run_example(python, "artifact", tmp_path / "run")
     assert report["bodies_ran"] == [] and {r["ran"] for r in report["rows"]} == {
         "artifact (cpu)"}
+    # issue 37: an edit after `pip install -e .` is served from the source, said once
+    chain = source / "src" / "example_pkg" / "chain.py"
+    chain.write_text(chain.read_text().replace("x = jnp.sin(x) * 1.01", "x = jnp.sin(x) * 1.02"))
+    edited = run([python, "-W", "always", "-c",
+                  "import numpy as np, jax, example_pkg.chain as c\n"
+                  "x = np.ones((8, 16), np.float32)\n"
+                  "print(bool(np.allclose(c.elementwise_chain(x), "
+                  "jax.jit(c.elementwise_chain.__wrapped__)(x))))"], cwd=tmp_path)
+    assert edited.stdout.strip() == "True"
+    assert edited.stderr.count("are stale: example_pkg/chain.py changed") == 1, edited.stderr
     shutil.rmtree(folder)

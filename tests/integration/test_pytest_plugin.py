@@ -147,8 +147,6 @@ def test_ids_counts_and_k(check, pytester):
 def test_the_compatibility_window_is_shown_and_fails_the_run_by_option(check, pytester):
     """Issue 37: the summary says until when the installed artifacts load; within the
     project's window it warns, or fails the run with ``--jaxexport-expiry-fails``."""
-    from hatch_jaxexport.formats._jax_window import days_left
-
     write_source(pytester)
     result = check("--jaxexport-check", PKG, "--jaxexport-shapes", "0",
                    "--jaxexport-expiry-days", "400", "--jaxexport-expiry-fails")
@@ -159,16 +157,6 @@ def test_the_compatibility_window_is_shown_and_fails_the_run_by_option(check, py
         "  compatibility: loads on jax released until about *(exported with jax *, released *;"
         " jax reads an export for about 6 months after the exporting jax's release)",
         "  expiry FAILS the check: they stop loading within the 400-day window of this check*"])
-    import jax
-
-    from hatch_jaxexport.formats._jax_window import jax_release_date
-
-    left = days_left(jax_release_date(jax.__version__))  # the wheel was built with this jax
-    if left > 0:  # not yet expired: a window shorter than what is left says nothing
-        quiet = check("--jaxexport-check", PKG, "--jaxexport-shapes", "0",
-                      "--jaxexport-expiry-days", str(left - 1), "--jaxexport-expiry-fails")
-        assert quiet.ret == 0 and "expiry" not in quiet.stdout.str()
-        assert "  compatibility: loads on jax released until about" in quiet.stdout.str()
     warned = check("--jaxexport-check", PKG, "--jaxexport-shapes", "0",
                    "--jaxexport-expiry-days", "400")
     assert warned.ret == 0
