@@ -20,7 +20,12 @@ from typing import Any
 
 from hatch_jaxexport.bake._captured import captured_warnings
 from hatch_jaxexport.bake._concrete_bake import concrete_covered
-from hatch_jaxexport.bake._diagnose import failures_headline, fold_failures, hints_for
+from hatch_jaxexport.bake._diagnose import (
+    failures_headline,
+    first_line,
+    fold_failures,
+    hints_for,
+)
 from hatch_jaxexport.bake._discover import discover
 from hatch_jaxexport.bake._executables import compile_executables, resolve_targets
 from hatch_jaxexport.bake._exporter import ExportTask
@@ -176,13 +181,20 @@ def _warn(skipped: Sequence[str], records: Sequence[ArtifactRecord],
         emit(f"warning: {message}")
 
 
+#: How long a skipped export's error line may be in the manifest.
+SKIP_REASON_CHARS = 1000
+
+
 def skip_reason(failure: dict[str, Any]) -> str:
     """A skipped export's reason as the manifest keeps it: the error's first line, where in
     the package it was raised, and the first hint. Never the whole error: a build with many
     skips of one cause made a manifest three times the size of its artifacts."""
     where = f" (at {failure['location']})" if failure.get("location") else ""
     hints = hints_for(failure["error"])
-    return f"{failure['error']}{where}" + (f"; hint: {hints[0]}" if hints else "")
+    # the first line at a length that keeps a fix the error itself gives (the build log's
+    # lines stop at 300 characters; a pytree error names its fix after that)
+    error = first_line(failure.get("message") or failure["error"], SKIP_REASON_CHARS)
+    return f"{error}{where}" + (f"; hint: {hints[0]}" if hints else "")
 
 
 def _skipped_record(failure: dict[str, Any]) -> SkippedRecord:
