@@ -153,21 +153,21 @@ class EagerCall:
 
     def settled(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any | None:
         """The final executable for this call's signature (``None`` while a tier is pending)."""
-        sig = self.signature(args, kwargs)
-        entry = self.entries.get(sig) if sig is not None else None
-        if entry is None or entry.pending is not None:
-            return None
-        return compiled_dispatch(entry.compiled)
+        compiled = self._final(args, kwargs)
+        return None if compiled is None else compiled_dispatch(compiled)
 
     def settled_by_position(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any | None:
         """Like ``settled``, but taking ``kwargs``'s values positionally after ``args``, in
         their order (``compiled_by_position``); ``None`` where it cannot."""
+        compiled = self._final(args, kwargs)
+        twin = None if compiled is None else compiled_by_position(compiled, tuple(kwargs))
+        return None if twin is None else compiled_dispatch(twin)
+
+    def _final(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any | None:
+        """The compiled executable of this call's signature, once no tier is pending."""
         sig = self.signature(args, kwargs)
         entry = self.entries.get(sig) if sig is not None else None
-        if entry is None or entry.pending is not None:
-            return None
-        twin = compiled_by_position(entry.compiled, tuple(kwargs))
-        return None if twin is None else compiled_dispatch(twin)
+        return None if entry is None or entry.pending is not None else entry.compiled
 
     def _settle(self, sig: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Entry:
         """The signature's entry: known, its pending tier polled, or found in the order the
