@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hatch_jaxexport.bake._executables import structure_size_envs
+from hatch_jaxexport.bake._executables import signatures_file, structure_size_envs
 from hatch_jaxexport.bake._exporter import ExportTask, recorded_config, task_config
 from hatch_jaxexport.formats._signatures import (
     SIGNATURES_NAME,
@@ -40,12 +40,11 @@ from hatch_jaxexport.runtime._jaxcompat import lowering_config, lowering_context
 _X64 = re.compile(r"64|complex128")
 
 
-def recorded_calls(package: str) -> Calls:
+def recorded_calls(package: str, source: str | None = None) -> Calls:
     """The call signatures ``HATCH_JAXEXPORT_RECORD`` noted for ``package`` (``{}`` without a
-    signatures file; a bad file was already refused by ``recorded_sizes``)."""
-    import importlib
-
-    path = Path(importlib.import_module(package).__file__ or "").parent / SIGNATURES_NAME
+    signatures file; a bad file was already refused by ``recorded_sizes``). ``source``: the
+    signatures file of the package's source tree, read first (``signatures_file``)."""
+    path = signatures_file(package, source)
     if not path.is_file():
         return {}
     return parse_calls(path.read_text(encoding="utf-8"), f"{package}/{SIGNATURES_NAME}")
@@ -195,7 +194,7 @@ def worker_concrete(functions: Mapping[str, Any], request: Mapping[str, Any],
         by_function.setdefault(task.function, []).append(task)
     for name, tasks in by_function.items():
         entries += bake_structures(functions[name], tasks, recorded, out_dir, note)
-    calls = recorded_calls(request["package"])
+    calls = recorded_calls(request["package"], request.get("signatures"))
     wanted = [fn for fn in functions.values()
               if not fn.export_spec.structures or calls.get(fn.name)]
     for fn in wanted[request["worker"]::request["workers"]]:

@@ -72,13 +72,25 @@ def named_sizes(spec: Any) -> Mapping[str, Any]:
     return getattr(spec, "executable_sizes", None) or getattr(spec, "concrete", None) or {}
 
 
-def recorded_sizes(package: str) -> Recorded:
-    """The sizes ``HATCH_JAXEXPORT_RECORD`` noted for ``package``'s calls: the
-    ``jaxexport-signatures.json`` beside its ``__init__.py`` (``{}`` without one; a file that
-    does not parse is an ``ExportError`` naming it)."""
+def signatures_file(package: str, source: str | os.PathLike[str] | None = None) -> Path:
+    """Where the build reads ``package``'s recorded calls: ``source`` (the signatures file in
+    the package's source folder, which the build backend hands in) where that file exists,
+    else the ``jaxexport-signatures.json`` beside the imported package's ``__init__.py``.
+
+    The source tree comes first: setuptools imports the package from ``build/lib``, where a
+    committed signatures file is only copied when declared package data."""
+    if source is not None and Path(source).is_file():
+        return Path(source)
     import importlib
 
-    path = Path(importlib.import_module(package).__file__ or "").parent / SIGNATURES_NAME
+    return Path(importlib.import_module(package).__file__ or "").parent / SIGNATURES_NAME
+
+
+def recorded_sizes(package: str, source: str | os.PathLike[str] | None = None) -> Recorded:
+    """The sizes ``HATCH_JAXEXPORT_RECORD`` noted for ``package``'s calls: its signatures file
+    (``signatures_file``; ``{}`` without one; a file that does not parse is an
+    ``ExportError`` naming it)."""
+    path = signatures_file(package, source)
     if not path.is_file():
         return {}
     try:
@@ -137,11 +149,13 @@ def missing_sizes(fn: Any, record: ArtifactRecord) -> list[str]:
 
 
 def plans_for_worker(functions: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
-                     build_targets: Sequence[str]) -> list[dict[str, Any]]:
+                     build_targets: Sequence[str], signatures: str | None = None
+                     ) -> list[dict[str, Any]]:
     """What an export worker hands on for its records: each artifact to compile, with its sizes
     and targets (``build_targets`` unless the function's ``executables=`` says otherwise), and
     for each primal CPU artifact that gets none for want of sizes, a plan without ``sizes``
-    that names the symbols (``missing``), so the build says so."""
+    that names the symbols (``missing``), so the build says so. ``signatures``: the source
+    tree's signatures file (``signatures_file``)."""
     plans = []
     recorded: dict[str, Recorded] = {}
     for raw in records:
@@ -149,7 +163,7 @@ def plans_for_worker(functions: Mapping[str, Any], records: Sequence[Mapping[str
         fn = functions[record.function]
         targets = function_targets(fn.export_spec, build_targets)
         if targets and fn.package not in recorded:
-            recorded[fn.package] = recorded_sizes(fn.package)
+            recorded[fn.package] = recorded_sizes(fn.package, signatures)
         sizes = plan_for(fn, record, recorded.get(fn.package)) if targets else []
         missing = missing_sizes(fn, record) if targets and not sizes else []
         if missing:

@@ -20,6 +20,7 @@ from typing import Any
 
 from hatch_jaxexport.bake._captured import captured_warnings
 from hatch_jaxexport.bake._concrete_bake import concrete_covered
+from hatch_jaxexport.bake._dedupe import dedupe_files
 from hatch_jaxexport.bake._diagnose import (
     failures_headline,
     first_line,
@@ -46,6 +47,7 @@ from hatch_jaxexport.formats.manifest import (
     ConcreteRecord,
     Manifest,
     SkippedRecord,
+    byte_text,
     summarize,
 )
 
@@ -88,12 +90,14 @@ def _run_workers(package: str, staging: Path, jobs: int, platforms: Sequence[str
                  search_path: Sequence[str | os.PathLike[str]], python: str,
                  list_only: bool = False,
                  progress: Callable[[dict[str, Any]], None] | None = None,
-                 executables: Sequence[str] = ()) -> list[dict[str, Any]]:
+                 executables: Sequence[str] = (),
+                 signatures: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
     """Run ``jobs`` workers and collect their results, in worker order.
 
     While they run, each new line of their progress files (the plan, a finished task) goes to
     ``progress`` as it is written (polled every 50 ms), so a caller can report functions as
-    they finish.
+    they finish. ``signatures``: the package's signatures file in its source tree, which the
+    workers read before the one beside the imported package (``bake._executables``).
 
     The first worker that dies or fails fatally fails the build at once. However this returns
     (results, ``ExportError``, ``KeyboardInterrupt``), no worker is left running: the rest are
@@ -112,6 +116,7 @@ def _run_workers(package: str, staging: Path, jobs: int, platforms: Sequence[str
                 "package": package, "default_platforms": list(platforms), "worker": worker,
                 "workers": jobs, "out_dir": str(staging), "result": str(result),
                 "list_only": list_only, "executables": list(executables),
+                "signatures": None if signatures is None else os.path.abspath(signatures),
                 "progress": str(progress_files[worker]) if progress else None}))
             with log.open("wb") as output:  # a file, not a pipe: no worker blocks on output
                 proc = subprocess.Popen(
@@ -217,7 +222,8 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
                    progress: Callable[[dict[str, Any]], None] | None = None,
                    executables: bool | Sequence[str] = False,
                    executable_jaxlibs: Sequence[str] = (),
-                   sources_of: tuple[Path, str] | None = None) -> BuildResult:
+                   sources_of: tuple[Path, str] | None = None,
+                   signatures: str | os.PathLike[str] | None = None) -> BuildResult:
     """Export every ``@exportable`` of ``package`` into ``out_dir`` (manifest + blobs).
 
     ``platforms`` is the default for functions that name none. With ``on_error="fail"`` any
@@ -230,7 +236,10 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
     signatures, also with each jax version of ``executable_jaxlibs``. ``sources_of`` (the
     package's source folder, and ``"editable"`` or ``"export"``): an export into a source tree,
     whose manifest records the package's modules as they were before the export began, so
-    that a loader sees them change (``formats._sources``).
+    that a loader sees them change (``formats._sources``). ``signatures``: the recorded calls'
+    file in the package's source tree (``jaxexport-signatures.json``), read where it exists
+    instead of the one beside the imported package (a build backend may import a copy of the
+    package that lacks it, as setuptools' ``build/lib`` does).
     """
     if on_error not in ON_ERROR_CHOICES:
         raise ValueError(f"on_error must be one of {ON_ERROR_CHOICES}, got {on_error!r}")
@@ -249,7 +258,7 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
         targets = resolve_targets(executables)
         results = _run_workers(package, staging, jobs, platforms, search_path,
                                python or sys.executable, progress=progress,
-                               executables=targets)
+                               executables=targets, signatures=signatures)
         records = [ArtifactRecord(**r) for res in results for r in res["records"]]
         concrete = [ConcreteRecord(**c) for res in results for c in res.get("concrete", [])]
         covered, failures = concrete_covered(
@@ -277,6 +286,10 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
                             jax_released=jax_release_date(results[0]["jax_version"]))
         for leftover in staging.glob(".*"):  # requests, results, logs (blobs never start with .)
             leftover.unlink()
+        manifest, removed, saved = dedupe_files(staging, manifest)
+        if removed:
+            emit(f"{package}: {removed} artifact file(s) identical to another stored once "
+                 f"({byte_text(saved)} saved)")
         (staging / MANIFEST_NAME).write_bytes(manifest.to_bytes())
         if out.exists():
             shutil.rmtree(out)

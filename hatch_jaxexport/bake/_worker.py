@@ -50,14 +50,15 @@ def main(request_path: str) -> int:
             from hatch_jaxexport.bake._concrete_bake import worker_concrete
             from hatch_jaxexport.bake._executables import recorded_sizes
 
-            result["concrete"] = worker_concrete(
-                functions, request, result["failures"], recorded_sizes(request["package"]),
-                result["notes"].append)
+            recorded = recorded_sizes(request["package"], request.get("signatures"))
+            result["concrete"] = worker_concrete(functions, request, result["failures"],
+                                                 recorded, result["notes"].append)
         if not request["list_only"]:  # what the executable compilers compile, per artifact
             from hatch_jaxexport.bake._executables import plans_for_worker
 
             result["executable_plans"] = plans_for_worker(functions, result["records"],
-                                                          request.get("executables", []))
+                                                          request.get("executables", []),
+                                                          request.get("signatures"))
         if not request["list_only"]:  # static-shape StableHLO for non-JAX runtimes
             from hatch_jaxexport.bake._portable_export import worker_export
 
@@ -100,7 +101,8 @@ def _export_mine(mine: list[tuple[Any, Any]], request: dict[str, Any], result: d
         (out_dir / record.file).write_bytes(blob)
         if wants_sized(record):
             if fn.package not in recorded:
-                recorded[fn.package] = recorded_sizes(fn.package)
+                recorded[fn.package] = recorded_sizes(fn.package,
+                                                      request.get("signatures"))
             record = record._replace(sized=sized_entries(
                 fn, record, blob, out_dir, recorded[fn.package], result["notes"].append))
         result["records"].append(record._asdict())

@@ -7,7 +7,9 @@ project's ``pyproject.toml`` has a ``[tool.jaxexport]`` table. With the table it
 - registers ``build_jaxexport``, a ``build`` sub-command (setuptools' ``SubCommand`` protocol)
   that exports each package into ``<build_lib>/<package>/_jaxexport/``, or, for editable
   installs, into the source tree (lenient mode imports from there) with a copy in
-  ``build_lib`` (strict mode's link tree copies it from there), and
+  ``build_lib`` (strict mode's link tree copies it from there); the recorded calls
+  (``jaxexport-signatures.json``) are read from the source tree, where they are committed,
+  not from ``build_lib``, and sdists carry that file (``get_source_files``), and
 - wraps ``egg_info`` so the metadata requires ``jax>=<exporting version>`` (option
   ``jax-requirement``), merged into the project's own requirement on jax.
 
@@ -37,6 +39,7 @@ from hatch_jaxexport.bake._config import (
     requirement_conflicts,
 )
 from hatch_jaxexport.formats._settings import skip_requested
+from hatch_jaxexport.formats._signatures import SIGNATURES_NAME
 from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, MANIFEST_NAME
 
 TABLE = "tool.jaxexport"
@@ -265,7 +268,11 @@ class build_jaxexport(Command):  # lower case: setuptools names a command after 
         return {}
 
     def get_source_files(self) -> list[str]:
-        return []  # artifacts are built from the package sources, never shipped in sdists
+        """What an sdist carries for this command: each package's recorded calls
+        (``jaxexport-signatures.json``, an input of the build), never artifacts (built from
+        the package sources)."""
+        files = [source / SIGNATURES_NAME for source in self.packages().values()]
+        return [os.path.relpath(f) for f in files if f.is_file()]
 
 
 __all__ = ["SetuptoolsReporter", "build_jaxexport", "finalize_distribution_options",
