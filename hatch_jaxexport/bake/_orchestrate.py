@@ -20,7 +20,6 @@ from typing import Any
 
 from hatch_jaxexport.bake._captured import captured_warnings
 from hatch_jaxexport.bake._concrete_bake import concrete_covered
-from hatch_jaxexport.bake._dedupe import dedupe_files
 from hatch_jaxexport.bake._diagnose import (
     failures_headline,
     first_line,
@@ -47,7 +46,6 @@ from hatch_jaxexport.formats.manifest import (
     ConcreteRecord,
     Manifest,
     SkippedRecord,
-    byte_text,
     summarize,
 )
 
@@ -286,10 +284,6 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
                             jax_released=jax_release_date(results[0]["jax_version"]))
         for leftover in staging.glob(".*"):  # requests, results, logs (blobs never start with .)
             leftover.unlink()
-        manifest, removed, saved = dedupe_files(staging, manifest)
-        if removed:
-            emit(f"{package}: {removed} artifact file(s) identical to another stored once "
-                 f"({byte_text(saved)} saved)")
         (staging / MANIFEST_NAME).write_bytes(manifest.to_bytes())
         if out.exists():
             shutil.rmtree(out)
