@@ -1,6 +1,8 @@
-"""Real libraries, their own test suites: tinygp 0.3.1 and dm-pix 0.4.5 baked with hatch-jaxexport.
+"""Real libraries, their own test suites: tinygp 0.3.1, dm-pix 0.4.5 and quadax 0.3.1 baked with
+hatch-jaxexport.
 
-    python benchmarks/peer_suites.py [--library tinygp|dm-pix] [--fast] [--cache DIR] [--keep]
+    python benchmarks/peer_suites.py [--library tinygp|dm-pix|quadax] [--fast [--record]]
+                                     [--cache DIR] [--json FILE] [--keep] [--work DIR]
 
 For each library: download its sdist from the package index (cached under ``--cache``, default
 ``~/.cache/hatch-jaxexport/peer-suites``), unpack it twice, apply ``peers/<lib>-<version>.patch``
@@ -9,6 +11,9 @@ through a real isolated build (``python -m build --wheel`` with ``PIP_FIND_LINKS
 hatch-jaxexport's wheel), install the baked wheel into one fresh venv and the unpatched library
 into another, copy the library's tests out of the source tree (so the installed package is what
 they import) and run them, with the library's own pytest configuration, against each copy.
+Where an sdist lacks helper modules its tests import (quadax 0.3.1), they are copied beside
+the tests from ``peers/<lib>-<version>-tests/`` (upstream's files, unchanged); test files that
+still cannot import are left out and named.
 
 Before the build (not with ``--fast``), the suite runs once on the patched source with
 ``HATCH_JAXEXPORT_RECORD=1``, which writes ``jaxexport-signatures.json`` into the source so that
@@ -17,14 +22,18 @@ the build bakes the recorded sizes.
 Prints per library: tests passed/failed/skipped both ways, the tests that pass plain but not
 baked grouped by the exception that failed them, the decorated functions' first eager calls per
 signature by how they were served (``call_report()``: shipped, cached, compiled... or traced),
-the build time and the wheel sizes. A third run, strict (``HATCH_JAXEXPORT_STRICT=1``), shows
-that what strict mode refuses is exactly the calls no artifact covers: each baked pass it
-fails must fail with a refusal naming a function the default run traced, or a transformation
-whose artifact was not baked (``ArtifactError``: set ``ad_order``...), with the fix.
-``--json FILE`` writes the same figures.
+with the calls that pass a callable (quadax's integrands: traced by design, the callable held
+static) counted apart from the served share, the build time, the wheel size and the suite's
+wall time both ways. A third run, strict (``HATCH_JAXEXPORT_STRICT=1``), shows that what strict
+mode refuses is exactly the calls no artifact covers: each baked pass it fails must fail with a
+refusal naming a function the default run traced, or a transformation whose artifact was not
+baked (``ArtifactError``: set ``ad_order``...), with the fix. ``--json FILE`` writes the same
+figures.
 
 ``--fast`` runs a subset without TensorFlow (tinygp: the distances and ``test_filter`` of the
-Kalman solver; dm-pix: the API and interpolation tests) and skips the recording run. The whole
+Kalman solver; dm-pix: the API and interpolation tests; quadax: the sampled-data rules, the
+utilities and the derivatives at integer and infinite limits) and skips the recording run
+unless ``--record`` is given. The whole
 run installs TensorFlow into both venvs for dm-pix's five files that import it, or skips those
 files and says so where pip finds no wheel for this Python.
 """
@@ -73,6 +82,13 @@ class Library:
     #: The fast subset and the files that import TensorFlow, relative to ``test_dir``.
     fast: tuple[str, ...]
     tensorflow: tuple[str, ...] = ()
+    #: A folder of ``peers/`` whose ``.py`` files the suite imports but the sdist lacks:
+    #: copied into the copied suite's test folder (both runs).
+    support: str | None = None
+    #: Test files that cannot import from the sdist even so, left out: file -> why.
+    broken: tuple[tuple[str, str], ...] = ()
+    #: Decorated functions whose calls pass a callable (an integrand): traced by design.
+    callables: tuple[str, ...] = ()
 
 
 LIBRARIES = {
@@ -86,6 +102,19 @@ LIBRARIES = {
         fast=("api_test.py", "interpolation_test.py"),
         tensorflow=tuple(f"{n}_test.py" for n in
                          ("augment", "color_conversion", "depth_and_space", "metrics", "patch"))),
+    "quadax": Library(
+        "quadax", "0.3.1", "quadax-0.3.1", ".", ("jax", "equinox", "numpy"), ("pytest", "scipy"),
+        "tests", "test_*.py",
+        fast=("test_sampled.py", "test_utils.py", "test_derivatives.py::test_integer_limits",
+              "test_derivatives.py::test_infinite_limits"),
+        support="quadax-0.3.1-tests",
+        broken=(*((f, "imports names upstream's tests/problems.py does not define")
+                  for f in ("test_adaptive.py", "test_problems.py", "test_romberg.py")),
+                ("test_adaptive_cube.py", "imports tests/problems_nd.py, in no published source")),
+        callables=tuple(f"quadax.{m}:{f}" for m, fs in (
+            ("_adaptive", ("quadgk", "quadcc", "quadts", "adaptive_quadrature")),
+            ("_adaptive_cube", ("cubegm", "adaptive_cubature")),
+            ("_romberg", ("romberg", "tanhsinh"))) for f in fs)),
 }
 
 
@@ -214,6 +243,9 @@ def copy_suite(lib: Library, tree: Path, dest: Path) -> list[str]:
     for config in ("pyproject.toml", "pytest.ini", "setup.cfg", "tox.ini"):
         if (tree / config).exists():
             shutil.copy2(tree / config, dest / config)
+    if lib.support:
+        for helper in sorted((PATCHES / lib.support).glob("*.py")):
+            shutil.copy2(helper, dest / "tests" / helper.name)
     return [str(Path("tests") / p.relative_to(source)) for p in tests]
 
 
@@ -280,15 +312,26 @@ def first_line(text: str | None) -> str:
     return (text or "").strip().split("\n", 1)[0]
 
 
-def compare(plain: SuiteRun, baked: SuiteRun) -> dict[str, Any]:
+def passes_callable(row: dict[str, Any], callables: tuple[str, ...]) -> bool:
+    """Whether a first call passed a callable (an integrand): a function that takes one, or a
+    reason that names one. Such a call cannot be baked; it traces by design."""
+    reason = (row.get("not_shipped") or "").lower()
+    return row["function"] in callables or "callable" in reason
+
+
+def compare(plain: SuiteRun, baked: SuiteRun, callables: tuple[str, ...] = ()
+            ) -> dict[str, Any]:
     """What the two runs say together: counts, the plain passes that fail baked grouped by
-    cause (one example each), and the served share of first eager calls."""
+    cause (one example each), and the served share of first eager calls, the calls that pass
+    a callable (``callables``: functions that take one) counted apart."""
     lost = sorted(t for t, o in plain.outcomes.items()
                   if o == "passed" and baked.outcomes.get(t) != "passed")
     causes: dict[str, list[str]] = collections.defaultdict(list)
     for test in lost:
         causes[cause(baked.messages.get(test, "missing from the baked run"))].append(test)
-    tiers = collections.Counter(row["tier"] for row in baked.served)
+    with_callable = [r for r in baked.served if passes_callable(r, callables)]
+    bakeable = [r for r in baked.served if not passes_callable(r, callables)]
+    tiers = collections.Counter(row["tier"] for row in bakeable)
     served = sum(n for tier, n in tiers.items() if tier in SERVED)
     by_function: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     for row in baked.served:
@@ -303,9 +346,11 @@ def compare(plain: SuiteRun, baked: SuiteRun) -> dict[str, Any]:
         "tiers": dict(tiers),
         "served": served, "traced": tiers.get("traced", 0),
         "served_share": round(served / max(1, served + tiers.get("traced", 0)), 3),
+        "callable_calls": len(with_callable),
+        "callable_tiers": dict(collections.Counter(r["tier"] for r in with_callable)),
         "by_function": {f: dict(c) for f, c in sorted(by_function.items())},
         "traced_reasons": sorted({f"{r['function']}: {first_line(r['not_shipped'])}"[:240]
-                                  for r in baked.served if r["tier"] == "traced"})[:20],
+                                  for r in bakeable if r["tier"] == "traced"})[:20],
     }
 
 
@@ -336,6 +381,9 @@ def compare_strict(baked: SuiteRun, strict: SuiteRun) -> dict[str, Any]:
             refused[named[0]] += 1
         elif cause(message) == "ArtifactError" and unbaked:
             refused[f"{unbaked[0]} (a transformation not baked)"] += 1
+        elif cause(message) == "ArtifactError" and named and "HATCH_JAXEXPORT_RECORD" in report:
+            # a spec-less function's call, or one no structure accepts: no recorded artifact
+            refused[f"{named[0]} (no recorded call)"] += 1
         else:
             other.append(f"{test}: {message[:200]}")
     return {"strict_lost": len(lost), "strict_refused": dict(refused),
@@ -359,6 +407,9 @@ def print_summary(name: str, figures: dict[str, Any]) -> None:
     print(f"first eager calls (per signature): {figures['served']} served from artifacts, "
           f"{figures['traced']} traced ({100 * figures['served_share']:.0f}% served); "
           f"tiers {figures['tiers']}")
+    if figures.get("callable_calls"):
+        print(f"first eager calls that pass a callable (traced by design, not counted above): "
+              f"{figures['callable_calls']} {figures['callable_tiers']}")
     for function, tiers in figures["by_function"].items():
         print(f"  {function}: {tiers}")
     for reason in figures["traced_reasons"]:
@@ -371,23 +422,31 @@ def print_summary(name: str, figures: dict[str, Any]) -> None:
         print(f"  strict other: {line}")
     for line in figures["build_lines"]:
         print(f"  build: {line[:300]}")
-    print(f"build: {figures['build_seconds']:.1f} s; wheel {figures['wheel_bytes']:,} bytes "
-          f"baked, {figures['plain_wheel_bytes']:,} bytes plain")
+    print(f"build (python -m build --wheel): {figures['build_seconds']:.1f} s baked, "
+          f"{figures['plain_build_seconds']:.1f} s plain; wheel {figures['wheel_bytes']:,} "
+          f"bytes baked, {figures['plain_wheel_bytes']:,} bytes plain")
+    print(f"suite wall time: {figures['plain_seconds']} s plain, {figures['baked_seconds']} s "
+          f"baked, {figures['strict_seconds']} s strict"
+          + (f", {figures['record_seconds']} s recording" if "record_seconds" in figures
+             else ""))
 
 
 def select(lib: Library, copied: list[str], fast: bool, tensorflow: bool) -> list[str]:
-    """The test files to run: the fast subset, or all but TensorFlow's where it is missing."""
+    """The test files to run: the fast subset, or all but TensorFlow's where it is missing,
+    never the files that cannot import from the sdist (``broken``)."""
+    broken = {name for name, _ in lib.broken}
     names = {f: str(Path(f).relative_to("tests")) for f in copied}
     if fast:  # files, or pytest node ids (file::test) where a file's whole run is too long
         return [str(Path("tests") / e) for e in lib.fast if e.split("::")[0] in names.values()]
-    return [f for f, n in names.items() if tensorflow or n not in lib.tensorflow]
+    return [f for f, n in names.items()
+            if (tensorflow or n not in lib.tensorflow) and n not in broken]
 
 
 def run_library(lib: Library, args: argparse.Namespace, wheels: Path, work: Path
                 ) -> dict[str, Any]:
     """Fetch, patch, build, install and test one library both ways; its figures."""
     sdist = fetch_sdist(lib, args.cache)
-    for stale in ("baked-src", "suite", "dist", "plain-dist"):
+    for stale in ("baked-src", "plain-src", "suite", "dist", "plain-dist"):
         shutil.rmtree(work / stale, ignore_errors=True)
     tree = unpack(sdist, work / "baked-src", PATCHES / f"{lib.name}-{lib.version}.patch")
     copied = copy_suite(lib, tree, work / "suite")
@@ -402,25 +461,34 @@ def run_library(lib: Library, args: argparse.Namespace, wheels: Path, work: Path
             skipped = ", ".join(lib.tensorflow)
             notes.append(f"no TensorFlow wheel for this Python: skipped {skipped}")
     files = select(lib, copied, args.fast, tensorflow)
-    if not args.fast:
-        run_suite(baked_py, work / "suite", files, "record",
-                  {"PYTHONPATH": str(tree / lib.import_root), "HATCH_JAXEXPORT_RECORD": "1"})
+    if lib.support:
+        notes.append(f"test helpers the sdist lacks, from peers/{lib.support}: "
+                     + ", ".join(p.name for p in sorted((PATCHES / lib.support).glob("*.py"))))
+    for name, why in lib.broken if not args.fast else ():
+        notes.append(f"left out {name}: {why}")
+    timing: dict[str, float] = {}
+    if args.record or not args.fast:
+        recording = run_suite(baked_py, work / "suite", files, "record", {
+            "PYTHONPATH": str(tree / lib.import_root), "HATCH_JAXEXPORT_RECORD": "1"})
+        timing["record_seconds"] = round(recording.seconds, 1)
         notes.append("recorded sizes: " + ", ".join(
             str(p.relative_to(tree)) for p in tree.rglob("jaxexport-signatures.json")))
     wheel, build_seconds, build_lines = build_baked(tree, work / "dist", wheels)
     run([baked_py, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", wheel])
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", work / "plain-dist", sdist])
-    plain_wheel = next((work / "plain-dist").glob("*.whl"))
+    plain_wheel, plain_build, _ = build_baked(unpack(sdist, work / "plain-src", None),
+                                              work / "plain-dist", wheels)
     plain = run_suite(plain_py, work / "suite", files, "plain")
     baked = run_suite(baked_py, work / "suite", files, "baked")
     strict = run_suite(baked_py, work / "suite", files, "strict",
                        {"HATCH_JAXEXPORT_STRICT": "1"})
-    figures = compare(plain, baked)
+    figures = compare(plain, baked, lib.callables)
     figures.update(compare_strict(baked, strict))
-    figures.update(subset="fast" if args.fast else "whole suite", notes=notes, files=files,
-                   build_lines=build_lines,
+    figures.update(subset=("fast, recorded" if args.record else "fast") if args.fast
+                   else "whole suite", notes=notes, files=files,
+                   build_lines=build_lines, strict_seconds=round(strict.seconds, 1),
                    build_seconds=round(build_seconds, 1), wheel_bytes=wheel.stat().st_size,
-                   plain_wheel_bytes=plain_wheel.stat().st_size)
+                   plain_build_seconds=round(plain_build, 1),
+                   plain_wheel_bytes=plain_wheel.stat().st_size, **timing)
     return figures
 
 
@@ -428,6 +496,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--library", choices=sorted(LIBRARIES), action="append")
     parser.add_argument("--fast", action="store_true", help="the subset without TensorFlow")
+    parser.add_argument("--record", action="store_true",
+                        help="with --fast: record the subset's calls before the build")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="sdist downloads")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
