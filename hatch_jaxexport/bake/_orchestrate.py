@@ -20,6 +20,7 @@ from typing import Any
 
 from hatch_jaxexport.bake._captured import captured_warnings
 from hatch_jaxexport.bake._concrete_bake import concrete_covered
+from hatch_jaxexport.bake._dedupe import dedupe_files
 from hatch_jaxexport.bake._diagnose import (
     failures_headline,
     first_line,
@@ -46,6 +47,7 @@ from hatch_jaxexport.formats.manifest import (
     ConcreteRecord,
     Manifest,
     SkippedRecord,
+    byte_text,
     summarize,
 )
 
@@ -210,6 +212,16 @@ def _skipped_record(failure: dict[str, Any]) -> SkippedRecord:
                          variant=task.get("variant", {}))
 
 
+def _stored_once(staging: Path, manifest: Manifest, emit: Callable[[str], None]) -> Manifest:
+    """The manifest with identical artifact modules stored once (``_dedupe``), saying how
+    many files that saved."""
+    deduped, removed, saved = dedupe_files(staging, manifest)
+    if removed:
+        emit(f"{manifest.package}: {removed} artifact file(s) identical to another stored once "
+             f"({byte_text(saved)} saved)")
+    return deduped
+
+
 def export_package(package: str, out_dir: str | os.PathLike[str], *,
                    platforms: Sequence[str] = DEFAULT_PLATFORMS, jobs: int = 1,
                    on_error: str = "fail",
@@ -275,13 +287,12 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
         compiled = compile_executables(
             staging, package, [p for res in results for p in res.get("executable_plans", [])],
             _worker_env(search_path), python or sys.executable, emit, executable_jaxlibs)
-        manifest = Manifest(package=package, generator=f"hatch-jaxexport {__version__}",
-                            jax_version=results[0]["jax_version"],
-                            jaxlib_version=results[0]["jaxlib_version"],
-                            artifacts=tuple(records), skipped=tuple(skipped),
-                            executables=tuple(compiled), concrete=tuple(concrete),
-                            sources=sources,
-                            jax_released=jax_release_date(results[0]["jax_version"]))
+        manifest = _stored_once(staging, Manifest(
+            package=package, generator=f"hatch-jaxexport {__version__}",
+            jax_version=results[0]["jax_version"], jaxlib_version=results[0]["jaxlib_version"],
+            artifacts=tuple(records), skipped=tuple(skipped), executables=tuple(compiled),
+            concrete=tuple(concrete), sources=sources,
+            jax_released=jax_release_date(results[0]["jax_version"])), emit)
         for leftover in staging.glob(".*"):  # requests, results, logs (blobs never start with .)
             leftover.unlink()
         (staging / MANIFEST_NAME).write_bytes(manifest.to_bytes())

@@ -19,6 +19,7 @@ from hatch_jaxexport.formats.manifest import (
     MANIFEST_NAME,
     Manifest,
     check_file_name,
+    inventory,
     parse_manifest,
     signature_text,
 )
@@ -42,11 +43,12 @@ class VerifyReport:
         """One line for a package without problems."""
         if self.manifest is None:
             return f"{self.package}: no manifest"
-        total = sum(record.size for record in self.manifest.artifacts)
+        counts = inventory(self.manifest)  # as the build summary and inspect count them
         executables = self.manifest.executables
         also = f" and {len(executables)} precompiled executable(s), " \
             f"{sum(e.size for e in executables):,} bytes," if executables else ""
-        return (f"{self.package}: OK, {len(self.manifest.artifacts)} artifact(s), {total:,} "
+        return (f"{self.package}: OK, {counts.functions} function(s), {counts.artifacts} "
+                f"artifact(s){counts.kinds_text()}, {counts.bytes:,} "
                 f"bytes{also} match {ARTIFACT_DIR}/{MANIFEST_NAME} (schema "
                 f"{self.manifest.schema_version}, built with jax {self.manifest.jax_version})")
 

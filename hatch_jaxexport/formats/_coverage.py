@@ -8,11 +8,38 @@ in ``jaxexport inspect``. Pure: it reads a ``Manifest``.
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+from hatch_jaxexport.formats._statics import static_values_text
 from hatch_jaxexport.formats.manifest import Manifest, signature_text
 
 
 def _sizes_text(sizes: dict[str, int]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(sizes.items()))
+
+
+def _node_text(node: dict[str, Any]) -> str:
+    ((kind, value),) = node.items()
+    if kind == "array":
+        return signature_text([value])
+    if kind == "static":
+        return repr(value)
+    if kind == "dict":
+        return "{" + ", ".join(f"{k!r}: {_node_text(value[k])}" for k in sorted(value)) + "}"
+    items = ", ".join(_node_text(v) for v in value)
+    return f"[{items}]" if kind == "list" else f"({items}{',' if len(value) == 1 else ''})"
+
+
+def call_text(call: str) -> str:
+    """A recorded call (``formats._signatures.call_key`` text) for people: ``x=float32[6],
+    mode='mul'``, its arrays' types and its static values, which tell apart two artifacts of
+    calls with the same arrays (arguments by name, as the signature sorts them)."""
+    try:
+        signature = json.loads(call)
+        return ", ".join(f"{name}={_node_text(signature[name])}" for name in sorted(signature))
+    except (ValueError, TypeError, AttributeError, KeyError):  # not a signature: as written
+        return call[:120]
 
 
 def coverage(manifest: Manifest) -> dict[str, str]:
@@ -24,8 +51,10 @@ def coverage(manifest: Manifest) -> dict[str, str]:
             symbolic.setdefault(record.function, set()).add(record.structure_index)
     sized: dict[str, dict[int, set[str]]] = {}
     for record in manifest.concrete:
-        text = _sizes_text(record.sizes) if record.structure_index >= 0 else \
-            signature_text(record.inputs) or "()"
+        static = static_values_text(record.static)
+        text = " ".join(filter(None, [static, _sizes_text(record.sizes)])) \
+            if record.structure_index >= 0 else \
+            (call_text(record.call) if record.call else signature_text(record.inputs)) or "()"
         sized.setdefault(record.function, {}).setdefault(record.structure_index, set()).add(text)
     failed: dict[str, set[int]] = {}
     for skip in manifest.skipped:
@@ -53,4 +82,4 @@ def partial_coverage(manifest: Manifest) -> dict[str, str]:
             if not text.startswith("symbolic") or ";" in text}
 
 
-__all__ = ["coverage", "partial_coverage"]
+__all__ = ["call_text", "coverage", "partial_coverage"]

@@ -220,7 +220,9 @@ class Manifest(NamedTuple):
     jax_released: str = ""
 
     def to_bytes(self) -> bytes:
-        """Deterministic JSON: sorted keys, artifacts sorted by id."""
+        """Deterministic, compact JSON: sorted keys, records sorted by id, no indentation
+        or spaces (a wheel of a thousand concrete-size artifacts wrote a 691 kB manifest
+        indented; people read it through ``jaxexport inspect --json | python -m json.tool``)."""
         data = {
             "schema_version": self.schema_version,
             "package": self.package,
@@ -239,7 +241,8 @@ class Manifest(NamedTuple):
             data["sources"] = self.sources
         if self.jax_released:
             data["jax_released"] = self.jax_released
-        return (json.dumps(data, sort_keys=True, indent=1, ensure_ascii=True) + "\n").encode()
+        return (json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+                + "\n").encode()
 
 
 def artifact_id(function: str, structure_index: int, static: Mapping[str, Any], platform: str,
@@ -281,6 +284,67 @@ def summarize(artifacts: Sequence[ArtifactRecord]) -> str:
         text += (f"; of these, {len(extra)} for transformations (ad_order/vmap), "
                  f"{sum(a.size for a in extra):,} bytes")
     return text
+
+
+class Inventory(NamedTuple):
+    """What a manifest serves, counted one way for the build summary, ``inspect`` and
+    ``verify``, so that the three agree entry for entry: every artifact kind (symbolic,
+    concrete-size, recorded call of a function) counts, and a function counts once whichever
+    kinds serve it."""
+
+    functions: int
+    symbolic: int
+    #: Concrete-size artifacts of a structure (``ConcreteRecord.structure_index >= 0``).
+    concrete: int
+    #: Artifacts of recorded calls (``structure_index`` -1: a spec-less function's, or calls
+    #: no structure accepted).
+    recorded: int
+    #: The artifacts' bytes, each record counted (two records may share one file).
+    bytes: int
+    #: Distinct files the manifest lists (artifacts, static-shape forms, concrete-size
+    #: artifacts, executables) and their bytes: what the artifacts add to the wheel, besides
+    #: the manifest itself.
+    files: int
+    stored: int
+    #: Distinct files among the artifacts (fewer than ``artifacts`` where identical modules
+    #: are stored once, ``bake._dedupe``).
+    distinct_artifacts: int = 0
+
+    @property
+    def artifacts(self) -> int:
+        return self.symbolic + self.concrete + self.recorded
+
+    def text(self) -> str:
+        """``3 function(s), 7 artifact(s) (2 symbolic, 2 concrete-size, 3 recorded calls),
+        12.0 kB``; without concrete-size or recorded ones, ``2 function(s), 6 artifact(s),
+        5.1 kB`` as before they existed."""
+        return (f"{self.functions} function(s), {self.artifacts} artifact(s)"
+                f"{self.kinds_text()}, {byte_text(self.bytes)}")
+
+    def kinds_text(self) -> str:
+        """`` (2 symbolic, 2 concrete-size, 3 recorded call(s))``, or ``""`` where every
+        artifact is symbolic."""
+        if not (self.concrete or self.recorded):
+            return ""
+        return (f" ({self.symbolic} symbolic, {self.concrete} concrete-size, "
+                f"{self.recorded} recorded call(s))")
+
+
+def inventory(manifest: "Manifest") -> Inventory:
+    """The manifest's ``Inventory``."""
+    recorded = [c for c in manifest.concrete if c.structure_index < 0]
+    files: dict[str, int] = {}
+    for record in manifest.artifacts:
+        files[record.file] = record.size
+        files.update((entry["file"], entry["size"]) for entry in record.sized)
+    files.update((r.file, r.size) for r in (*manifest.concrete, *manifest.executables))
+    return Inventory(
+        functions=len({r.function for r in (*manifest.artifacts, *manifest.concrete)}),
+        symbolic=len(manifest.artifacts), concrete=len(manifest.concrete) - len(recorded),
+        recorded=len(recorded),
+        bytes=sum(r.size for r in (*manifest.artifacts, *manifest.concrete)),
+        files=len(files), stored=sum(files.values()),
+        distinct_artifacts=len({r.file for r in (*manifest.artifacts, *manifest.concrete)}))
 
 
 def byte_text(n: int) -> str:
@@ -535,7 +599,7 @@ class ManifestIndex:
     def _validated(self, artifacts: list[tuple[int, Any]], skipped: list[tuple[int, Any]],
                    executables: list[tuple[int, Any]], concrete: list[tuple[int, Any]]
                    ) -> Manifest:
-        seen: set[str] = set()
+        seen = _Claims()
         records = _checked_artifacts(artifacts, skipped, seen)
         return Manifest(package=self.package, generator=self.generator,
                         jax_version=self.jax_version, jaxlib_version=self.jaxlib_version,
@@ -547,7 +611,7 @@ class ManifestIndex:
 
 
 def _checked_artifacts(raw_artifacts: list[tuple[int, Any]], raw_skipped: list[tuple[int, Any]],
-                       seen: set[str]
+                       seen: "_Claims"
                        ) -> tuple[tuple[ArtifactRecord, ...], tuple[SkippedRecord, ...]]:
     """Artifact and skipped records from their ``(index, JSON)`` pairs, validated; ``seen``
     collects the ids, files and calls taken (a second record for one is corrupt)."""
@@ -577,14 +641,13 @@ def _checked_artifacts(raw_artifacts: list[tuple[int, Any]], raw_skipped: list[t
                                record.platform, record.kind, record.batched, record.mesh,
                                record.variant],
                               sort_keys=True)
-        _claim(seen, "artifact", record.id, record.file, call_key)
-        seen |= _checked_sized(record.sized, f"artifacts[{i}].sized", seen)
+        _claim(seen, "artifact", record.id, (record.file, record.sha256, record.size), call_key)
+        _checked_sized(record.sized, f"artifacts[{i}].sized", seen)
     return artifacts, skipped
 
 
-def _checked_sized(entries: list[Any], where: str, seen: set[str]) -> set[str]:
-    """Validate a record's ``sized`` entries; the files they take."""
-    files = set()
+def _checked_sized(entries: list[Any], where: str, seen: "_Claims") -> None:
+    """Validate a record's ``sized`` entries, and claim the files they name."""
     for j, entry in enumerate(entries):
         if not isinstance(entry, Mapping) or set(entry) != {"inputs", "file", "sha256", "size"}:
             raise ArtifactError(f"corrupt manifest: {where}[{j}] must have exactly inputs, "
@@ -598,13 +661,10 @@ def _checked_sized(entries: list[Any], where: str, seen: set[str]) -> set[str]:
                      and all(_is_leaf_type(leaf) for leaf in entry["inputs"])):
             raise ArtifactError(f"corrupt manifest: {where}[{j}] has a malformed sha256, size "
                                 "or inputs")
-        if entry["file"] in seen or entry["file"] in files:
-            raise ArtifactError(f"corrupt manifest: {where}[{j}] names a file listed twice")
-        files.add(entry["file"])
-    return files
+        seen.claim_file(f"{where}[{j}]", entry["file"], entry["sha256"], size)
 
 
-def _parse_executables(raw: list[tuple[int, Any]], seen: set[str]
+def _parse_executables(raw: list[tuple[int, Any]], seen: "_Claims"
                        ) -> tuple[ExecutableRecord, ...]:
     """Executable records from their ``(index, JSON)`` pairs, validated like the artifacts
     (``seen``: the file names and ids taken so far)."""
@@ -623,12 +683,13 @@ def _parse_executables(raw: list[tuple[int, Any]], seen: set[str]
             if not all(_is_leaf_type(leaf) for leaf in getattr(record, name)):
                 raise ArtifactError(f"corrupt manifest: executables[{i}].{name} must be "
                                     "[[dims...], dtype] pairs")
-        _claim(seen, "executable", record.id, record.file)
+        _claim(seen, "executable", record.id, (record.file, record.sha256, record.size))
         records.append(record)
     return tuple(records)
 
 
-def _parse_concrete(raw: list[tuple[int, Any]], seen: set[str]) -> tuple[ConcreteRecord, ...]:
+def _parse_concrete(raw: list[tuple[int, Any]], seen: "_Claims"
+                    ) -> tuple[ConcreteRecord, ...]:
     """Concrete-size artifact records from their ``(index, JSON)`` pairs, validated like the
     artifacts (``seen``: the file names and ids taken so far)."""
     records = []
@@ -643,17 +704,45 @@ def _parse_concrete(raw: list[tuple[int, Any]], seen: set[str]) -> tuple[Concret
                         for v in record.sizes.values()):
             raise ArtifactError(f"corrupt manifest: concrete[{i}] has a malformed sha256, size, "
                                 "sizes or inputs")
-        _claim(seen, "concrete artifact", record.id, record.file)
+        _claim(seen, "concrete artifact", record.id, (record.file, record.sha256, record.size))
         records.append(record)
     return tuple(records)
 
 
-def _claim(seen: set[str], what: str, record_id: str, *names: str) -> None:
-    """Take a record's id and names (its file, ...) into ``seen``; ``ArtifactError`` if any
-    was taken already: one id or file listed twice would let one record shadow another."""
-    if record_id in seen or any(name in seen for name in names):
+class _Claims:
+    """The ids, lookup keys and files a manifest's records took so far, while validating it.
+
+    An id or key listed twice would let one record shadow another: refused. A file may be
+    named by several records where they give it the same SHA-256 and size: the build stores
+    identical modules once (``bake._dedupe``), and the loader reads each record's bytes by
+    its ``file`` and checks them against that record's hash. A file named with two different
+    hashes is a true conflict (one of them must fail to load): refused."""
+
+    __slots__ = ("files", "keys")
+
+    def __init__(self) -> None:
+        self.keys: set[str] = set()
+        self.files: dict[str, tuple[str, int]] = {}
+
+    def claim_file(self, what: str, name: str, sha256: str, size: int) -> None:
+        """Take file ``name``, holding ``sha256`` and ``size``; ``ArtifactError`` if another
+        record took it with other contents."""
+        known = self.files.setdefault(name, (sha256, size))
+        if known != (sha256, size):
+            raise ArtifactError(
+                f"corrupt manifest: {what} names file {name}, which another record lists with "
+                f"other contents: expected SHA-256 {known[0][:16]}... and {known[1]:,} bytes, "
+                f"given {sha256[:16]}... and {size:,} bytes")
+
+
+def _claim(seen: _Claims, what: str, record_id: str, file: tuple[str, str, int],
+           *keys: str) -> None:
+    """Take a record's id, lookup ``keys`` and ``file`` (name, SHA-256, size) into ``seen``;
+    ``ArtifactError`` if the id or a key was taken already, or the file with other contents."""
+    if record_id in seen.keys or any(key in seen.keys for key in keys):
         raise ArtifactError(f"corrupt manifest: {what} {record_id} listed twice")
-    seen |= {record_id, *names}
+    seen.claim_file(f"{what} {record_id}", *file)
+    seen.keys |= {record_id, *keys}
 
 
 def _is_leaf_type(leaf: Any) -> bool:
@@ -665,9 +754,9 @@ def _is_leaf_type(leaf: Any) -> bool:
 
 
 __all__ = ["ARTIFACT_DIR", "ArtifactRecord", "BLOB_SUFFIX", "CONFIG_TYPES", "ConcreteRecord",
-           "ExecutableRecord", "KNOWN_KINDS", "ManifestIndex",
+           "ExecutableRecord", "Inventory", "KNOWN_KINDS", "ManifestIndex",
            "MANIFEST_NAME", "Manifest", "MeshShape", "SCHEMA_VERSION", "SHA256_HEX",
            "SkippedRecord", "VARIANT_CONFIG", "artifact_id", "byte_text", "captured_by_function",
-           "check_file_name", "constant_text", "member_name", "mesh_from_record", "mesh_text",
-           "parse_manifest", "read_manifest_index", "sha256_hex", "signature_text", "summarize",
-           "variant_text"]
+           "check_file_name", "constant_text", "inventory", "member_name", "mesh_from_record",
+           "mesh_text", "parse_manifest", "read_manifest_index", "sha256_hex", "signature_text",
+           "summarize", "variant_text"]

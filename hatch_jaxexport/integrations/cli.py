@@ -19,6 +19,7 @@ from hatch_jaxexport.formats._structure_text import abbreviate_structure
 from hatch_jaxexport.formats.manifest import (
     ARTIFACT_DIR,
     ArtifactRecord,
+    inventory,
     member_name,
     signature_text,
     summarize,
@@ -233,7 +234,8 @@ def _inspect(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(manifest.to_bytes().decode())
         return 0
-    print(f"{manifest.package}: {len(manifest.artifacts)} artifact(s), built by "
+    counts = inventory(manifest)  # as the build summary and verify count them
+    print(f"{manifest.package}: {counts.text()}, built by "
           f"{manifest.generator} with jax {manifest.jax_version} (jaxlib "
           f"{manifest.jaxlib_version}), schema {manifest.schema_version}")
     full = args.full or full_structures()
@@ -251,6 +253,8 @@ def _inspect(args: argparse.Namespace) -> int:
         meshes = ["mesh"] + [" x ".join(f"{a}={s}" for a, s in mesh_from_record(r.mesh) or ())
                              or "-" for r in sorted(manifest.artifacts, key=lambda r: r.id)]
         rows = [(*row[:4], mesh, *row[4:]) for row, mesh in zip(rows, meshes, strict=True)]
+    rows += [row if len(row) == len(rows[0]) else (*row[:4], "-", *row[4:])
+             for row in _concrete_rows(manifest)]
     _print_table(rows)
     if not full and any(len(r.structure) > _INSPECT_STRUCTURE_WIDTH for r in manifest.artifacts):
         print(f"(long structures abbreviated: --full or {FULL_STRUCTURES_ENV}=1 shows them "
@@ -271,6 +275,25 @@ def _inspect(args: argparse.Namespace) -> int:
     _print_coverage(manifest)
     _print_executables(manifest)
     return 0
+
+
+def _concrete_rows(manifest: Any) -> list[tuple[str, ...]]:
+    """One ``inspect`` row per concrete-size artifact (member ``concrete``: its structure's
+    sizes) and per recorded call (member ``recorded``: the call's arrays and static values),
+    so that every artifact the wheel serves has its row."""
+    from hatch_jaxexport.formats._coverage import call_text
+
+    rows = []
+    for record in sorted(manifest.concrete, key=lambda r: r.id):
+        if record.structure_index >= 0:
+            sizes = ",".join(f"{k}={v}" for k, v in sorted(record.sizes.items()))
+            what, member = f"[{record.structure_index}] at {sizes}", "concrete"
+        else:
+            what, member = f"[-1] {call_text(record.call)}", "recorded"
+        rows.append((record.function, what,
+                     json.dumps(record.static, sort_keys=True) if record.static else "-",
+                     record.platform, member, "-", f"{record.size:,}"))
+    return rows
 
 
 def _print_coverage(manifest: Any) -> None:

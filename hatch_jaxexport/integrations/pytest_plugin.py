@@ -274,6 +274,7 @@ def jaxexport_artifact(request: pytest.FixtureRequest) -> Artifact:
 
 
 _HEADINGS = {
+    "concrete": "served only at concrete sizes (the symbolic export fails, as at build time)",
     "stale": "stale (the wheel's artifact differs from a fresh export)",
     "unusable": "unusable here (the wheel's artifact cannot be read or loaded by this jax)",
     "missing": "missing from the wheel (in the source, no artifact)",

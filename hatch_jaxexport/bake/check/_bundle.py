@@ -28,7 +28,9 @@ from hatch_jaxexport.formats.manifest import (
     ARTIFACT_DIR,
     MANIFEST_NAME,
     ArtifactRecord,
+    ConcreteRecord,
     Manifest,
+    inventory,
     parse_manifest,
     sha256_hex,
 )
@@ -45,7 +47,7 @@ class Bundle:
     folder: Path  # <site-packages>/<package>/_jaxexport
     manifest: Manifest
 
-    def read_blob(self, record: ArtifactRecord) -> bytes:
+    def read_blob(self, record: ArtifactRecord | ConcreteRecord) -> bytes:
         """A blob's bytes, checked against the manifest's size and SHA-256."""
         path = self.folder / record.file
         try:
@@ -59,8 +61,10 @@ class Bundle:
 
     def describe(self) -> str:
         m = self.manifest
+        counts = inventory(m)
         return (f"wheel {self.distribution} {self.version} installed at {self.folder.parent.parent}"
-                f": {len(m.artifacts)} artifact(s) built by {m.generator} with jax "
+                f": {counts.artifacts} artifact(s){counts.kinds_text()} built by {m.generator} "
+                f"with jax "
                 f"{m.jax_version} (jaxlib {m.jaxlib_version})")
 
 

@@ -19,6 +19,7 @@ from hatch_jaxexport.bake._exporter import ExportTask
 from hatch_jaxexport.bake.check._bundle import source_location
 from hatch_jaxexport.bake.check._numerics import compare_numerics
 from hatch_jaxexport.bake.check._outcome import (
+    CONCRETE,
     JAX_HINT,
     MATCH,
     MISSING,
@@ -31,11 +32,18 @@ from hatch_jaxexport.bake.check._outcome import (
     failure,
     first_line,
 )
-from hatch_jaxexport.bake.check._plan import Case, Plan, missing_reason, orphan_reason
+from hatch_jaxexport.bake.check._plan import (
+    Case,
+    ConcreteSource,
+    Plan,
+    concrete_orphan_reason,
+    missing_reason,
+    orphan_reason,
+)
 from hatch_jaxexport.errors import ArtifactError, CheckError
 from hatch_jaxexport.formats._options import DEFAULT_CHECK_SHAPES
 from hatch_jaxexport.formats._statics import encode_static
-from hatch_jaxexport.formats.manifest import ArtifactRecord, member_name
+from hatch_jaxexport.formats.manifest import ArtifactRecord, ConcreteRecord, member_name
 from hatch_jaxexport.formats.spec import X64_DTYPES, Structure
 from hatch_jaxexport.runtime._jaxcompat import x64_context
 from hatch_jaxexport.runtime.call.decorator import ExportableFunction
@@ -46,7 +54,11 @@ DIFF_LINES = 40
 
 def check_case(plan: Plan, case: Case, *, shapes: int = DEFAULT_CHECK_SHAPES) -> Outcome:
     """The outcome of one case of the plan; see the module docstring."""
+    if case.is_concrete:
+        return compare_concrete(plan, case, shapes)
     if case.record is None and case.skipped is not None and case.task is not None:
+        if case.served_sizes:
+            return _served_at_concrete_sizes(plan, case)
         return Outcome(SKIPPED, f"the export failed at build time and was skipped: "
                                 f"{case.skipped.reason}")
     if case.task is None:
@@ -57,6 +69,26 @@ def check_case(plan: Plan, case: Case, *, shapes: int = DEFAULT_CHECK_SHAPES) ->
                         [missing_reason(plan, case)])
     return compare_with_fresh_export(plan, case, case.record, case.task, shapes)
 
+
+def _served_at_concrete_sizes(plan: Plan, case: Case) -> Outcome:
+    """A structure the wheel serves only at concrete sizes: ``concrete`` while its symbolic
+    export still fails (each size is compared as a case of its own), ``missing`` once the
+    source exports it symbolically (a rebuilt wheel would serve every size from it)."""
+    from hatch_jaxexport.bake._exporter import export_exported
+
+    assert case.task is not None
+    fn = plan.functions[case.function]
+    try:
+        export_exported(fn, case.task)
+    except Exception as err:
+        return Outcome(CONCRETE, f"served at {case.served_sizes} concrete size(s); its symbolic "
+                                 f"export fails now as at build time: {type(err).__name__}: "
+                                 f"{first_line(err)}")
+    return failure(plan, case, MISSING, "the source exports this structure symbolically now",
+                   [f"{case.function}{source_location(fn)} exports structure "
+                    f"{case.task.structure_index} for every size now; the wheel serves it only "
+                    f"at {case.served_sizes} concrete size(s) (its symbolic export failed at "
+                    "build time)"])
 
 
 # --------------------------------------------------------------------------------------------
@@ -184,12 +216,12 @@ def compare_with_fresh_export(plan: Plan, case: Case, record: ArtifactRecord, ta
     bundled, fresh, bundled_text = loaded
     meta = metadata_differences(bundled, fresh)
     meta_details, notes = _metadata_findings(plan, meta)
-    text_details, text_notes = _module_text_findings(plan, record, bundled_text, fresh,
-                                                     vjp_order, bool(meta))
+    text_details, text_notes = _module_text_findings(plan, record.fingerprint, bundled_text,
+                                                     fresh, vjp_order, bool(meta))
     details += [*meta_details, *text_details]
     notes += text_notes
     ran = False
-    why_not = _why_numerics_cannot_run(record, meta, shapes)
+    why_not = _why_numerics_cannot_run(record.platform, record.mesh, meta, shapes)
     if why_not:
         notes.append(why_not)
     else:
@@ -255,17 +287,18 @@ def _metadata_findings(plan: Plan, meta: Sequence[tuple[str, Any, Any]]
     return details, notes
 
 
-def _module_text_findings(plan: Plan, record: ArtifactRecord, bundled_text: str, fresh: Any,
+def _module_text_findings(plan: Plan, expected: str, bundled_text: str, fresh: Any,
                           vjp_order: int, metadata_differ: bool) -> tuple[list[str], list[str]]:
-    """``(details, notes)`` when the fresh export's fingerprint is not the manifest's: the
-    module-text diff, or a note saying why there is none."""
+    """``(details, notes)`` when the fresh export's fingerprint is not ``expected`` (the
+    manifest's, or a concrete-size artifact's own): the module-text diff, or a note saying why
+    there is none."""
     import jax
 
     from hatch_jaxexport.bake._exporter import fingerprint, module_text
 
     details: list[str] = []
     notes: list[str] = []
-    if fingerprint(fresh, vjp_order) == record.fingerprint:
+    if fingerprint(fresh, vjp_order) == expected:
         return details, notes
     other_jax = _other_jax(plan)
     text_b, text_f = bundled_text, module_text(fresh)
@@ -287,23 +320,23 @@ def _module_text_findings(plan: Plan, record: ArtifactRecord, bundled_text: str,
     return details, notes
 
 
-def _why_numerics_cannot_run(record: ArtifactRecord, meta: Sequence[tuple[str, Any, Any]],
-                             shapes: int) -> str:
-    """Why the numerics of this case cannot run in this process (``""`` if they can)."""
+def _why_numerics_cannot_run(platform: str, mesh: Mapping[str, Any],
+                             meta: Sequence[tuple[str, Any, Any]], shapes: int) -> str:
+    """Why the numerics of an artifact for ``platform`` (on ``mesh``) cannot run in this
+    process (``""`` if they can)."""
     from hatch_jaxexport.runtime.call._matching import export_platform
 
     comparable = not any(name in ("in_tree", "in_avals", "out_tree", "out_avals")
                          for name, _, _ in meta)
     current = export_platform()
-    if record.platform != current:
-        return (f"numerics not run: built for {record.platform}, this process runs on "
-                f"{current}")
+    if platform != current:
+        return f"numerics not run: built for {platform}, this process runs on {current}"
     if not comparable:
         return "numerics not run: the signatures differ"
     if shapes < 1:
         return "numerics not run: 0 shapes asked for"
-    if record.mesh:
-        return _mesh_unavailable(record.mesh)
+    if mesh:
+        return _mesh_unavailable(mesh)
     return ""
 
 
@@ -352,5 +385,106 @@ def _mesh_unavailable(mesh: Mapping[str, Any]) -> str:
     return ""
 
 
-__all__ = ["DIFF_LINES", "META_FIELDS", "check_case", "compare_with_fresh_export",
-           "metadata_differences", "module_diff", "spec_differences", "without_diagnostics"]
+# --------------------------------------------------------------------------------------------
+# A concrete-size or recorded-call artifact against a fresh export at the same types
+
+
+def fresh_concrete(fn: ExportableFunction, source: ConcreteSource) -> Any:
+    """The ``Exported`` the build would bake now for ``source``: its structure bound to its
+    sizes, or its recorded call (``bake._concrete_bake``, the build's own code)."""
+    from hatch_jaxexport.bake._concrete_bake import call_exported, structure_exported
+
+    if source.task is not None:
+        return structure_exported(fn, source.task, source.sizes)[0]
+    assert source.signature is not None
+    return call_exported(fn, source.signature, source.platform)[0]
+
+
+def _concrete_missing(plan: Plan, case: Case, source: ConcreteSource) -> Outcome:
+    """A concrete-size artifact the source asks for and the wheel lacks: ``missing`` where the
+    source exports it, ``skipped`` where that export fails (a build would leave it out too)."""
+    fn = plan.functions[case.function]
+    try:
+        fresh_concrete(fn, source)
+    except Exception as err:
+        return Outcome(SKIPPED, f"not in the wheel, and its export fails (a build leaves it out "
+                                f"too): {type(err).__name__}: {first_line(err)}")
+    what = (f"the sizes {', '.join(f'{k}={v}' for k, v in sorted(source.sizes.items()))} of "
+            f"structure {source.task.structure_index}" if source.task is not None
+            else "a call recorded in its jaxexport-signatures.json")
+    return failure(plan, case, MISSING, "missing from the wheel",
+                   [f"{case.function}{source_location(fn)} asks for a concrete-size artifact "
+                    f"({what}) that the wheel does not carry (named or recorded since the "
+                    "wheel was built)"])
+
+
+def _load_concrete(plan: Plan, case: Case, record: ConcreteRecord) -> Any:
+    """The wheel's concrete-size artifact, deserialized; the ``unusable`` outcome if not."""
+    from hatch_jaxexport.runtime.artifacts._artifacts import deserialize_checked
+
+    x64 = bool(record.jax_config.get("jax_enable_x64")) or \
+        any(d in str(dtype) for d in X64_DTYPES for _, dtype in record.inputs)
+    try:
+        blob = plan.bundle.read_blob(record)
+        with x64_context(x64):
+            return deserialize_checked(blob, [], plan.package)
+    except (CheckError, ArtifactError) as err:
+        return failure(plan, case, UNUSABLE, "the wheel's artifact cannot be loaded", [str(err)],
+                       fix=JAX_HINT if isinstance(err, ArtifactError) and _other_jax(plan)
+                       else REBUILD_HINT)
+
+
+def compare_concrete(plan: Plan, case: Case, shapes: int) -> Outcome:
+    """A concrete-size or recorded-call case: an orphan without a source, missing without a
+    wheel's artifact, else the wheel's artifact against the build's export of the source now,
+    compared as symbolic artifacts are (metadata, location-free fingerprint with a module
+    diff, numerics at its one shape, the gradient where it carries its VJP)."""
+    from hatch_jaxexport.bake._exporter import fingerprint, module_text
+
+    record, source = case.concrete, case.concrete_source
+    if source is None:
+        return failure(plan, case, ORPHAN, "the wheel carries a concrete-size artifact the "
+                       "source no longer bakes", [concrete_orphan_reason(plan, case)])
+    if record is None:
+        return _concrete_missing(plan, case, source)
+    fn = plan.functions[case.function]
+    bundled = _load_concrete(plan, case, record)
+    if isinstance(bundled, Outcome):
+        return bundled
+    try:
+        fresh = fresh_concrete(fn, source)
+    except Exception as err:
+        return failure(plan, case, STALE, f"{case.function}{source_location(fn)} no longer "
+                       "exports", [f"fresh export failed: {type(err).__name__}: {err}"])
+    try:
+        bundled_text = module_text(bundled)
+    except Exception as err:  # e.g. StableHLO from a newer jax
+        return failure(plan, case, UNUSABLE, "this jax cannot read the wheel's artifact",
+                       [f"{type(err).__name__}: {first_line(err)}"],
+                       fix=JAX_HINT if _other_jax(plan) else REBUILD_HINT)
+    meta = metadata_differences(bundled, fresh)
+    details, notes = _metadata_findings(plan, meta)
+    text_details, text_notes = _module_text_findings(plan, fingerprint(bundled, 0), bundled_text,
+                                                     fresh, 0, bool(meta))
+    details += text_details
+    notes += text_notes
+    ran = False
+    why_not = _why_numerics_cannot_run(record.platform, {}, meta, shapes)
+    if why_not:
+        notes.append(why_not)
+    else:
+        vjp_order = 1 if bundled.has_vjp() else 0
+        problems, run_notes = compare_numerics(bundled, fresh, [], vjp_order=vjp_order,
+                                               shapes=shapes, seed=case.id)
+        ran = not run_notes
+        notes += run_notes
+        details += problems
+    if details:
+        return failure(plan, case, STALE, f"stale: the wheel's artifact differs from a fresh "
+                       f"export of {case.function}{source_location(fn)}", details, notes, ran)
+    return Outcome(MATCH, "", tuple(notes), ran)
+
+
+__all__ = ["DIFF_LINES", "META_FIELDS", "check_case", "compare_concrete",
+           "compare_with_fresh_export", "fresh_concrete", "metadata_differences", "module_diff",
+           "spec_differences", "without_diagnostics"]

@@ -22,12 +22,15 @@ JAX_HINT = ("check with the jax that built the wheel, or build the wheel with th
 
 MATCH, STALE, MISSING, ORPHAN, SKIPPED = "match", "stale", "missing", "orphan", "skipped"
 UNUSABLE = "unusable"
+#: A structure whose symbolic export fails now as at build time, served by the wheel at
+#: concrete sizes (each of which is a case of its own): not skipped, nothing left unchecked.
+CONCRETE = "concrete"
 
 
 @dataclasses.dataclass(frozen=True)
 class Outcome:
-    """The verdict on one case: ``match``, ``stale``, ``unusable``, ``missing``, ``orphan`` or
-    ``skipped``."""
+    """The verdict on one case: ``match``, ``concrete``, ``stale``, ``unusable``, ``missing``,
+    ``orphan`` or ``skipped``."""
 
     status: str
     message: str = ""
@@ -36,7 +39,7 @@ class Outcome:
 
     @property
     def ok(self) -> bool:
-        return self.status in (MATCH, SKIPPED)
+        return self.status in (MATCH, CONCRETE, SKIPPED)
 
 
 def _versions(plan: Plan, status: str = STALE) -> str:
@@ -70,5 +73,5 @@ def first_line(err: BaseException) -> str:
     return text[0][:300] if text else ""
 
 
-__all__ = ["JAX_HINT", "MATCH", "MISSING", "ORPHAN", "REBUILD_HINT", "SKIPPED", "STALE",
+__all__ = ["CONCRETE", "JAX_HINT", "MATCH", "MISSING", "ORPHAN", "REBUILD_HINT", "SKIPPED", "STALE",
            "UNUSABLE", "Outcome", "failure", "first_line"]

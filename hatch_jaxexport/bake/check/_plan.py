@@ -4,16 +4,26 @@
 with the artifact the source would export now (by artifact id): one :class:`Case` each, plus
 cases for source artifacts missing from the wheel and bundled artifacts the source no longer
 produces. :func:`orphan_reason` and :func:`missing_reason` say why a case has only one side.
+
+Concrete-size artifacts (``ConcreteRecord``: a structure bound to one size where its symbolic
+export failed, or one recorded call of a function, ``structure_index`` -1) are served by the
+wheel as much as symbolic ones, so each is a case of its own, paired by what the build bakes
+it from (:class:`ConcreteSource`: the structure's task and sizes, or the recorded call) with
+what the source and its ``jaxexport-signatures.json`` ask for now.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hatch_jaxexport.bake._concrete_bake import recorded_calls
 from hatch_jaxexport.bake._discover import discover
+from hatch_jaxexport.bake._executables import recorded_sizes, structure_size_envs
 from hatch_jaxexport.bake._exporter import ExportTask, tasks_for
 from hatch_jaxexport.bake.check._bundle import (
     Bundle,
@@ -27,15 +37,29 @@ from hatch_jaxexport.bake.check._bundle import (
 )
 from hatch_jaxexport.errors import CheckError, ExportError
 from hatch_jaxexport.formats._options import DEFAULT_PLATFORMS
+from hatch_jaxexport.formats._signatures import SIGNATURES_NAME, Calls, Recorded, call_key
 from hatch_jaxexport.formats._statics import encode_static, static_text
 from hatch_jaxexport.formats.manifest import (
     ArtifactRecord,
+    ConcreteRecord,
     Manifest,
     SkippedRecord,
     artifact_id,
     member_name,
+    signature_text,
 )
 from hatch_jaxexport.runtime.call.decorator import ExportableFunction
+
+
+@dataclasses.dataclass(frozen=True)
+class ConcreteSource:
+    """What the source bakes a concrete-size artifact from now: a structure's primal ``task``
+    bound to ``sizes``, or (``task`` ``None``) the recorded call ``signature``."""
+
+    platform: str
+    task: ExportTask | None = None
+    sizes: dict[str, int] = dataclasses.field(default_factory=dict)
+    signature: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +71,16 @@ class Case:
     record: ArtifactRecord | None = None  # in the wheel
     skipped: SkippedRecord | None = None  # recorded as a failed export in the wheel
     task: ExportTask | None = None  # what the source exports now
+    #: A concrete-size artifact in the wheel, and what the source bakes it from now.
+    concrete: ConcreteRecord | None = None
+    concrete_source: ConcreteSource | None = None
+    #: Of a skipped export: how many concrete-size artifacts serve its structure instead.
+    served_sizes: int = 0
+
+    @property
+    def is_concrete(self) -> bool:
+        """A concrete-size or recorded-call case (compared by ``_compare.compare_concrete``)."""
+        return self.concrete is not None or self.concrete_source is not None
 
 
 @dataclasses.dataclass
@@ -110,6 +144,7 @@ def plan_check(package: str, *, platforms: Sequence[str] | None = None,
     tasks = {task.id: task for fn in found for task in tasks_for(fn, defaults)}
     records = {r.id: r for r in bundle.manifest.artifacts}
     skipped = {_skipped_id(s): s for s in bundle.manifest.skipped}
+    served = _served_sizes(bundle.manifest.concrete)
     cases = []
     for case_id in sorted(set(tasks) | set(records) | set(skipped)):
         task = tasks.get(case_id)
@@ -117,8 +152,122 @@ def plan_check(package: str, *, platforms: Sequence[str] | None = None,
         skip = skipped.get(case_id) if record is None else None
         owner = record or skip or task
         assert owner is not None
-        cases.append(Case(case_id, owner.function, record, skip, task))
+        cases.append(Case(case_id, owner.function, record, skip, task,
+                          served_sizes=served.get(case_id, 0) if skip else 0))
+    cases += concrete_cases(package, bundle.manifest, functions, tasks, defaults)
     return Plan(package, bundle, source, functions, defaults, cases)
+
+
+def _base_id(record: ConcreteRecord | SkippedRecord) -> str:
+    """The id of the symbolic artifact a concrete-size record stands in for (of a recorded
+    call: its function, ``-1`` and platform)."""
+    return artifact_id(record.function, record.structure_index, record.static, record.platform,
+                       variant=record.variant)
+
+
+def _served_sizes(concrete: Sequence[ConcreteRecord]) -> dict[str, int]:
+    """How many concrete-size artifacts serve each structure, by the id of its primal."""
+    counts: dict[str, int] = {}
+    for record in concrete:
+        if record.structure_index >= 0:
+            counts[_base_id(record)] = counts.get(_base_id(record), 0) + 1
+    return counts
+
+
+def _concrete_key(function: str, structure_index: int, static: Mapping[str, Any],
+                  platform: str, variant: Mapping[str, Any], sizes: Mapping[str, int],
+                  call: str) -> str:
+    """What pairs a wheel's concrete-size artifact with the source's: what the build bakes
+    it from (``static`` encoded, as the manifest writes it)."""
+    return json.dumps([function, structure_index, static, platform, variant, sizes, call],
+                      sort_keys=True)
+
+
+def _record_key(record: ConcreteRecord) -> str:
+    return _concrete_key(record.function, record.structure_index, record.static,
+                         record.platform, record.variant, record.sizes, record.call)
+
+
+def _signatures_of(package: str) -> tuple[Recorded, Calls | None]:
+    """The source's recorded sizes and calls; calls ``None`` where the source has no
+    signatures file (the wheel's recorded calls are then compared as they were recorded)."""
+    import importlib
+    from pathlib import Path
+
+    folder = Path(importlib.import_module(package).__file__ or "").parent
+    if not (folder / SIGNATURES_NAME).is_file():
+        return {}, None
+    try:
+        return recorded_sizes(package), recorded_calls(package)
+    except (ExportError, ValueError) as err:
+        raise CheckError(f"cannot read the source's {SIGNATURES_NAME}: {err}") from None
+
+
+def _source_candidates(manifest: Manifest, functions: Mapping[str, ExportableFunction],
+                       tasks: Mapping[str, ExportTask], defaults: tuple[str, ...],
+                       recorded: Recorded, calls: Calls | None
+                       ) -> dict[str, tuple[str, str, ConcreteSource]]:
+    """What a build of the source bakes at concrete sizes, by ``_concrete_key``: ``(id,
+    function, source)``. The sizes of each structure whose symbolic export failed at build
+    time (the wheel's skipped primals: whether it fails now is its own case), and every
+    recorded call of the signatures file."""
+    found: dict[str, tuple[str, str, ConcreteSource]] = {}
+    for skip in manifest.skipped:
+        task, fn = tasks.get(_base_id(skip)), functions.get(skip.function)
+        if task is None or fn is None or skip.mesh or \
+                (skip.kind, skip.batched) != ("primal", False):
+            continue
+        spec = fn.export_spec
+        for env in structure_size_envs(fn, skip.structure_index, recorded,
+                                       (spec.concrete or {}, spec.executable_sizes or {})):
+            if env:
+                key = _concrete_key(skip.function, skip.structure_index, skip.static,
+                                    skip.platform, skip.variant, env, "")
+                sizes = ",".join(f"{k}={v}" for k, v in sorted(env.items()))
+                found[key] = (f"{_base_id(skip)}#{sizes}", skip.function,
+                              ConcreteSource(skip.platform, task, env))
+    for name, signatures in (calls or {}).items():
+        fn = functions.get(name)
+        if fn is None:
+            continue
+        for signature in signatures:
+            for platform in fn.export_spec.platforms or defaults:
+                key = _concrete_key(name, -1, {}, platform, {}, {}, call_key(signature))
+                found[key] = (f"{artifact_id(name, -1, {}, platform)}#{_call_text(signature)}",
+                              name, ConcreteSource(platform, signature=signature))
+    return found
+
+
+def _call_text(signature: Mapping[str, Any]) -> str:
+    """A recorded call's arrays, as ``inspect`` shows them (``float32[6]``)."""
+    from hatch_jaxexport.formats._signatures import rebuild
+
+    leaves: list[Any] = []
+    rebuild(dict(signature), lambda dims, dtype: leaves.append([list(dims), dtype]))
+    digest = hashlib.sha256(call_key(dict(signature)).encode()).hexdigest()[:16]
+    return f"{signature_text(leaves)}#call={digest}"
+
+
+def concrete_cases(package: str, manifest: Manifest, functions: Mapping[str, ExportableFunction],
+                   tasks: Mapping[str, ExportTask], defaults: tuple[str, ...]) -> list[Case]:
+    """One case per concrete-size artifact of the wheel, paired with what the source bakes
+    it from now (none: an orphan), and one per concrete-size artifact the source asks for
+    that the wheel lacks."""
+    recorded, calls = _signatures_of(package)
+    wanted = _source_candidates(manifest, functions, tasks, defaults, recorded, calls)
+    cases = []
+    for record in sorted(manifest.concrete, key=lambda r: r.id):
+        key = _record_key(record)
+        source = wanted.pop(key, (None, None, None))[2]
+        if source is None and calls is None and record.structure_index < 0 and \
+                record.function in functions:  # no signatures file: compare as recorded
+            fn = functions[record.function]
+            if record.platform in (fn.export_spec.platforms or defaults):
+                source = ConcreteSource(record.platform, signature=json.loads(record.call))
+        cases.append(Case(record.id, record.function, concrete=record, concrete_source=source))
+    for case_id, function, source in sorted(wanted.values(), key=lambda w: w[0]):
+        cases.append(Case(case_id, function, concrete_source=source))
+    return cases
 
 
 def _describe_static(static: Mapping[str, Any]) -> str:
@@ -160,6 +309,37 @@ def orphan_reason(plan: Plan, case: Case) -> str:
             f"vmap={spec.vmap})")
 
 
+def concrete_orphan_reason(plan: Plan, case: Case) -> str:
+    """Why the wheel carries a concrete-size artifact the source no longer bakes."""
+    record = case.concrete
+    assert record is not None
+    fn = plan.functions.get(record.function)
+    if fn is None:
+        return (f"function {record.function} is not @exportable in the source (removed, "
+                "renamed or undecorated since the wheel was built)")
+    where = source_location(fn)
+    if record.structure_index < 0:
+        platforms = fn.export_spec.platforms or plan.default_platforms
+        if record.platform not in platforms:
+            return (f"{record.function}{where} is no longer exported for {record.platform} "
+                    f"(now: {', '.join(platforms)})")
+        return (f"the source's {SIGNATURES_NAME} no longer records this call of "
+                f"{record.function}{where} (recorded again without it since the wheel was "
+                "built)")
+    sizes = ", ".join(f"{k}={v}" for k, v in sorted(record.sizes.items()))
+    owner = SkippedRecord(record.function, "", record.structure_index, record.static,
+                          record.platform, "", "primal", False, {}, record.variant)
+    if _base_id(record) not in {t.id for t in _tasks_of(plan, fn)}:
+        return orphan_reason(plan, Case(case.id, case.function, skipped=owner))
+    return (f"{record.function}{where} no longer names or records the sizes {sizes} for "
+            f"structure {record.structure_index} (concrete=, executable_sizes= or "
+            f"{SIGNATURES_NAME})")
+
+
+def _tasks_of(plan: Plan, fn: ExportableFunction) -> list[ExportTask]:
+    return tasks_for(fn, plan.default_platforms)
+
+
 def missing_reason(plan: Plan, case: Case) -> str:
     """Why the source asks for an artifact the wheel does not carry."""
     fn = plan.functions[case.function]
@@ -173,5 +353,5 @@ def missing_reason(plan: Plan, case: Case) -> str:
             "but the wheel does not carry it")
 
 
-__all__ = ["Case", "Plan", "infer_default_platforms", "missing_reason", "orphan_reason",
-           "plan_check"]
+__all__ = ["Case", "ConcreteSource", "Plan", "concrete_cases", "concrete_orphan_reason",
+           "infer_default_platforms", "missing_reason", "orphan_reason", "plan_check"]

@@ -48,8 +48,10 @@ def test_intact_package_is_one_ok_line(site: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     manifest = _manifest(site)
     total = sum(r["size"] for r in manifest["artifacts"])
+    functions = len({r["function"] for r in manifest["artifacts"]})
     assert proc.stdout == (
-        f"jxe_demo: OK, {len(manifest['artifacts'])} artifact(s), {total:,} bytes match "
+        f"jxe_demo: OK, {functions} function(s), {len(manifest['artifacts'])} artifact(s), "
+        f"{total:,} bytes match "
         f"_jaxexport/manifest.json (schema 1, built with jax {manifest['jax_version']})\n")
     assert "jax" not in proc.stderr
 

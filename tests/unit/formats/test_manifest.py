@@ -212,3 +212,53 @@ def test_a_record_no_function_can_be_told_from_is_corrupt_for_every_function(
     mutate(manifest_json)
     with pytest.raises(ArtifactError, match=message):
         read_manifest_index(_bytes(manifest_json))
+
+
+# --------------------------------------------------------------------------------------------
+# Several records naming one file: identical modules stored once (bake/_dedupe.py)
+
+
+def _shared_manifest(*files: tuple[str, str, int]):
+    """A manifest of recorded-call artifacts of one function, one per ``(file, sha256,
+    size)``, told apart by their calls."""
+    from hatch_jaxexport.formats.manifest import ConcreteRecord, Manifest
+
+    records = tuple(ConcreteRecord(
+        function="pkg:f", structure_index=-1, static={}, platform="cpu", sizes={},
+        inputs=[[[6], "float32"]], call=f'{{"x":{{"array":[[6],"float32"]}},"k":{i}}}',
+        file=file, sha256=sha, size=size) for i, (file, sha, size) in enumerate(files))
+    return Manifest(package="pkg", generator="hatch-jaxexport test", jax_version="0.10.2",
+                    jaxlib_version="0.10.2", artifacts=(), concrete=records)
+
+
+def test_records_may_share_a_file_with_the_same_sha256_and_size():
+    digest = "a" * 64
+    manifest = parse_manifest(_shared_manifest(("f.jaxexport", digest, 10),
+                                               ("f.jaxexport", digest, 10)).to_bytes())
+    assert [c.file for c in manifest.concrete] == ["f.jaxexport", "f.jaxexport"]
+    assert len({c.id for c in manifest.concrete}) == 2
+
+
+@pytest.mark.parametrize("other", [("b" * 64, 10), ("a" * 64, 11)])
+def test_a_file_named_with_other_contents_is_a_conflict(other):
+    data = _shared_manifest(("f.jaxexport", "a" * 64, 10), ("f.jaxexport", *other)).to_bytes()
+    with pytest.raises(ArtifactError, match=r"names file f\.jaxexport, which another record "
+                       r"lists with other contents: expected SHA-256 [ab]{16}\.\.\. and "
+                       r"1[01] bytes, given [ab]{16}\.\.\. and 1[01] bytes"):
+        parse_manifest(data)
+
+
+def test_a_record_id_listed_twice_is_still_refused_when_its_file_is_the_same():
+    digest = "a" * 64
+    data = json.loads(_shared_manifest(("f.jaxexport", digest, 10)).to_bytes())
+    data["concrete"].append(dict(data["concrete"][0]))
+    with pytest.raises(ArtifactError, match="listed twice"):
+        parse_manifest(_bytes(data))
+
+
+def test_the_manifest_is_compact_and_deterministic():
+    manifest = _shared_manifest(("g.jaxexport", "b" * 64, 3), ("f.jaxexport", "a" * 64, 10))
+    raw = manifest.to_bytes()
+    assert raw.count(b"\n") == 1 and b": " not in raw and b", " not in raw
+    assert parse_manifest(raw).to_bytes() == raw
+    assert manifest._replace(concrete=manifest.concrete[::-1]).to_bytes() == raw

@@ -1,0 +1,64 @@
+"""Identical modules stored once: records whose bytes are equal share one file.
+
+Build layer. A function baked once per recorded call, per static value or per size often yields
+byte-identical modules (a static flag the computation ignores at that size, two recorded calls
+that differ only in a value the source does not read), and the export writes each under a name
+of its own. Before the manifest is written, every artifact file (symbolic artifacts, their
+static-shape forms, concrete-size and recorded-call artifacts) whose SHA-256 and size equal
+another's is removed and its records point at the file kept (the smallest name, so a rebuild
+keeps the same one). The manifest allows several records to name one file only with the same
+SHA-256 and size (``formats.manifest``), and the loader reads and checks each record's bytes
+by its ``file``, so nothing else changes. Executables are left alone: ``jaxexport merge``
+pairs them across wheels by file name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hatch_jaxexport.formats.manifest import Manifest
+
+
+def _kept_names(manifest: Manifest) -> dict[str, str]:
+    """For each artifact file name, the name of the file it is stored as: the smallest name
+    among the files with its SHA-256 and size."""
+    by_content: dict[tuple[str, int], set[str]] = {}
+    entries: list[tuple[str, str, int]] = []
+    for record in manifest.artifacts:
+        entries.append((record.file, record.sha256, record.size))
+        entries += [(e["file"], e["sha256"], e["size"]) for e in record.sized]
+    entries += [(c.file, c.sha256, c.size) for c in manifest.concrete]
+    for name, sha256, size in entries:
+        by_content.setdefault((sha256, size), set()).add(name)
+    return {name: min(names) for names in by_content.values() for name in names}
+
+
+def dedupe_files(folder: Path, manifest: Manifest) -> tuple[Manifest, int, int]:
+    """Store each distinct artifact module of ``manifest`` once in ``folder``: the manifest
+    with its records pointing at the files kept, how many files were removed and their bytes.
+
+    A file is removed only after its bytes were compared with the one kept (a SHA-256 match
+    is what the manifest says, and the disk must agree)."""
+    kept = _kept_names(manifest)
+    removed, saved = 0, 0
+    for name, target in sorted(kept.items()):
+        if name == target or not (folder / name).is_file():
+            continue
+        if (folder / name).read_bytes() != (folder / target).read_bytes():
+            kept[name] = name  # equal hashes, unequal bytes: keep both (never seen)
+            continue
+        saved += (folder / name).stat().st_size
+        (folder / name).unlink()
+        removed += 1
+
+    def sized(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{**e, "file": kept.get(e["file"], e["file"])} for e in entries]
+
+    artifacts = tuple(r._replace(file=kept.get(r.file, r.file), sized=sized(r.sized))
+                      for r in manifest.artifacts)
+    concrete = tuple(c._replace(file=kept.get(c.file, c.file)) for c in manifest.concrete)
+    return manifest._replace(artifacts=artifacts, concrete=concrete), removed, saved
+
+
+__all__ = ["dedupe_files"]
