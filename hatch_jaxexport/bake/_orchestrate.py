@@ -225,8 +225,7 @@ def _stored_once(staging: Path, manifest: Manifest, emit: Callable[[str], None])
 def export_package(package: str, out_dir: str | os.PathLike[str], *,
                    platforms: Sequence[str] = DEFAULT_PLATFORMS, jobs: int = 1,
                    on_error: str = "fail",
-                   search_path: Sequence[str | os.PathLike[str]] = (),
-                   python: str | None = None,
+                   search_path: Sequence[str | os.PathLike[str]] = (), python: str | None = None,
                    log: Callable[[str], None] | None = None,
                    captured_warn_bytes: int = CAPTURED_WARN_BYTES,
                    progress: Callable[[dict[str, Any]], None] | None = None,
@@ -246,10 +245,8 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
     signatures, also with each jax version of ``executable_jaxlibs``. ``sources_of`` (the
     package's source folder, and ``"editable"`` or ``"export"``): an export into a source tree,
     whose manifest records the package's modules as they were before the export began, so
-    that a loader sees them change (``formats._sources``). ``signatures``: the recorded calls'
-    file in the package's source tree (``jaxexport-signatures.json``), read where it exists
-    instead of the one beside the imported package (a build backend may import a copy of the
-    package that lacks it, as setuptools' ``build/lib`` does).
+    that a loader sees them change (``formats._sources``). ``signatures``: the source tree's
+    recorded calls, read before the imported copy's (``bake._executables.signatures_file``).
     """
     if on_error not in ON_ERROR_CHOICES:
         raise ValueError(f"on_error must be one of {ON_ERROR_CHOICES}, got {on_error!r}")
