@@ -159,6 +159,14 @@ def run_python() -> Callable[..., subprocess.CompletedProcess[str]]:
     return runner
 
 
+@pytest.fixture
+def maintainer_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The maintainer's switch on (``HATCH_JAXEXPORT_WARNINGS=1``, inherited by the processes
+    a test starts): the runtime's notices are warnings too, as in a maintainer's own test runs.
+    Without it (an end user's process) they are log records only."""
+    monkeypatch.setenv("HATCH_JAXEXPORT_WARNINGS", "1")
+
+
 def export_into_copy(tmp: Path, package: str, **options: object) -> Path:
     """Copy a fixture package into ``tmp`` and bake its artifacts beside it (as a wheel would)."""
     from hatch_jaxexport.bake import export_package

@@ -54,7 +54,7 @@ def coverage(manifest: Manifest) -> dict[str, str]:
         static = static_values_text(record.static)
         text = " ".join(filter(None, [static, _sizes_text(record.sizes)])) \
             if record.structure_index >= 0 else \
-            (call_text(record.call) if record.call else signature_text(record.inputs)) or "()"
+            (call_text(record.call) if record.call else "") or signature_text(record.inputs) or "()"
         sized.setdefault(record.function, {}).setdefault(record.structure_index, set()).add(text)
     failed: dict[str, set[int]] = {}
     for skip in manifest.skipped:

@@ -13,6 +13,9 @@ from collections.abc import Mapping
 
 #: Errors instead of falling back to tracing (the loader and the transformation family).
 STRICT_ENV = "HATCH_JAXEXPORT_STRICT"
+#: Drop-in notices (calls the artifacts do not cover) as warnings too, not only log records: a
+#: maintainer's switch for their own test runs (off: nothing new in the end user's process).
+WARNINGS_ENV = "HATCH_JAXEXPORT_WARNINGS"
 #: Structures in call-time errors and ``jaxexport inspect`` in full (off: long ones abbreviated).
 FULL_STRUCTURES_ENV = "HATCH_JAXEXPORT_FULL_STRUCTURES"
 #: Tiered compilation of eager first calls: on, off, or unset for the per-function default.
@@ -70,6 +73,11 @@ def flag(name: str, environ: Mapping[str, str] = os.environ) -> bool | None:
 def strict_mode(environ: Mapping[str, str] = os.environ) -> bool:
     """Whether ``HATCH_JAXEXPORT_STRICT`` asks for errors instead of falling back to tracing."""
     return flag(STRICT_ENV, environ) is True
+
+
+def warnings_wanted(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether ``HATCH_JAXEXPORT_WARNINGS`` asks for the runtime's notices as warnings too."""
+    return flag(WARNINGS_ENV, environ) is True
 
 
 def full_structures(environ: Mapping[str, str] = os.environ) -> bool:
@@ -186,8 +194,8 @@ def jax_cache_wanted(environ: Mapping[str, str] = os.environ) -> bool:
 __all__ = ["BACKGROUND_COMPILES_ENV", "BACKGROUND_TIMEOUT_ENV", "CACHE_ENV", "CACHE_MAX_BYTES_ENV",
            "DEFAULT_BACKGROUND_TIMEOUT_S", "DEFAULT_CACHE_MAX_BYTES", "EXECUTABLES_ENV",
            "FULL_STRUCTURES_ENV", "JAX_CACHE_ENV", "OFF_VALUES", "ON_VALUES", "RECORD_ENV",
-           "REPORT_ENV", "SKIP_ENV", "STRICT_ENV", "TIERED_ENV", "TRACEBACK_ENV",
+           "REPORT_ENV", "SKIP_ENV", "STRICT_ENV", "TIERED_ENV", "TRACEBACK_ENV", "WARNINGS_ENV",
            "background_compiles", "background_timeout", "cache_choice", "cache_max_bytes",
            "call_report_wanted", "flag", "full_structures", "jax_cache_wanted", "parse_byte_size",
            "record_choice", "shipped_executables_wanted", "skip_requested", "strict_mode",
-           "tiered_choice", "traceback_wanted"]
+           "tiered_choice", "traceback_wanted", "warnings_wanted"]

@@ -206,7 +206,7 @@ print("NEW", new)
 
 @pytest.mark.parametrize("strict", ["0", "1"])
 def test_a_manifest_naming_a_module_outside_the_package_never_imports_it(
-        site_with_sentinel: Path, run_python, strict: str) -> None:
+        site_with_sentinel: Path, run_python, strict: str, maintainer_warnings) -> None:
     _name_pytree_type(site_with_sentinel, "jxe_sentinel:Thing")
     proc = run_python(CALL_SCALE, env={"PYTHONPATH": str(site_with_sentinel),
                                        "JAX_PLATFORMS": "cpu", "HATCH_JAXEXPORT_STRICT": strict})
@@ -260,7 +260,7 @@ def test_a_qualname_cannot_walk_into_other_modules(site_with_sentinel: Path, run
 
 @pytest.mark.parametrize("strict", ["0", "1"])
 def test_a_manifest_naming_an_unregistered_dataclass_is_an_artifact_problem(
-        site_with_sentinel: Path, run_python, strict: str) -> None:
+        site_with_sentinel: Path, run_python, strict: str, maintainer_warnings) -> None:
     (site_with_sentinel / "jxe_demo" / "extra.py").write_text(
         "import dataclasses\n@dataclasses.dataclass\nclass Config:\n    a: int = 0\n")
     _name_pytree_type(site_with_sentinel, "jxe_demo.extra:Config")

@@ -32,7 +32,7 @@ from hatch_jaxexport.formats.manifest import (
     sha256_hex,
     variant_text,
 )
-from hatch_jaxexport.runtime._user_frame import warn_at_user_frame
+from hatch_jaxexport.runtime._notices import NEEDS_FIX, notify
 
 #: (function, structure key, static key, platform, mesh text, variant text, kind, batched)
 ArtifactKey = tuple[str, str, str, str, str, str, str, bool]
@@ -159,7 +159,8 @@ def read_package_artifacts(package: str) -> PackageArtifacts | None:
 def load_package_artifacts(package: str) -> PackageArtifacts | None:
     """The package's artifacts for calls: ``read_package_artifacts``, but ``None`` (its
     functions trace their source) where they are stale, said once per process by one
-    ``FallbackWarning`` naming the changed files and the command that refreshes them."""
+    notice (``runtime._notices``: a log record, a ``FallbackWarning`` where the maintainer asks
+    for warnings) naming the changed files and the command that refreshes them."""
     found = read_package_artifacts(package)
     if found is None or found.stale is None:
         return found
@@ -167,7 +168,7 @@ def load_package_artifacts(package: str) -> PackageArtifacts | None:
         first = package not in _STALE_SAID
         _STALE_SAID.add(package)
     if first:
-        warn_at_user_frame(f"hatch-jaxexport: {found.stale}", FallbackWarning)
+        notify(f"hatch-jaxexport: {found.stale}", FallbackWarning, NEEDS_FIX)
     return None
 
 

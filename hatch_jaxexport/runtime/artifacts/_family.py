@@ -257,9 +257,10 @@ class Family:
 
 
 def warn_or_raise(name: str, strict: bool) -> Callable[[str], None]:
-    """The ``on_missing`` callback of a family: a one-time warning, or ``ArtifactError``."""
+    """The ``on_missing`` callback of a family: a one-time notice (``runtime._notices``), or
+    ``ArtifactError``."""
     from hatch_jaxexport.errors import ArtifactError, FallbackWarning
-    from hatch_jaxexport.runtime._user_frame import warn_at_user_frame
+    from hatch_jaxexport.runtime._notices import notify
 
     seen: set[str] = set()
 
@@ -268,5 +269,5 @@ def warn_or_raise(name: str, strict: bool) -> Callable[[str], None]:
             raise ArtifactError(f"{name}: {why} (HATCH_JAXEXPORT_STRICT is set)")
         if why not in seen:
             seen.add(why)
-            warn_at_user_frame(f"{name}: tracing the source: {why}", FallbackWarning)
+            notify(f"{name}: tracing the source: {why}", FallbackWarning)
     return on_missing

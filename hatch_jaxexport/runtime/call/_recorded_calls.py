@@ -12,21 +12,29 @@ exact sizes it knows (recorded calls, ``concrete=``, ``executable_sizes=``), as
   values), looks its canonical text up, and runs the artifact recorded for exactly that
   signature; ``call_unstructured`` is a spec-less function's whole call path.
 
-Any other size falls back: the source traced with ``jax.jit`` and a ``FallbackWarning``, or an
+Any other size runs the source (``_source_calls.run_source``), or is refused with an
 ``ArtifactError`` in strict mode. Nothing here traces the user's code to serve a known size.
+The first eager call of each signature served here is reported like any other
+(``call_report()``, ``HATCH_JAXEXPORT_REPORT``): tier ``compiled``, as jax compiles the
+artifact in the process (concrete-size artifacts ship no executable).
 """
 
 from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hatch_jaxexport.errors import ArtifactError, FallbackWarning
+from hatch_jaxexport.errors import ArtifactError
 from hatch_jaxexport.formats._settings import STRICT_ENV, strict_mode
 from hatch_jaxexport.formats._signatures import CallSignature, call_key, rebuild
+from hatch_jaxexport.formats._statics import static_values_text
 from hatch_jaxexport.formats.manifest import ConcreteRecord, signature_text
+from hatch_jaxexport.runtime._notices import NeedsFix, report
+from hatch_jaxexport.runtime.call._source_calls import run_source
+from hatch_jaxexport.runtime.executables._entries import ServedCall
 
 if TYPE_CHECKING:
     from hatch_jaxexport.runtime.call.decorator import ExportableFunction
@@ -151,16 +159,17 @@ class _ConcreteCall:
     the trace later cannot fail out of reach. Forward mode (a ``custom_vjp`` has none) is
     refused with ``NotImplementedError`` at the call: its caller runs the source."""
 
-    __slots__ = ("_exported", "_jax", "_staged", "_tracer", "plain")
+    __slots__ = ("_exported", "_jax", "_staged", "_tracer", "plain", "record")
 
-    def __init__(self, exported: Any) -> None:
+    def __init__(self, exported: Any, record: ConcreteRecord) -> None:
         import jax
 
+        self.record = record
         self.plain = jax.jit(exported.call)
         self._exported, self._staged = exported, None
         self._tracer, self._jax = jax.core.Tracer, jax
 
-    def _traced(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    def traced(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Whether a trace holds any argument (arrays checked as they are, containers flat)."""
         for value in (*args, *kwargs.values()):
             for leaf in (value,) if hasattr(value, "dtype") else \
@@ -170,7 +179,7 @@ class _ConcreteCall:
         return False
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if not self._traced(args, kwargs):
+        if not self.traced(args, kwargs):
             return self.plain(*args, **kwargs)
         tree_util = self._jax.tree_util
         leaves, tree = tree_util.tree_flatten((args, kwargs))
@@ -196,7 +205,27 @@ def _jitted(package: Any, record: ConcreteRecord) -> _ConcreteCall:
     from hatch_jaxexport.runtime.artifacts._artifacts import load_sized
 
     entry = {"file": record.file, "size": record.size, "sha256": record.sha256}
-    return _ConcreteCall(load_sized(package, entry))
+    return _ConcreteCall(load_sized(package, entry), record)
+
+
+#: Why a concrete-size artifact's call is compiled in the process (``ServedCall.not_shipped``).
+NOT_SHIPPED = "a concrete-size artifact ships no executable"
+
+
+def served_first(fn: ExportableFunction, record: ConcreteRecord, run: Callable[[], Any],
+                 traced: bool) -> Any:
+    """``run()``, the call of ``record``'s artifact; an eager call's first run of each
+    artifact is timed and reported (``call_report()``, ``HATCH_JAXEXPORT_REPORT``)."""
+    key = ("served", record.file, record.call, tuple(map(str, record.inputs)))
+    if traced or key in fn.calls.reported:
+        return run()
+    started = time.perf_counter()
+    out = run()
+    if fn.calls.first_report(key):
+        label = f"({static_values_text(record.static)})" if record.static else ""
+        report(fn.calls.reports, ServedCall(fn.name, signature_text(record.inputs), "compiled",
+                                            time.perf_counter() - started, NOT_SHIPPED, label))
+    return out
 
 
 class ConcreteDispatch:
@@ -206,9 +235,9 @@ class ConcreteDispatch:
 
     from_concrete = True
 
-    def __init__(self, package: Any, records: Sequence[ConcreteRecord],
+    def __init__(self, fn: ExportableFunction, package: Any, records: Sequence[ConcreteRecord],
                  on_miss: Callable[[str], Callable[..., Any]]) -> None:
-        self._package, self._on_miss = package, on_miss
+        self._fn, self._package, self._on_miss = fn, package, on_miss
         self._records = {tuple((tuple(d), t) for d, t in r.inputs): r for r in records}
         self._calls: dict[Types | None, Callable[..., Any]] = {}
         #: The traced source for calls under a transformation the artifacts cannot run.
@@ -237,7 +266,10 @@ class ConcreteDispatch:
         if call is None:
             call = self._resolve(types)
         try:
-            return call(*args, **kwargs)
+            if not isinstance(call, _ConcreteCall):  # the source (run_source tells)
+                return call(*args, **kwargs)
+            return served_first(self._fn, self._records[types], lambda: call(*args, **kwargs),
+                                call.traced(args, kwargs))  # type: ignore[index]
         except NotImplementedError as err:  # forward mode: the artifact has none (_ConcreteCall)
             if self._transformed is None:
                 self._transformed = self._on_miss(
@@ -252,8 +284,8 @@ class ConcreteDispatch:
         if record is not None:
             try:
                 call = _jitted(self._package, record)
-            except ArtifactError as err:
-                reason = str(err)
+            except ArtifactError as err:  # a damaged install
+                reason = NeedsFix(err)
             else:
                 with self._lock:
                     self._calls[types] = call
@@ -267,8 +299,7 @@ class ConcreteDispatch:
 
 
 class _RecordedCalls:
-    """A function's recorded-call artifacts by call key, what each resolved to, and the
-    traced fallbacks of the calls none serves."""
+    """A function's recorded-call artifacts by call key and what each resolved to."""
 
     from_artifact = True
 
@@ -278,9 +309,7 @@ class _RecordedCalls:
         self.package = load_package_artifacts(fn.package)
         records = () if self.package is None else self.package.records(fn.name).manifest.concrete
         self.records = {r.call: r for r in records if r.call}
-        self.served: dict[str, Callable[..., Any]] = {}
-        self.fallbacks: dict[str, Callable[..., Any]] = {}
-        self.warned = False
+        self.served: dict[str, _ConcreteCall] = {}
 
 
 _NO_ARTIFACT = ("no artifact was baked for this call's signature (record it with "
@@ -291,12 +320,15 @@ _NOT_DESCRIBED = "its arguments are not arrays, JSON scalars, lists, tuples or d
 def recorded_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]
                   ) -> tuple[Callable[[], Any] | None, str]:
     """The baked artifact of exactly this call's signature (a recorded call: ``note_call``),
-    as a thunk that runs it, or ``None`` and why there is none. What a call that no structure
-    accepts tries before it traces the source; it never traces."""
+    as a thunk that runs it (its first eager run reported), or ``None`` and why there is none.
+    What a call that no structure accepts tries before it runs the source; it never traces."""
     call, arrays, reason = _artifact_call(fn, args, kwargs)
     if call is None:
         return None, reason
-    return (lambda: call(*arrays)), ""
+
+    def run() -> Any:
+        return served_first(fn, call.record, lambda: call(*arrays), call.traced(args, kwargs))
+    return run, ""
 
 
 def _artifact_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -319,17 +351,17 @@ def _artifact_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[s
     elif call is None and record is not None:
         try:
             call = table.served[key] = _jitted(table.package, record)
-        except ArtifactError as err:
-            reason = str(err)
+        except ArtifactError as err:  # a damaged install
+            reason = NeedsFix(err)
     return call, arrays, "" if call is not None else reason
 
 
 def call_unstructured(fn: ExportableFunction, args: tuple[Any, ...],
                       kwargs: dict[str, Any]) -> Any:
     """Run a call of a spec-less ``@exportable``: the artifact recorded for exactly this
-    call's signature, else the traced source (``FallbackWarning`` once; ``ArtifactError`` in
-    strict mode). (The decorator notes the call first when ``HATCH_JAXEXPORT_RECORD`` is
-    on.) Inside an export it runs the source inline (``_source_calls.runs_inline``)."""
+    call's signature, else the source (``run_source``: its result or its own error first,
+    told after; ``ArtifactError`` in strict mode). Inside an export it runs the source inline
+    (``_source_calls.runs_inline``)."""
     from hatch_jaxexport.runtime.call._source_calls import runs_inline
 
     if runs_inline(args, kwargs):
@@ -337,23 +369,18 @@ def call_unstructured(fn: ExportableFunction, args: tuple[Any, ...],
     call, arrays, reason = _artifact_call(fn, args, kwargs)
     if call is not None:
         try:
-            result = call(*arrays)
+            result = served_first(fn, call.record, lambda: call(*arrays),
+                                  call.traced(args, kwargs))
         except NotImplementedError as err:  # forward mode: the artifact has none (_ConcreteCall)
             reason = f"its artifact cannot run under this transformation ({err})"
         else:
             _remember_fast(fn, call.plain, arrays, args, kwargs)  # arrays only: no tracer
             return result
-    table = fn.calls.target(("recorded calls",), lambda: _RecordedCalls(fn))
     if strict_mode():
         raise ArtifactError(f"{fn.name}: no usable baked artifact ({STRICT_ENV} is set): "
                             f"{reason}")
-    if not table.warned:
-        from hatch_jaxexport.runtime._user_frame import warn_at_user_frame
-
-        table.warned = True
-        warn_at_user_frame(f"{fn.name}: no usable baked artifact, tracing the source instead: "
-                           f"{reason}", FallbackWarning)
-    return _traced(fn, table, args, kwargs)
+    return run_source(fn, (args, kwargs), reason, f"{fn.name}: no usable baked artifact, "
+                      f"tracing the source instead: {reason}")
 
 
 def _remember_fast(fn: ExportableFunction, call: Callable[..., Any], arrays: Sequence[Any],
@@ -376,22 +403,5 @@ def _remember_fast(fn: ExportableFunction, call: Callable[..., Any], arrays: Seq
     fn.calls.remember_fast(key, call, tuple(picks))
 
 
-def _traced(fn: ExportableFunction, table: _RecordedCalls, args: tuple[Any, ...],
-            kwargs: dict[str, Any]) -> Any:
-    """A spec-less call no artifact serves: the source traced with ``jax.jit``, its
-    non-array values bound (one trace per signature); an undescribable call runs as given."""
-    found = described(fn, args, kwargs)
-    if found is None:
-        return fn.__wrapped__(*args, **kwargs)
-    import jax
-
-    signature, arrays = found
-    key = call_key(signature)
-    call = table.fallbacks.get(key)
-    if call is None:
-        call = table.fallbacks[key] = jax.jit(flat_source(fn, signature))
-    return call(*arrays)
-
-
-__all__ = ["ConcreteDispatch", "Types", "call_unstructured", "describe_call", "described",
-           "flat_source", "recorded_call"]
+__all__ = ["NOT_SHIPPED", "ConcreteDispatch", "Types", "call_unstructured", "describe_call",
+           "described", "flat_source", "recorded_call", "served_first"]

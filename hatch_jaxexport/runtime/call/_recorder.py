@@ -89,6 +89,14 @@ def signatures_file(package: str) -> Path | None:
     return Path(module.__file__ or "").parent / SIGNATURES_NAME
 
 
+def _file_mode() -> int:
+    """The mode an ordinary new file gets here: 0666 less the process's umask (the file is
+    committed and shipped like any source file)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_all() -> None:
     """Merge what this process saw into each package's file (atomically: a reader never sees
     half a file; two processes at once keep at least one's notes, never a broken file)."""
@@ -110,6 +118,7 @@ def write_all() -> None:
                                              prefix=f".{SIGNATURES_NAME}.") as out:
                 out.write(signatures_text(merged(before, seen.get(package, {})),
                                           merged_calls(calls_before, calls.get(package, {}))))
+            os.chmod(out.name, _file_mode())  # a temporary file is private (0600): not this one
             os.replace(out.name, path)
         except (OSError, ValueError) as err:
             import sys

@@ -215,14 +215,13 @@ def _call_general(hot: HotCall, args: tuple[Any, ...], kwargs: dict[str, Any]) -
 class ResolvedCalls:
     """One function's resolved targets, its fallback, the keyed fast cache and the hot call."""
 
-    __slots__ = ("_fallback", "_uncovered", "fast", "hot", "hot_misses", "lock", "members",
-                 "targets")
+    __slots__ = ("_uncovered", "fast", "hot", "hot_misses", "lock", "members", "reported",
+                 "reports", "targets")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         #: resolution key -> the loader's target (an artifact's call or the fallback's)
         self.targets: dict[Any, Any] = {}
-        self._fallback: Callable[..., Any] | None = None
         self._uncovered: Callable[..., Any] | None = None
         self.fast: dict[Any, tuple[Callable[..., Any], tuple[int, ...] | None]] = {}
         self.hot: HotCall | None = None
@@ -230,17 +229,22 @@ class ResolvedCalls:
         #: The eager calls of the members of transformations (the vjp of a ``jax.grad``),
         #: which ``call_report`` lists with the targets' own.
         self.members: list[Any] = []
+        #: First calls served outside the eager calls (``ServedCall`` each: concrete-size and
+        #: recorded artifacts, the source), in call order, and the keys already reported.
+        self.reports: list[Any] = []
+        self.reported: set[Any] = set()
 
     def clear(self) -> None:
         """Forget everything resolved (it is resolved again on the next call)."""
         with self.lock:
             self.targets.clear()
-            self._fallback = None
             self._uncovered = None
             self.fast.clear()
             self.hot = None
             self.hot_misses = 0
             self.members = []
+            self.reports = []
+            self.reported = set()
 
     def target(self, key: Any, resolve: Callable[[], Any]) -> Any:
         """The target resolved for ``key``, resolving it once (under the lock) if new."""
@@ -252,14 +256,8 @@ class ResolvedCalls:
                     found = self.targets[key] = resolve()
         return found
 
-    def fallback(self, make: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
-        """The function's one traced fallback (``jax.jit`` of the source), made once."""
-        if self._fallback is None:
-            self._fallback = make()
-        return self._fallback
-
     def uncovered(self, make: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
-        """The source's calls for calls no structure accepts (``SourceCalls``), made once."""
+        """The source's calls for calls no artifact serves (``SourceCalls``), made once."""
         if self._uncovered is None:
             self._uncovered = make()
         return self._uncovered
@@ -274,6 +272,14 @@ class ResolvedCalls:
         if len(self.fast) >= FAST_CACHE_LIMIT:
             self.fast.clear()
         self.fast[key] = (call, route, keywords, compiled)
+
+    def first_report(self, key: Any) -> bool:
+        """Whether ``key`` (a signature, a reason) is reported for the first time now."""
+        with self.lock:
+            if key in self.reported:
+                return False
+            self.reported.add(key)
+            return True
 
     def remember_member(self, call: Any) -> None:
         """Report ``call``, an eager call of a transformation's member, with the function's."""

@@ -1,5 +1,12 @@
 """Calls that run the source instead of an artifact: inlined into an outer trace, or traced.
 
+Every call that runs the source for want of an artifact goes through ``run_source``: a
+structure's call with no usable artifact, a call no structure accepts, a spec-less call that
+was not recorded, a concrete-size miss. It runs the source first and tells after (the
+``hatch_jaxexport`` logger, ``call_report()``, ``HATCH_JAXEXPORT_REPORT``; a warning only when
+the maintainer asks: ``runtime._notices``), so the source's own error is always what the caller
+sees, with ours as a note.
+
 Two kinds of call of an ``@exportable`` function never look for an artifact:
 
 - **Inlined** (``runs_inline``): a call inside an export (the build's, the release check's,
@@ -25,7 +32,14 @@ import functools
 import threading
 from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from hatch_jaxexport.errors import FallbackWarning
+from hatch_jaxexport.runtime._notices import level_of, notify, report
+from hatch_jaxexport.runtime.executables._entries import ServedCall
+
+if TYPE_CHECKING:
+    from hatch_jaxexport.runtime.call.decorator import ExportableFunction
 
 _EXPORTING = threading.local()
 #: A function's traced source is forgotten when it holds this many static parts.
@@ -192,4 +206,40 @@ class SourceCalls:
         return jitted
 
 
-__all__ = ["INLINING_THREADS", "SourceCalls", "runs_inline", "sources_inlined"]
+def source_calls(fn: ExportableFunction) -> SourceCalls:
+    """The function's one ``SourceCalls`` (made on its first uncovered call)."""
+    return fn.calls.uncovered(lambda: SourceCalls(fn.__wrapped__, fn.export_spec.skip_jitting))
+
+
+def run_source(fn: ExportableFunction, given: tuple[tuple[Any, ...], dict[str, Any]],
+               reason: str, notice: str, source: Callable[..., Any] | None = None) -> Any:
+    """The source's result for a call no artifact serves, and then, once per reason, a
+    ``traced`` entry in the function's report and the ``notice`` (``runtime._notices``).
+
+    ``given`` are the arguments as the source takes them; ``source`` runs them (default: the
+    function's ``SourceCalls``, taking ``(args, kwargs)``); another one, such as the source
+    with a structure's static values bound, takes them as a call. Where the source raises,
+    its own error goes to the caller, ``reason`` added as a note: a call the source refuses
+    is the source's refusal, whatever the artifacts cover."""
+    args, kwargs = given
+    try:
+        result = source_calls(fn)(args, kwargs) if source is None else source(*args, **kwargs)
+    except Exception as err:
+        err.add_note(f"hatch-jaxexport: {reason} (no baked artifact covers this call; the "
+                     "source, run instead, refused it too)")
+        raise
+    tell_traced(fn, reason, notice)
+    return result
+
+
+def tell_traced(fn: ExportableFunction, reason: str, notice: str) -> None:
+    """The first time a function runs its source for ``reason``: a ``traced`` entry in its
+    report (``call_report()``, ``HATCH_JAXEXPORT_REPORT``) and the ``notice`` on the logger
+    (a warning only where the maintainer asks), at ``WARNING`` for a ``NeedsFix`` reason."""
+    if fn.calls.first_report(("traced", reason)):
+        report(fn.calls.reports, ServedCall(fn.name, "-", "traced", None, reason))
+        notify(notice, FallbackWarning, level_of(reason))
+
+
+__all__ = ["INLINING_THREADS", "SourceCalls", "run_source", "runs_inline", "source_calls",
+           "sources_inlined", "tell_traced"]

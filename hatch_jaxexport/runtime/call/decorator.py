@@ -255,9 +255,10 @@ class ExportableFunction(metaclass=FunctionLike):
             from hatch_jaxexport.runtime.call import _recorder as recorder
             from hatch_jaxexport.runtime.call._recorded_calls import call_unstructured
 
-            if recorder.RECORDING:
+            result = call_unstructured(self, args, kwargs)
+            if recorder.RECORDING:  # a call the source completed: the build can bake it
                 recorder.note_call(self, args, kwargs)
-            return call_unstructured(self, args, kwargs)
+            return result
         global _call_exportable
         if _call_exportable is None:
             from hatch_jaxexport.runtime.call.loader import call_exportable

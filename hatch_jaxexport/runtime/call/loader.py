@@ -10,12 +10,11 @@ the function's ``ResolvedCalls`` so that later calls of the same kind skip all o
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from hatch_jaxexport.errors import ArtifactError, CallMismatch, FallbackWarning
-from hatch_jaxexport.formats._settings import STRICT_ENV, call_report_wanted, strict_mode
+from hatch_jaxexport.errors import ArtifactError, CallMismatch
+from hatch_jaxexport.formats._settings import STRICT_ENV, strict_mode
 from hatch_jaxexport.formats.manifest import ArtifactRecord, member_name, mesh_text, variant_text
 from hatch_jaxexport.formats.spec import static_key
 from hatch_jaxexport.runtime._jaxcompat import (
@@ -23,7 +22,7 @@ from hatch_jaxexport.runtime._jaxcompat import (
     compiled_dispatch,
     lowering_config,
 )
-from hatch_jaxexport.runtime._user_frame import warn_at_user_frame
+from hatch_jaxexport.runtime._notices import NeedsFix
 from hatch_jaxexport.runtime.artifacts._artifacts import (
     PackageArtifacts,
     artifact_key,
@@ -53,7 +52,7 @@ from hatch_jaxexport.runtime.call._resolved_calls import (
     prime_fast_path,
     route_of,
 )
-from hatch_jaxexport.runtime.call._source_calls import SourceCalls, runs_inline
+from hatch_jaxexport.runtime.call._source_calls import run_source, runs_inline, source_calls
 
 if TYPE_CHECKING:
     from hatch_jaxexport.runtime.call.decorator import ExportableFunction
@@ -67,15 +66,6 @@ class _Target(NamedTuple):
     from_artifact: bool
     #: Why the source runs instead of an artifact (``from_artifact`` false).
     reason: str = ""
-
-
-def _fallback(fn: ExportableFunction) -> Callable[..., Any]:
-    source = fn.__wrapped__
-    if fn.export_spec.skip_jitting:
-        return source
-    import jax
-
-    return jax.jit(source, static_argnames=tuple(fn.export_spec.static))
 
 
 def _missing_reason(fn: ExportableFunction, package: PackageArtifacts, plan: CallPlan,
@@ -166,8 +156,8 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
     try:
         blob = read_record(package, record)
         exported = None if lazy else deserialize_record(package, record, blob)
-    except ArtifactError as err:
-        return None, str(err)
+    except ArtifactError as err:  # a damaged install: someone must fix it
+        return None, NeedsFix(err)
     ensure_compilation_cache()
 
     @functools.cache
@@ -179,8 +169,7 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
         try:
             loaded = loaded_exported()
         except ArtifactError as err:  # a blob that matches its hash but not jax's format
-            _resolve(fn, plan, platform, mismatch=str(err))  # warns, or raises when strict
-            return _source_without_static(fn, plan)
+            return _source_without_static(fn, plan, no_artifact(fn, NeedsFix(err)))
         if not fn.export_spec.uses_family:
             if record.vjp_order and not mesh:
                 return _native_vjp(fn, plan, package, record, loaded, platform, call)
@@ -222,10 +211,9 @@ def _concrete_target(fn: ExportableFunction, package: PackageArtifacts, plan: Ca
         return None
 
     def on_miss(reason: str) -> Callable[..., Any]:
-        _resolve(fn, plan, platform, mismatch=reason)  # warns, or raises when strict
-        return _source_without_static(fn, plan)
+        return _source_without_static(fn, plan, no_artifact(fn, reason))
 
-    return ConcreteDispatch(package, records, on_miss)
+    return ConcreteDispatch(fn, package, records, on_miss)
 
 
 def _eager_lowerable(package: PackageArtifacts, record: ArtifactRecord,
@@ -383,30 +371,37 @@ def _wanted_kinds(fn: ExportableFunction, mesh: str) -> tuple[str, ...]:
     return baked_kinds(order, spec.vjp_order)
 
 
-def _source_without_static(fn: ExportableFunction, plan: CallPlan) -> Callable[..., Any]:
-    """The source, called like the artifact (static values bound, not passed)."""
+def _source_without_static(fn: ExportableFunction, plan: CallPlan, reason: str
+                           ) -> _NotAnArtifact:
+    """The source, called like the artifact (static values bound, not passed), through
+    ``run_source`` with ``reason`` (``no_artifact``'s: strict mode has refused already)."""
     import jax
 
     from hatch_jaxexport.runtime.artifacts._family import source_call
 
     source = source_call(fn, plan.structure_index, dict(plan.static))
     jitted = source if fn.export_spec.skip_jitting else jax.jit(source)
-    return _NotAnArtifact(jitted)
+    notice = no_artifact_notice(fn, reason)
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return run_source(fn, (args, kwargs), reason, notice, jitted)
+    return _NotAnArtifact(run, jitted)
 
 
 class _NotAnArtifact:
-    """A fallback that an ``EagerCall`` must not cache as the artifact's executable."""
+    """A fallback that an ``EagerCall`` must not cache as the artifact's executable: calls run
+    the source through ``run_source``; an eager call's lowering is the source's."""
 
     not_an_artifact = True
 
-    def __init__(self, call: Callable[..., Any]) -> None:
-        self.call = call
+    def __init__(self, call: Callable[..., Any], jitted: Callable[..., Any]) -> None:
+        self.call, self.jitted = call, jitted
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.call(*args, **kwargs)
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
-        return self.call.lower(*args, **kwargs)  # type: ignore[attr-defined]
+        return self.jitted.lower(*args, **kwargs)  # type: ignore[attr-defined]
 
 
 def _eager(fn: ExportableFunction, make_jitted: Callable[[], Callable[..., Any]], size: int,
@@ -424,17 +419,26 @@ def _eager(fn: ExportableFunction, make_jitted: Callable[[], Callable[..., Any]]
 
 def _resolve(fn: ExportableFunction, plan: CallPlan, platform: str, mesh: str = "",
              mismatch: str = "", config: dict[str, Any] | None = None) -> _Target:
+    """What serves a (structure, static values, platform[, mesh]): its artifact's call, or
+    the source with the reason (``no_artifact``: strict mode refuses here)."""
     call, reason = (None, mismatch) if mismatch else \
         _artifact_or_reason(fn, plan, platform, mesh, config)
     if call is not None:
         return _Target(call, static_in_call=False, from_artifact=True)
-    message = f"{fn.name}: no usable baked artifact, tracing the source instead: {reason}"
+    return _Target(source_calls(fn), static_in_call=True, from_artifact=False,
+                   reason=no_artifact(fn, reason))
+
+
+def no_artifact(fn: ExportableFunction, reason: str) -> str:
+    """``reason`` for a call that has no usable artifact: ``ArtifactError`` in strict mode."""
     if strict_mode():
         raise ArtifactError(f"{fn.name}: no usable baked artifact ({STRICT_ENV} is set): {reason}")
-    if reason != stale_reason(fn.package):  # stale sources: warned once for the package
-        warn_at_user_frame(message, FallbackWarning)  # the user's line, under jax's too
-    fallback = fn.calls.fallback(functools.partial(_fallback, fn))
-    return _Target(fallback, static_in_call=True, from_artifact=False, reason=reason)
+    return reason
+
+
+def no_artifact_notice(fn: ExportableFunction, reason: str) -> str:
+    """What the logger says of a structure's call that has no usable artifact."""
+    return f"{fn.name}: no usable baked artifact, tracing the source instead: {reason}"
 
 
 def _picks(call_args: tuple[Any, ...], args: tuple[Any, ...]) -> tuple[int, ...] | None:
@@ -482,19 +486,24 @@ def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[
         plan = plan_call(fn, args, kwargs)
     except CallMismatch as refusal:
         return _call_uncovered(fn, (args, kwargs), refusal, fast)
-    if recorder.RECORDING:
-        recorder.note(fn.package, fn.name, plan.structure_index, plan.sizes)
     key: tuple[Any, ...] = (plan.structure_index, plan.static_key,
                             export_platform(committed_platform(plan.values)))
     # the jax config ends the key: a process that changes it resolves again
     config = lowering_config()
     if fn.export_spec.mesh is not None:  # sharded variants: the call's mesh picks one
-        return _call_sharded(fn, plan, key, args, None if kwargs else fast, config)
-    target = fn.calls.target((*key, _ConfigKey(config.values())),
-                             lambda: _resolve(fn, plan, key[2], config=config))
-    call_args, call_kwargs = _split(fn, target, plan, plan.values)
-    result = target.call(*call_args, **call_kwargs)
-    _settle(fn, target, (call_args, call_kwargs), (args, kwargs), fast)
+        result = _call_sharded(fn, plan, key, args, None if kwargs else fast, config)
+    else:
+        target = fn.calls.target((*key, _ConfigKey(config.values())),
+                                 lambda: _resolve(fn, plan, key[2], config=config))
+        taken = _split(fn, target, plan, plan.values)
+        if target.from_artifact:
+            result = target.call(*taken[0], **taken[1])
+            _settle(fn, target, taken, (args, kwargs), fast)
+        else:
+            result = run_source(fn, taken, target.reason, no_artifact_notice(fn, target.reason))
+            _traced_to_fast_path(fn, taken, (args, kwargs), fast)
+    if recorder.RECORDING:  # what the source completed: a call it refuses is not baked
+        recorder.note(fn.package, fn.name, plan.structure_index, plan.sizes)
     return result
 
 
@@ -507,16 +516,11 @@ STRICT_FIX = (f" [{STRICT_ENV} is set: no baked artifact covers this call; to se
 
 def _call_uncovered(fn: ExportableFunction, given: tuple[tuple[Any, ...], dict[str, Any]],
                     refusal: CallMismatch, fast: Any) -> Any:
-    """A call no baked structure accepts: the source's result, traced (``SourceCalls``).
-
-    Where the source refuses the call too, its own error is raised with ours as a note; else
-    the first call of each reason is reported (``call_report``, ``HATCH_JAXEXPORT_REPORT``) and
-    warned once, after the call ran (so a ``filterwarnings = error`` suite sees the source's
-    own error first, if any). A call of plain arrays and scalars hands its trace to the fast
-    path (``fast``), so later calls like it cost what ``jax.jit`` of the source costs."""
+    """A call no baked structure accepts: the artifact recorded for exactly this call, else
+    the source's result (``run_source``: the source's own error first, told after). A call
+    of plain arrays and scalars hands its trace to the fast path (``fast``), so later calls
+    like it cost what ``jax.jit`` of the source costs."""
     args, kwargs = given
-    if recorder.RECORDING:
-        recorder.note_call(fn, args, kwargs)
     from hatch_jaxexport.runtime.call._recorded_calls import recorded_call
 
     run, _ = recorded_call(fn, args, kwargs)  # baked at exactly this call's recorded sizes
@@ -529,37 +533,32 @@ def _call_uncovered(fn: ExportableFunction, given: tuple[tuple[Any, ...], dict[s
         refusal.args = (f"{refusal}{STRICT_FIX}", *refusal.args[1:])
         raise refusal
     reason = str(refusal)
-    source = fn.calls.uncovered(lambda: SourceCalls(fn.__wrapped__, fn.export_spec.skip_jitting))
-    try:
-        result = source(args, kwargs)
-    except Exception as err:
-        err.add_note(f"hatch-jaxexport: {reason} (no baked artifact covers this call; the "
-                     "source, run instead, refused it too)")
-        raise
-    key = ("uncovered", reason)
-    if key not in fn.calls.targets:
-        fn.calls.target(key, lambda: _Target(source, static_in_call=True, from_artifact=False,
-                                              reason=reason))
-        if call_report_wanted():
-            from hatch_jaxexport.runtime.executables._entries import ServedCall
-
-            print(ServedCall(fn.name, "-", "traced", None, reason).line(), file=sys.stderr,
-                  flush=True)
-        warn_at_user_frame(f"{reason}; tracing the source instead (a drop-in call: set "
-                           f"{STRICT_ENV}=1 to refuse it)", FallbackWarning)
-    traced = source.traced_call(args, kwargs) if fast is not None else None
-    if traced is not None:
-        values = (*args, *kwargs.values())
-        route = route_of(tuple(traced[1]), values, len(kwargs))
-        if route is not None:
-            plain = route == tuple(range(len(values))) and not kwargs
-            fn.calls.remember_fast(fast, traced[0], None if plain else route)
-        hot = _hot_form(tuple(traced[1]), values, False, len(kwargs))
-        if hot is not None and not hot[1]:  # jax's executable of this trace: it refuses
-            # other types and tracers in C++, as a shipped one does (the jit would retrace)
-            compiled = traced[0].lower(*traced[1]).compile()  # jax's caches: no compile
-            fn.calls.remember_hot(hot_call(compiled_dispatch(compiled), args, kwargs, hot[0]))
+    result = run_source(fn, given, reason, f"{reason}; tracing the source instead (a drop-in "
+                        f"call: set {STRICT_ENV}=1 to refuse it)")
+    if recorder.RECORDING:  # completed by the source: the build can bake it
+        recorder.note_call(fn, args, kwargs)
+    _traced_to_fast_path(fn, given, given, fast)
     return result
+
+
+def _traced_to_fast_path(fn: ExportableFunction, taken: tuple[tuple[Any, ...], dict[str, Any]],
+                         given: tuple[tuple[Any, ...], dict[str, Any]], fast: Any) -> None:
+    """Hand the source's trace of a call (``taken``: the arguments the source ran with, made
+    from the caller's ``given``) to the fast path: the keyed cache and the hot executable."""
+    traced = source_calls(fn).traced_call(*taken) if fast is not None else None
+    if traced is None:
+        return
+    args, kwargs = given
+    values = (*args, *kwargs.values())
+    route = route_of(tuple(traced[1]), values, len(kwargs))
+    if route is not None:
+        plain = route == tuple(range(len(values))) and not kwargs
+        fn.calls.remember_fast(fast, traced[0], None if plain else route)
+    hot = _hot_form(tuple(traced[1]), values, False, len(kwargs))
+    if hot is not None and not hot[1]:  # jax's executable of this trace: it refuses
+        # other types and tracers in C++, as a shipped one does (the jit would retrace)
+        compiled = traced[0].lower(*traced[1]).compile()  # jax's caches: no compile
+        fn.calls.remember_hot(hot_call(compiled_dispatch(compiled), args, kwargs, hot[0]))
 
 
 def _settle(fn: ExportableFunction, target: _Target,
@@ -649,6 +648,9 @@ def _call_sharded(fn: ExportableFunction, plan: CallPlan, key: tuple[Any, ...],
         values = place(spec.structures[plan.structure_index],
                        spec.in_specs[plan.structure_index], values, found.mesh)
     call_args, call_kwargs = _split(fn, target, plan, values)
+    if not target.from_artifact:
+        return run_source(fn, (call_args, call_kwargs), target.reason,
+                          no_artifact_notice(fn, target.reason))
     if fast is not None and found.shape is None and not mismatch and not call_kwargs \
             and _picks(call_args, args) == tuple(range(len(args))):
         call = target.call
@@ -679,22 +681,20 @@ def loaded_from_artifact(fn: ExportableFunction) -> dict[Any, bool]:
 
 def call_report(fn: ExportableFunction) -> list[Any]:
     """How each first eager call of ``fn`` in this process was served (``ServedCall`` each):
-    one per signature of each resolved artifact, and one ``traced`` entry, with the reason,
-    per structure that fell back to the source. Calls traced by the caller's own ``jax.jit``
-    are not eager calls: jax compiles them with the caller's function."""
+    one per signature of each resolved artifact (symbolic, concrete-size, recorded, and the
+    members of transformations), and one ``traced`` entry, with the reason, per reason the
+    source ran instead. Calls traced by the caller's own ``jax.jit`` are not eager calls: jax
+    compiles them with the caller's function."""
     from hatch_jaxexport.runtime.executables._eager_call import EagerCall
-    from hatch_jaxexport.runtime.executables._entries import ServedCall
 
     served = []
     for target in list(fn.calls.targets.values()):
         call = getattr(target, "call", None)
         if isinstance(call, EagerCall):
             served += call.served_calls()
-        elif not getattr(target, "from_artifact", True):
-            served.append(ServedCall(fn.name, "-", "traced", None, target.reason))
     for member in fn.calls.members:  # the transformations' members (jax.grad: the vjp)
         served += member.served_calls()
-    return served
+    return served + list(fn.calls.reports)  # concrete-size, recorded and traced calls
 
 
 def tiered_calls(fn: ExportableFunction) -> list[Any]:

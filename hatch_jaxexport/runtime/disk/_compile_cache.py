@@ -73,12 +73,12 @@ def cache_unwritable(folder: Path, err: OSError) -> None:
         if _warned:
             return
         _warned = True
-    from hatch_jaxexport.runtime._user_frame import warn_at_user_frame
+    from hatch_jaxexport.runtime._notices import NEEDS_FIX, notify
 
-    warn_at_user_frame(
+    notify(
         f"hatch-jaxexport cannot write its cache folder {folder} ({err.strerror or err}): calls "
         f"still run, compiling what the cache would have served. Set {CACHE_ENV} to a writable "
-        f"folder, or {CACHE_ENV}=0 to turn the caches off.", CacheWarning)
+        f"folder, or {CACHE_ENV}=0 to turn the caches off.", CacheWarning, NEEDS_FIX)
 
 
 def ensure_compilation_cache() -> str | None:

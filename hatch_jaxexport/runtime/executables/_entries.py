@@ -54,9 +54,11 @@ class ServedCall(NamedTuple):
     label: str = ""
 
     def line(self) -> str:
-        """``hatch-jaxexport: mypkg:f(mode='max') float32[4] shipped in 12.3 ms``."""
+        """``hatch-jaxexport: mypkg:f(mode='max') float32[4] shipped in 12.3 ms``; a ``traced``
+        call's line ends with why the source ran."""
         took = "" if self.seconds is None else f" in {self.seconds * 1e3:.1f} ms"
-        why = f" (no shipped executable: {self.not_shipped})" if self.not_shipped else ""
+        why = "" if not self.not_shipped else f" ({self.not_shipped})" if self.tier == "traced" \
+            else f" (no shipped executable: {self.not_shipped})"
         return (f"hatch-jaxexport: {self.function}{self.label} {self.signature} "
                 f"{self.tier}{took}{why}")
 

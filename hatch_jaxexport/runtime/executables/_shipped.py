@@ -30,7 +30,7 @@ from hatch_jaxexport.formats._cpu_targets import (
 )
 from hatch_jaxexport.formats._settings import shipped_executables_wanted, strict_mode
 from hatch_jaxexport.formats.manifest import ExecutableRecord, signature_text
-from hatch_jaxexport.runtime._user_frame import warn_at_user_frame
+from hatch_jaxexport.runtime._notices import NEEDS_FIX, notify
 
 
 class Host(NamedTuple):
@@ -212,7 +212,7 @@ class ShippedExecutables:
                       f"({type(err).__name__}: {err}); compiling the artifact instead")
             if strict_mode():
                 raise ArtifactError(f"{reason} (HATCH_JAXEXPORT_STRICT is set)") from None
-            warn_at_user_frame(reason, FallbackWarning)
+            notify(reason, FallbackWarning, NEEDS_FIX)  # a damaged install: served all the same
             self.records.remove(record)
             self.usable = None
             return None

@@ -40,7 +40,7 @@ from hatch_jaxexport.formats._settings import (
     background_timeout,
     tiered_choice,
 )
-from hatch_jaxexport.runtime._user_frame import warn_at_user_frame
+from hatch_jaxexport.runtime._notices import NEEDS_FIX, notify
 from hatch_jaxexport.runtime.executables import _executable_cache as executables
 from hatch_jaxexport.runtime.executables._background import (
     BackgroundJob,
@@ -118,8 +118,8 @@ class QuickTier:
         try:
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as err:
-            warn_at_user_frame(f"cannot start the optimized compile, the quick tier stays in "
-                               f"use: {err}", TieredCompileWarning)
+            notify(f"cannot start the optimized compile, the quick tier stays in use: {err}",
+                   TieredCompileWarning, NEEDS_FIX)
             return None
         job = {**self.job, "key": key, "folder": str(folder), "lock": str(lock),
                "leaves": [[list(shape), dtype, weak]
@@ -156,8 +156,8 @@ class QuickTier:
         entry.pending = None
         if code != GAVE_UP:  # another process's compile that ended without entry: stay quick
             what, why = _failure(pending.job)
-            warn_at_user_frame(f"{self.job.get('function', 'artifact')}: {what}, the quick "
-                               f"tier stays in use: {why}", TieredCompileWarning)
+            notify(f"{self.job.get('function', 'artifact')}: {what}, the quick tier stays in "
+                   f"use: {why}", TieredCompileWarning, NEEDS_FIX)
         return entry
 
     def wait(self, entries: dict[Any, Entry], lock: Any, timeout: float | None) -> bool:

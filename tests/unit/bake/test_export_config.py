@@ -120,7 +120,7 @@ with warnings.catch_warnings(record=True) as caught:
 
 
 @pytest.mark.parametrize("strict", ["0", "1"])
-def test_an_x64_mismatch_names_the_setting(x64_site, run_python, strict):
+def test_an_x64_mismatch_names_the_setting(x64_site, run_python, strict, maintainer_warnings):
     proc = run_python(_MISMATCH, cwd=x64_site, env={"HATCH_JAXEXPORT_STRICT": strict})
     out = proc.stdout
     assert out.startswith("raised:" if strict == "1" else "warned:"), out
@@ -128,7 +128,8 @@ def test_an_x64_mismatch_names_the_setting(x64_site, run_python, strict):
     assert 'x64="both"' in out
 
 
-def test_a_context_that_turns_x64_on_resolves_again_and_falls_back(x64_site, monkeypatch):
+def test_a_context_that_turns_x64_on_resolves_again_and_falls_back(x64_site, monkeypatch,
+                                                                   maintainer_warnings):
     """In this process (x64 off): the artifact; under ``jax.enable_x64``: the mismatch."""
     import jax
     from jxe_x64cfg import a_plain

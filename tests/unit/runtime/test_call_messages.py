@@ -22,7 +22,8 @@ def _fallbacks(caught: list[warnings.WarningMessage]) -> list[warnings.WarningMe
     return [w for w in caught if issubclass(w.category, FallbackWarning)]
 
 
-def test_a_missing_platform_says_where_to_add_it_when_the_function_names_its_own(demo):
+def test_a_missing_platform_says_where_to_add_it_when_the_function_names_its_own(demo,
+                                                                                 maintainer_warnings):
     demo.gpu_only.clear_cache()
     with pytest.warns(FallbackWarning) as caught:
         demo.gpu_only(jnp.ones(2))
@@ -34,7 +35,7 @@ def test_a_missing_platform_says_where_to_add_it_when_the_function_names_its_own
 
 
 def test_a_missing_platform_names_the_build_option_when_the_function_names_none(
-        demo, monkeypatch):
+        demo, monkeypatch, maintainer_warnings):
     monkeypatch.setattr(loader, "export_platform", lambda backend=None: "tpu")
     demo.stats.clear_cache()
     try:
@@ -50,7 +51,7 @@ def test_a_missing_platform_names_the_build_option_when_the_function_names_none(
         "@exportable(..., platforms=[...]) of jxe_demo.funcs:stats alone, and rebuild the wheel")
 
 
-def test_a_fallback_warning_points_at_the_callers_line(demo):
+def test_a_fallback_warning_points_at_the_callers_line(demo, maintainer_warnings):
     demo.gpu_only.clear_cache()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -60,7 +61,7 @@ def test_a_fallback_warning_points_at_the_callers_line(demo):
     assert (warning.filename, warning.lineno) == (__file__, line + 1)
 
 
-def test_a_fallback_warning_inside_jit_points_at_the_users_line(demo):
+def test_a_fallback_warning_inside_jit_points_at_the_users_line(demo, maintainer_warnings):
     demo.gpu_only.clear_cache()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -71,7 +72,7 @@ def test_a_fallback_warning_inside_jit_points_at_the_users_line(demo):
 
 
 @pytest.mark.parametrize("transform", ["jvp", "jvp under jit", "hessian"])
-def test_a_transformation_fallback_points_at_the_users_line(demo, transform):
+def test_a_transformation_fallback_points_at_the_users_line(demo, transform, maintainer_warnings):
     """``jax.jvp`` of a function baked without ``ad_order`` traces the source for the jvp: the
     warning comes from the family's primitive rules, deep inside jax, yet names this line."""
     x = jnp.linspace(0.1, 1.0, 4).reshape(2, 2)

@@ -70,8 +70,10 @@ def test_the_reason_when_no_shipped_executable_serves_it(scalars_site, tmp_path)
 def test_without_artifacts_the_call_is_reported_traced_with_the_reason():
     served, lines = report(FIXTURES)  # the fixture's source folder: nothing baked
     assert [(s["tier"], s["signature"]) for s in served] == [("traced", "-")]
-    assert served[0]["not_shipped"]
-    assert lines == []  # the fallback's FallbackWarning already says it, once
+    assert "has no baked artifacts" in served[0]["not_shipped"]
+    # the REPORT line says what call_report() says, for a fallback as for a served call
+    assert lines == [f"hatch-jaxexport: jxe_scalars:scaled - traced "
+                     f"({served[0]['not_shipped']})"]
 
 
 LABELLED = """

@@ -71,7 +71,8 @@ def test_composed_calls_are_served_without_tracing(baked):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-6)
 
 
-def test_uncovered_calls_run_the_source_and_warn_once_per_reason(baked, monkeypatch):
+def test_uncovered_calls_run_the_source_and_warn_once_per_reason(baked, monkeypatch,
+                                                                 maintainer_warnings):
     monkeypatch.delenv("HATCH_JAXEXPORT_STRICT")
     x64 = np.arange(5.0)  # float64: jax sees float32 with x64 off, a covered call
     ints = np.arange(5, dtype=np.int32)  # another dtype: not covered
@@ -90,6 +91,26 @@ def test_uncovered_calls_run_the_source_and_warn_once_per_reason(baked, monkeypa
     traced = [r for r in baked.norm.call_report() if r.tier == "traced"]
     assert len(traced) == 2 and all("no exported structure accepts" in r.not_shipped
                                     for r in traced)
+
+
+def test_by_default_uncovered_calls_issue_no_warning_and_are_logged(baked, monkeypatch,
+                                                                    caplog):
+    """An end user's process: nothing new, not even under an error filter; the logger and
+    ``call_report()`` say what happened."""
+    monkeypatch.delenv("HATCH_JAXEXPORT_STRICT")
+    monkeypatch.delenv("HATCH_JAXEXPORT_WARNINGS", raising=False)
+    ints = np.arange(5, dtype=np.int32)
+    with warnings.catch_warnings(), caplog.at_level("INFO", logger="hatch_jaxexport"):
+        warnings.simplefilter("error")
+        assert float(baked.norm(ints)) == pytest.approx(np.sqrt(30 + 5))
+        assert float(baked.reduce(np.arange(5.0), "max", scale=3)) == 12.0
+        with pytest.raises(TypeError, match="bogus"):  # the source's own error, no warning
+            baked.reduce(np.ones(3, np.float32), "sum", bogus=1)
+    logged = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "hatch_jaxexport"]
+    assert [level for level, _ in logged] == ["INFO", "INFO"], logged  # once per reason
+    assert "expects dtype float32" in logged[0][1] and "tracing the source" in logged[0][1]
+    assert "static argument 'mode' got 'max'" in logged[1][1]
+    assert [r.tier for r in baked.norm.call_report()] == ["traced"]
 
 
 def test_a_call_the_source_refuses_too_keeps_the_sources_error(baked, monkeypatch):

@@ -308,7 +308,8 @@ def _records(site: Site) -> st.SearchStrategy[dict[str, Any]]:
 
 @settings(FUZZ, max_examples=120)
 @given(data=st.data(), strict=st.booleans())
-def test_truncated_blobs(fuzz_site: Site, data: st.DataObject, strict: bool) -> None:
+def test_truncated_blobs(fuzz_site: Site, data: st.DataObject, strict: bool,
+                         maintainer_warnings) -> None:
     record = data.draw(_records(fuzz_site))
     blob = fuzz_site.pristine[record["file"]]
     cut = data.draw(st.integers(0, len(blob) - 1) | st.sampled_from([0, 1, 4, 8, len(blob) - 1]))
@@ -317,7 +318,8 @@ def test_truncated_blobs(fuzz_site: Site, data: st.DataObject, strict: bool) -> 
 
 @settings(FUZZ, max_examples=150)
 @given(data=st.data(), strict=st.booleans())
-def test_bit_flipped_blobs(fuzz_site: Site, data: st.DataObject, strict: bool) -> None:
+def test_bit_flipped_blobs(fuzz_site: Site, data: st.DataObject, strict: bool,
+                           maintainer_warnings) -> None:
     record = data.draw(_records(fuzz_site))
     blob = bytearray(fuzz_site.pristine[record["file"]])
     flips = data.draw(st.lists(st.tuples(st.integers(0, len(blob) - 1), st.integers(0, 7)),
@@ -329,7 +331,8 @@ def test_bit_flipped_blobs(fuzz_site: Site, data: st.DataObject, strict: bool) -
 
 @settings(FUZZ, max_examples=120)
 @given(data=st.data(), strict=st.booleans())
-def test_random_byte_blobs(fuzz_site: Site, data: st.DataObject, strict: bool) -> None:
+def test_random_byte_blobs(fuzz_site: Site, data: st.DataObject, strict: bool,
+                           maintainer_warnings) -> None:
     record = data.draw(_records(fuzz_site))
     blob = fuzz_site.pristine[record["file"]]
     how = data.draw(st.sampled_from(["replace", "splice", "append", "prefix"]))
@@ -538,7 +541,7 @@ def _symlink_cases() -> list[Any]:
 
 @pytest.mark.parametrize(("entry", "target", "strict"), _symlink_cases())
 def test_symlinks_out_of_the_package(fuzz_site: Site, entry: str, target: str,
-                                     strict: bool) -> None:
+                                     strict: bool, maintainer_warnings) -> None:
     site = fuzz_site
     scale = next(r for r in site.records if r["function"] == "jxe_fuzz:scale")
     poly = next(r for r in site.records if r["function"] == "jxe_fuzz:poly")

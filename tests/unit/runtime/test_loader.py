@@ -174,7 +174,7 @@ def test_bad_input_messages_name_function_argument_and_what_is_accepted(demo, ba
         bad.call(demo)
 
 
-def test_no_artifact_for_platform_falls_back_with_one_warning(demo):
+def test_no_artifact_for_platform_falls_back_with_one_warning(demo, maintainer_warnings):
     demo.gpu_only.clear_cache()  # other tests of the session may have resolved it already
     with pytest.warns(FallbackWarning, match=r"jxe_demo.funcs:gpu_only: no usable baked artifact, "
                                              r"tracing the source instead: artifacts were built "

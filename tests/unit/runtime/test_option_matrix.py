@@ -98,7 +98,7 @@ def test_vjp_order_with_vmap_serves_reverse_mode_from_artifacts(options_site, mo
 
 
 def test_vmap_of_a_native_vjp_function_traces_the_source_saying_what_to_set(
-        options_site, monkeypatch):
+        options_site, monkeypatch, maintainer_warnings):
     """Not strict: a transformation no baked member serves says what is missing, with the
     function's name and the option, then traces the source (the documented fallback)."""
     import jax

@@ -51,7 +51,7 @@ def test_a_call_that_cannot_be_described_is_not(extra):
 
 
 def test_a_specless_call_without_artifacts_traces_once_with_a_warning_and_strict_refuses(
-        monkeypatch):
+        monkeypatch, maintainer_warnings):
     shifted.clear_cache()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -93,7 +93,8 @@ def _concrete(function, index, sizes, inputs, call="", file="a"):
                           sha256="0" * 64, size=10, jax_config={"jax_enable_x64": False})
 
 
-def test_concrete_records_round_trip_and_coverage_says_what_each_function_serves():
+def test_concrete_records_round_trip_and_coverage_says_what_each_function_serves(
+        maintainer_warnings):
     manifest = Manifest(package="p", generator="g", jax_version="1", jaxlib_version="1",
                         artifacts=(), concrete=(
                             _concrete("p:f", 0, {"n": 8}, [[[8], "float32"]], file="a"),

@@ -103,13 +103,16 @@ def test_the_hot_call_is_dropped_after_too_many_refusals() -> None:
     assert calls.hot is None
 
 
-def test_targets_resolve_once_and_the_fallback_is_made_once() -> None:
+def test_targets_resolve_once_and_the_source_calls_are_made_once() -> None:
     calls = ResolvedCalls()
     made: list[int] = []
     assert calls.target("k", lambda: made.append(1) or "target") == "target"
     assert calls.target("k", lambda: made.append(2) or "other") == "target"
     assert made == [1]
-    assert calls.fallback(lambda: "jitted") == "jitted"
-    assert calls.fallback(lambda: "again") == "jitted"
-    assert "fallback" not in calls.targets  # the fallback is not a key among call keys
+    assert calls.uncovered(lambda: "jitted") == "jitted"
+    assert calls.uncovered(lambda: "again") == "jitted"
+    assert "uncovered" not in calls.targets  # the source's calls are not among call keys
+    assert calls.first_report(("traced", "why")) and not calls.first_report(("traced", "why"))
+    calls.clear()
+    assert calls.first_report(("traced", "why"))  # cleared: reported again
     assert resolved.FAST_CACHE_LIMIT > 0

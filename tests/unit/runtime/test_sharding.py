@@ -169,7 +169,8 @@ def sharded_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def checks(request: pytest.FixtureRequest, sharded_site: Path) -> dict:
     proc = run([sys.executable, HERE / "sharding_checks.py"], env={
         "PYTHONPATH": str(sharded_site), "JAX_PLATFORMS": "cpu",
-        "XLA_FLAGS": f"--xla_force_host_platform_device_count={request.param}"})
+        "XLA_FLAGS": f"--xla_force_host_platform_device_count={request.param}",
+        "HATCH_JAXEXPORT_WARNINGS": "1"})  # the checks count the notices as warnings
     out = json.loads(proc.stdout)
     assert "crash" not in out, out["crash"]
     assert out["devices"] == request.param
@@ -229,7 +230,8 @@ def test_native_vjp_pytree_outputs_and_statics_on_the_mesh(checks):
         "(0, '{\"scale\":3.0}', 'cpu', 'data=2,model=2')": True}
 
 
-def test_no_mesh_for_a_sharded_only_function_falls_back_saying_what_it_needs(checks):
+def test_no_mesh_for_a_sharded_only_function_falls_back_saying_what_it_needs(checks,
+                                                                             maintainer_warnings):
     entry = checks["sharded_only_no_mesh"]
     assert entry["traced"] == 1 and entry["equal"]
     assert entry["warnings"] == [
@@ -246,7 +248,7 @@ def test_no_mesh_for_a_sharded_only_function_falls_back_saying_what_it_needs(che
         "call has no mesh")
 
 
-def test_another_mesh_falls_back_saying_which_mesh_it_needs_and_found(checks):
+def test_another_mesh_falls_back_saying_which_mesh_it_needs_and_found(checks, maintainer_warnings):
     entry = checks["sharded_only_other_mesh"]
     assert entry["traced"] == 1 and entry["equal"]
     assert entry["warnings"] == [
@@ -283,7 +285,7 @@ def test_inspect_shows_the_mesh_of_each_artifact(sharded_site):
                     ("data=2 x model=2", "vjp", "0"),
                     ("data=8", "jvp", "0"), ("data=8", "primal", "1"), ("data=8", "vjp", "0")]
     assert "data=2 x model=2" in shown
-    assert "jxe_sharded: 24 artifact(s)" in lines[0]
+    assert "jxe_sharded: 4 function(s), 24 artifact(s)" in lines[0]
 
 
 # --------------------------------------------------------------------------------------------

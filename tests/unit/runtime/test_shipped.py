@@ -164,7 +164,7 @@ def test_xla_flags_that_change_code_generation_turn_shipped_executables_off(exec
 
 
 def test_a_damaged_executable_falls_back_with_a_warning_or_raises_when_strict(
-        exec_site, tmp_path, reference):
+        exec_site, tmp_path, reference, maintainer_warnings):
     site = copy_site(exec_site, tmp_path)
     folder = site / "jxe_exec" / "_jaxexport"
     for blob in folder.glob("jxe_exec_chain-*.xla"):

@@ -156,7 +156,8 @@ def test_a_compile_in_flight_elsewhere_is_not_repeated(heavy_site, tmp_path, run
 
 
 def test_failed_background_compile_keeps_the_quick_tier_with_a_warning(heavy_site, tmp_path,
-                                                                        run_python):
+                                                                        run_python,
+                                                                        maintainer_warnings):
     out = _run(run_python, heavy_site, tmp_path / "cache", "kill-worker")
     assert out["after"] == [["quick"]]  # still the quick tier, with equal results
     assert out["later_vs_source"] < 1e-5
@@ -296,7 +297,8 @@ def test_queued_compiles_are_dropped_at_exit_and_the_running_one_finishes(heavy_
     assert len(_entries(folder)) == 3
 
 
-def test_a_background_compile_past_its_time_limit_is_ended(heavy_site, tmp_path):
+def test_a_background_compile_past_its_time_limit_is_ended(heavy_site, tmp_path,
+                                                           maintainer_warnings):
     cache = tmp_path / "cache"
     out = _result(_many(heavy_site, cache, [16], HATCH_JAXEXPORT_BACKGROUND_TIMEOUT="0.2"))
     assert out["done"] and out["after"] == ["quick"]  # the quick tier stays in use

@@ -87,8 +87,8 @@ def _fallbacks(ad_site, run_python, strict: bool) -> dict:
     return json.loads(run_python(FALLBACKS, env=env).stdout)
 
 
-def test_transformations_beyond_what_was_baked_trace_the_source_with_a_warning(ad_site,
-                                                                               run_python):
+def test_transformations_beyond_what_was_baked_trace_the_source_with_a_warning(
+        ad_site, run_python, maintainer_warnings):
     out = _fallbacks(ad_site, run_python, strict=False)
     assert out["hessian_ad1"] == [
         "jxe_ad.array1: tracing the source: a second-order derivative (jax.hessian, jax.jacfwd of "
