@@ -1,0 +1,68 @@
+"""``benchmarks/peer_suites.py``'s arithmetic, without building anything: calls that pass a
+callable are counted apart from the served share, strict refusals of calls no recorded artifact
+covers count as refusals with the fix, and test files an sdist cannot import are left out."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def peer_suites() -> Any:
+    spec = importlib.util.spec_from_file_location("peer_suites",
+                                                  ROOT / "benchmarks" / "peer_suites.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["peer_suites"] = module  # dataclasses resolve their module by name
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules["peer_suites"]
+    return module
+
+
+def row(function: str, tier: str, reason: str | None = None) -> dict[str, Any]:
+    return {"function": function, "signature": "-", "tier": tier, "seconds": None,
+            "not_shipped": reason, "label": ""}
+
+
+def test_calls_that_pass_a_callable_are_counted_apart(peer_suites):
+    baked = peer_suites.SuiteRun(outcomes={"t": "passed"}, served=[
+        row("q:trapezoid", "compiled"), row("q:simpson", "compiled"),
+        row("q:simpson", "traced", "no artifact was baked for this call's signature"),
+        row("q:quadgk", "traced", "no artifact was baked for this call's signature"),
+        row("q:romberg", "traced", "an argument is a callable")])
+    plain = peer_suites.SuiteRun(outcomes={"t": "passed"})
+    figures = peer_suites.compare(plain, baked, ("q:quadgk",))
+    assert (figures["served"], figures["traced"], figures["served_share"]) == (2, 1, 0.667)
+    assert figures["callable_calls"] == 2
+    assert figures["callable_tiers"] == {"traced": 2}
+    assert all("quadgk" not in r and "romberg" not in r for r in figures["traced_reasons"])
+
+
+def test_a_strict_refusal_of_an_unrecorded_call_counts_as_refused(peer_suites):
+    baked = peer_suites.SuiteRun(outcomes={"t": "passed"}, served=[
+        row("q:simpson", "traced", "no artifact was baked for this call's signature")])
+    message = "ArtifactError: q:simpson: no artifact was baked for this call's signature"
+    strict = peer_suites.SuiteRun(outcomes={"t": "failed"}, messages={"t": message},
+                                  reports={"t": message + " (record it with "
+                                                          "HATCH_JAXEXPORT_RECORD=1 and rebuild)"})
+    figures = peer_suites.compare_strict(baked, strict)
+    assert figures["strict_refused"] == {"q:simpson (no recorded call)": 1}
+    assert figures["strict_other_count"] == 0
+
+
+def test_files_the_sdist_cannot_import_are_left_out(peer_suites):
+    lib = peer_suites.LIBRARIES["quadax"]
+    copied = [str(Path("tests") / n) for n in ("test_adaptive.py", "test_sampled.py",
+                                               "test_adaptive_cube.py", "test_utils.py")]
+    assert peer_suites.select(lib, copied, fast=False, tensorflow=False) == [
+        "tests/test_sampled.py", "tests/test_utils.py"]
+    assert all(f.split("::")[0].endswith(".py") for f in lib.fast)
+    assert {f"quadax._adaptive:{n}" for n in ("quadgk", "quadcc", "quadts")} <= set(lib.callables)
