@@ -68,16 +68,23 @@ class ShapeMismatch(CallMismatch, TypeError, ValueError):
 
 
 class FallbackWarning(UserWarning):
-    """The loader traces the source because no baked artifact fits the call."""
+    """The loader runs the source because no baked artifact fits the call.
+
+    Issued only where the maintainer asks (``HATCH_JAXEXPORT_WARNINGS=1``, never while
+    recording); by default the same notice is a record of the ``hatch_jaxexport`` logger, so an
+    end user's process sees nothing new (``runtime._notices``)."""
 
 
 class TieredCompileWarning(RuntimeWarning):
-    """The background optimized compile failed; the quick tier stays in use."""
+    """The background optimized compile failed; the quick tier stays in use. A ``WARNING``
+    record of the ``hatch_jaxexport`` logger; a warning only with ``HATCH_JAXEXPORT_WARNINGS=1``."""
 
 
 class CacheWarning(UserWarning):
     """A cache folder cannot be written (read-only, full, a file in its place): calls still
-    run, compiling what the cache would have served; issued at most once per process."""
+    run, compiling what the cache would have served. Told at most once per process, as a
+    ``WARNING`` record of the ``hatch_jaxexport`` logger; a warning only with
+    ``HATCH_JAXEXPORT_WARNINGS=1``."""
 
 
 class ConfigError(ValueError):

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hatch_jaxexport.bake._diagnose import first_line
 from hatch_jaxexport.bake._executables import signatures_file, structure_size_envs
 from hatch_jaxexport.bake._exporter import ExportTask, recorded_config, task_config
 from hatch_jaxexport.formats._signatures import (
@@ -162,8 +163,11 @@ def bake_structures(fn: Any, tasks: Sequence[ExportTask], recorded: Recorded, ou
 
 
 def bake_calls(fn: Any, calls: Sequence[CallSignature], platforms: Sequence[str],
-               out_dir: Path, note: Callable[[str], None]) -> list[dict[str, Any]]:
-    """The artifacts of a spec-less function: one per recorded call and platform."""
+               out_dir: Path, note: Callable[[str], None],
+               failed: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The artifacts of a spec-less function: one per recorded call and platform; each call
+    whose export fails is noted and, with its reason, appended to ``failed`` (the manifest's
+    ``failed_calls``: the loader gives that reason when the call comes)."""
     if not calls:
         note(f"{fn.name} has no structure and no recorded call: nothing is baked for it (run "
              "your tests with HATCH_JAXEXPORT_RECORD=1 to record its calls, or give it a "
@@ -176,14 +180,19 @@ def bake_calls(fn: Any, calls: Sequence[CallSignature], platforms: Sequence[str]
                                       structure_index=-1, static={}, platform=platform, sizes={},
                                       call=call_key(signature), variant={}))
             except Exception as err:  # noted; its other calls still serve
+                why = f"{type(err).__name__}: {first_line(str(err), 300)}"
                 note(f"{fn.name}: no artifact for the recorded call {call_key(signature)[:160]} "
-                     f"on {platform}: {type(err).__name__}: {str(err)[:200]}")
+                     f"on {platform}: {why}")
+                if failed is not None:
+                    failed.append({"function": fn.name, "call": call_key(signature),
+                                   "platform": platform, "reason": why})
     return entries
 
 
 def worker_concrete(functions: Mapping[str, Any], request: Mapping[str, Any],
                     failures: Sequence[Mapping[str, Any]], recorded: Recorded,
-                    note: Callable[[str], None]) -> list[dict[str, Any]]:
+                    note: Callable[[str], None],
+                    failed_calls: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """One worker's concrete-size artifacts: those of the primal exports it saw fail, and its
     share (every ``workers``-th, from its own index) of the functions with recorded calls
     that no structure accepted (every spec-less function: one without any is noted)."""
@@ -199,7 +208,7 @@ def worker_concrete(functions: Mapping[str, Any], request: Mapping[str, Any],
               if not fn.export_spec.structures or calls.get(fn.name)]
     for fn in wanted[request["worker"]::request["workers"]]:
         entries += bake_calls(fn, calls.get(fn.name, []), request["default_platforms"],
-                              out_dir, note)
+                              out_dir, note, failed_calls)
     return entries
 
 

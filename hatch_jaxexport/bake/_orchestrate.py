@@ -45,6 +45,7 @@ from hatch_jaxexport.formats.manifest import (
     MANIFEST_NAME,
     ArtifactRecord,
     ConcreteRecord,
+    FailedCall,
     Manifest,
     SkippedRecord,
     byte_text,
@@ -222,6 +223,14 @@ def _stored_once(staging: Path, manifest: Manifest, emit: Callable[[str], None])
     return deduped
 
 
+def _concrete_results(results: Sequence[dict[str, Any]]
+                      ) -> tuple[list[ConcreteRecord], tuple[FailedCall, ...]]:
+    """The workers' concrete-size and recorded-call artifacts, and the recorded calls whose
+    export failed (the loader gives their reason at call time)."""
+    return ([ConcreteRecord(**c) for res in results for c in res.get("concrete", [])],
+            tuple(FailedCall(**f) for res in results for f in res.get("failed_calls", [])))
+
+
 def export_package(package: str, out_dir: str | os.PathLike[str], *,
                    platforms: Sequence[str] = DEFAULT_PLATFORMS, jobs: int = 1,
                    on_error: str = "fail",
@@ -267,7 +276,7 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
                                python or sys.executable, progress=progress,
                                executables=targets, signatures=signatures)
         records = [ArtifactRecord(**r) for res in results for r in res["records"]]
-        concrete = [ConcreteRecord(**c) for res in results for c in res.get("concrete", [])]
+        concrete, failed_calls = _concrete_results(results)
         covered, failures = concrete_covered(
             [f for res in results for f in res["failures"]], concrete)
         messages = fold_failures(failures, detail=traceback_wanted())
@@ -288,7 +297,7 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
             package=package, generator=f"hatch-jaxexport {__version__}",
             jax_version=results[0]["jax_version"], jaxlib_version=results[0]["jaxlib_version"],
             artifacts=tuple(records), skipped=tuple(skipped), executables=tuple(compiled),
-            concrete=tuple(concrete), sources=sources,
+            concrete=tuple(concrete), sources=sources, failed_calls=failed_calls,
             jax_released=jax_release_date(results[0]["jax_version"])), emit)
         for leftover in staging.glob(".*"):  # requests, results, logs (blobs never start with .)
             leftover.unlink()

@@ -51,8 +51,10 @@ def main(request_path: str) -> int:
             from hatch_jaxexport.bake._executables import recorded_sizes
 
             recorded = recorded_sizes(request["package"], request.get("signatures"))
+            result["failed_calls"] = []
             result["concrete"] = worker_concrete(functions, request, result["failures"],
-                                                 recorded, result["notes"].append)
+                                                 recorded, result["notes"].append,
+                                                 result["failed_calls"])
         if not request["list_only"]:  # what the executable compilers compile, per artifact
             from hatch_jaxexport.bake._executables import plans_for_worker
 

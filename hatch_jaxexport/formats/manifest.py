@@ -197,6 +197,18 @@ class ConcreteRecord(NamedTuple):
         return f"{base}#{signature_text(self.inputs)}{call}"
 
 
+class FailedCall(NamedTuple):
+    """A recorded call of a spec-less function whose export failed at build time: the loader
+    gives the build's reason when the call comes (it was recorded; recording it again would
+    not help)."""
+
+    function: str
+    #: ``formats._signatures.call_key`` of the recorded call.
+    call: str
+    platform: str
+    reason: str
+
+
 class Manifest(NamedTuple):
     """The index of a package's baked artifacts."""
 
@@ -218,6 +230,8 @@ class Manifest(NamedTuple):
     #: The exporting jax's release date (ISO), which starts its artifacts' compatibility
     #: window (``formats._jax_window``); ``""`` in manifests written before it was recorded.
     jax_released: str = ""
+    #: Recorded calls whose export failed (optional; omitted when none).
+    failed_calls: tuple[FailedCall, ...] = ()
 
     def to_bytes(self) -> bytes:
         """Deterministic, compact JSON: sorted keys, records sorted by id, no indentation
@@ -241,6 +255,8 @@ class Manifest(NamedTuple):
             data["sources"] = self.sources
         if self.jax_released:
             data["jax_released"] = self.jax_released
+        if self.failed_calls:
+            data["failed_calls"] = [f._asdict() for f in sorted(self.failed_calls)]
         return (json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
                 + "\n").encode()
 
@@ -526,7 +542,7 @@ def read_manifest_index(data: bytes, *, where: str = MANIFEST_NAME) -> "Manifest
     for key in ("artifacts", "skipped"):
         if not isinstance(raw.get(key), list):
             raise ArtifactError(f"corrupt manifest {where}: {key!r} must be a list")
-    for key in ("executables", "concrete"):
+    for key in ("executables", "concrete", "failed_calls"):
         if not isinstance(raw.setdefault(key, []), list):
             raise ArtifactError(f"corrupt manifest: {key!r} must be a list")
     raw["sources"] = check_sources(raw.get("sources"), where)
@@ -535,7 +551,8 @@ def read_manifest_index(data: bytes, *, where: str = MANIFEST_NAME) -> "Manifest
         raise ArtifactError(f"corrupt manifest {where}: 'jax_released' must be a date "
                             f"(YYYY-MM-DD), got {released!r:.80}")
     for key, owner in (("artifacts", "function"), ("skipped", "function"),
-                       ("executables", "artifact"), ("concrete", "function")):
+                       ("executables", "artifact"), ("concrete", "function"),
+                       ("failed_calls", "function")):
         for i, item in enumerate(raw[key]):
             _owner_of(item, owner, f"{key}[{i}]")
     return ManifestIndex(raw, where)
@@ -589,16 +606,17 @@ class ManifestIndex:
                     if _owner_of(item, field, key) == name]
 
         return self._validated(mine("artifacts", "function"), mine("skipped", "function"),
-                               mine("executables", "artifact"), mine("concrete", "function"))
+                               mine("executables", "artifact"), mine("concrete", "function"),
+                               mine("failed_calls", "function"))
 
     def full(self) -> Manifest:
         """Every record, validated, and no id or file listed twice across functions."""
-        return self._validated(*(list(enumerate(self.raw[key]))
-                                 for key in ("artifacts", "skipped", "executables", "concrete")))
+        return self._validated(*(list(enumerate(self.raw[key])) for key in (
+            "artifacts", "skipped", "executables", "concrete", "failed_calls")))
 
     def _validated(self, artifacts: list[tuple[int, Any]], skipped: list[tuple[int, Any]],
-                   executables: list[tuple[int, Any]], concrete: list[tuple[int, Any]]
-                   ) -> Manifest:
+                   executables: list[tuple[int, Any]], concrete: list[tuple[int, Any]],
+                   failed_calls: list[tuple[int, Any]]) -> Manifest:
         seen = _Claims()
         records = _checked_artifacts(artifacts, skipped, seen)
         return Manifest(package=self.package, generator=self.generator,
@@ -607,7 +625,9 @@ class ManifestIndex:
                         schema_version=self.schema_version,
                         executables=_parse_executables(executables, seen),
                         concrete=_parse_concrete(concrete, seen), sources=self.sources,
-                        jax_released=self.jax_released)
+                        jax_released=self.jax_released,
+                        failed_calls=tuple(_from_json(FailedCall, item, f"failed_calls[{i}]")
+                                           for i, item in failed_calls))
 
 
 def _checked_artifacts(raw_artifacts: list[tuple[int, Any]], raw_skipped: list[tuple[int, Any]],
@@ -754,7 +774,7 @@ def _is_leaf_type(leaf: Any) -> bool:
 
 
 __all__ = ["ARTIFACT_DIR", "ArtifactRecord", "BLOB_SUFFIX", "CONFIG_TYPES", "ConcreteRecord",
-           "ExecutableRecord", "Inventory", "KNOWN_KINDS", "ManifestIndex",
+           "ExecutableRecord", "FailedCall", "Inventory", "KNOWN_KINDS", "ManifestIndex",
            "MANIFEST_NAME", "Manifest", "MeshShape", "SCHEMA_VERSION", "SHA256_HEX",
            "SkippedRecord", "VARIANT_CONFIG", "artifact_id", "byte_text", "captured_by_function",
            "check_file_name", "constant_text", "inventory", "member_name", "mesh_from_record",

@@ -38,6 +38,7 @@ try:
 except ValueError:
     pass
 m.scaled(np.ones(5, np.float32))
+m.traced_sum(np.ones(3, np.float32), True)   # recorded; its export fails at build time
 """
 
 CALLS = """
@@ -132,6 +133,21 @@ def test_every_first_call_is_reported_and_logged(baked_site):
     logged = [message for level, message in out["log"] if level == "INFO"]
     assert any("jxe_dropin:scaled" in m and "tracing the source instead" in m for m in logged)
     assert any("jxe_dropin:window" in m and "tracing the source instead" in m for m in logged)
+
+
+def test_a_recorded_call_whose_export_failed_keeps_the_builds_reason(baked_site):
+    site, _, _ = baked_site
+    manifest = json.loads((site / "jxe_dropin" / "_jaxexport" / "manifest.json").read_text())
+    (failed,) = manifest["failed_calls"]
+    assert failed["function"] == "jxe_dropin:traced_sum" and "callback" in failed["reason"]
+    done = run([sys.executable, "-W", "error", "-c",
+                "import numpy as np, jxe_dropin as m\n"
+                "m.traced_sum(np.ones(3, np.float32), True)\n"],
+               env={"PYTHONPATH": str(site), "HATCH_JAXEXPORT_CACHE": "0",
+                    "HATCH_JAXEXPORT_STRICT": "1"}, check=False)
+    assert done.returncode != 0 and "ArtifactError" in done.stderr
+    assert "this call was recorded, but its export failed at build time" in done.stderr
+    assert "callback" in done.stderr and "HATCH_JAXEXPORT_RECORD=1" not in done.stderr
 
 
 def test_the_maintainers_switch_turns_the_notices_into_warnings(baked_site):

@@ -307,8 +307,10 @@ class _RecordedCalls:
         from hatch_jaxexport.runtime.artifacts._artifacts import load_package_artifacts
 
         self.package = load_package_artifacts(fn.package)
-        records = () if self.package is None else self.package.records(fn.name).manifest.concrete
-        self.records = {r.call: r for r in records if r.call}
+        manifest = None if self.package is None else self.package.records(fn.name).manifest
+        self.records = {r.call: r for r in (manifest.concrete if manifest else ()) if r.call}
+        #: The build's reason per recorded call whose export failed.
+        self.failed = {f.call: f.reason for f in (manifest.failed_calls if manifest else ())}
         self.served: dict[str, _ConcreteCall] = {}
 
 
@@ -336,7 +338,7 @@ def _artifact_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[s
     """The jitted artifact of this call's signature and the call's arrays in canonical order,
     or ``None`` and why."""
     table = fn.calls.target(("recorded calls",), lambda: _RecordedCalls(fn))
-    if not table.records:
+    if not table.records and not table.failed:
         return None, [], _NO_ARTIFACT
     found = described(fn, args, kwargs)
     if found is None:
@@ -345,7 +347,10 @@ def _artifact_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[s
     key = call_key(signature)
     call = table.served.get(key)
     record = table.records.get(key)
-    reason = _NO_ARTIFACT
+    reason = _NO_ARTIFACT if key not in table.failed else (
+        f"this call was recorded, but its export failed at build time: {table.failed[key]}; "
+        f"fix the cause and rebuild (`python -m hatch_jaxexport export {fn.package} --out DIR` "
+        "shows it whole)")
     if call is None and record is not None and _x64_differs(record):
         reason = "its artifact was baked under another jax_enable_x64"
     elif call is None and record is not None:
