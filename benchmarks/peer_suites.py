@@ -2,7 +2,8 @@
 hatch-jaxexport.
 
     python benchmarks/peer_suites.py [--library tinygp|dm-pix|quadax] [--fast [--record]]
-                                     [--cache DIR] [--json FILE] [--keep] [--work DIR]
+                                     [--tests FILE[::NODE] ...] [--cache DIR] [--json FILE]
+                                     [--keep] [--work DIR]
 
 For each library: download its sdist from the package index (cached under ``--cache``, default
 ``~/.cache/hatch-jaxexport/peer-suites``), unpack it twice, apply ``peers/<lib>-<version>.patch``
@@ -359,14 +360,29 @@ REFUSALS = ("CallMismatch", "SignatureMismatch", "StaticValueMismatch", "PytreeM
             "DtypeMismatch", "ShapeMismatch")
 
 
+def unbaked_call(message: str, report: str) -> str | None:
+    """Why strict mode refused a call that no recorded-call artifact covers, with the fix:
+    ``no recorded call`` (record it and rebuild: a spec-less function's call, also one whose
+    source raised while recording, or one no structure accepts), ``export failed at build``
+    (recorded, but its export failed: the build's reason, and rebuild); ``None`` for any other
+    failure."""
+    if cause(message) != "ArtifactError" or "HATCH_JAXEXPORT_STRICT is set" not in message:
+        return None
+    if "failed at build time" in report and "rebuild" in report:
+        return "export failed at build"
+    return "no recorded call" if "HATCH_JAXEXPORT_RECORD" in report else None
+
+
 def compare_strict(baked: SuiteRun, strict: SuiteRun) -> dict[str, Any]:
     """What strict mode (``HATCH_JAXEXPORT_STRICT=1``) refuses of what passes baked: each such
     test should fail with a refusal that names a function whose calls the default run traced
-    because no artifact covered them, with the fix (``matches`` counts those that do)."""
+    because no artifact covered them, with the fix: a refusal of a call no structure accepts,
+    of a transformation not baked, or of a call no recorded-call artifact covers
+    (``unbaked_call``)."""
     lost = sorted(t for t, o in baked.outcomes.items()
                   if o == "passed" and strict.outcomes.get(t) != "passed")
     uncovered = {row["function"] for row in baked.served if row["tier"] == "traced"}
-    decorated = {row["function"] for row in baked.served}
+    decorated = {row["function"] for row in (*baked.served, *strict.served)}
     refused: dict[str, int] = collections.Counter()
     other: list[str] = []
     for test in lost:
@@ -381,9 +397,9 @@ def compare_strict(baked: SuiteRun, strict: SuiteRun) -> dict[str, Any]:
             refused[named[0]] += 1
         elif cause(message) == "ArtifactError" and unbaked:
             refused[f"{unbaked[0]} (a transformation not baked)"] += 1
-        elif cause(message) == "ArtifactError" and named and "HATCH_JAXEXPORT_RECORD" in report:
-            # a spec-less function's call, or one no structure accepts: no recorded artifact
-            refused[f"{named[0]} (no recorded call)"] += 1
+        elif unbaked_call(message, report) and any(f in message for f in decorated):
+            function = next(f for f in sorted(decorated) if f in message)
+            refused[f"{function} ({unbaked_call(message, report)})"] += 1
         else:
             other.append(f"{test}: {message[:200]}")
     return {"strict_lost": len(lost), "strict_refused": dict(refused),
@@ -442,6 +458,14 @@ def select(lib: Library, copied: list[str], fast: bool, tensorflow: bool) -> lis
             if (tensorflow or n not in lib.tensorflow) and n not in broken]
 
 
+def subset_name(args: argparse.Namespace) -> str:
+    """What the run covered, for the summary: the whole suite, the fast subset or the tests
+    named with ``--tests``, and whether it was recorded first."""
+    name = "named tests" if args.tests else "fast" if args.fast else "whole suite"
+    recorded = args.record or not args.fast
+    return name if name == "whole suite" else f"{name}{', recorded' if recorded else ''}"
+
+
 def run_library(lib: Library, args: argparse.Namespace, wheels: Path, work: Path
                 ) -> dict[str, Any]:
     """Fetch, patch, build, install and test one library both ways; its figures."""
@@ -460,7 +484,8 @@ def run_library(lib: Library, args: argparse.Namespace, wheels: Path, work: Path
         if not tensorflow:
             skipped = ", ".join(lib.tensorflow)
             notes.append(f"no TensorFlow wheel for this Python: skipped {skipped}")
-    files = select(lib, copied, args.fast, tensorflow)
+    files = ([str(Path("tests") / e) for e in args.tests] if args.tests
+             else select(lib, copied, args.fast, tensorflow))
     if lib.support:
         notes.append(f"test helpers the sdist lacks, from peers/{lib.support}: "
                      + ", ".join(p.name for p in sorted((PATCHES / lib.support).glob("*.py"))))
@@ -483,8 +508,7 @@ def run_library(lib: Library, args: argparse.Namespace, wheels: Path, work: Path
                        {"HATCH_JAXEXPORT_STRICT": "1"})
     figures = compare(plain, baked, lib.callables)
     figures.update(compare_strict(baked, strict))
-    figures.update(subset=("fast, recorded" if args.record else "fast") if args.fast
-                   else "whole suite", notes=notes, files=files,
+    figures.update(subset=subset_name(args), notes=notes, files=files,
                    build_lines=build_lines, strict_seconds=round(strict.seconds, 1),
                    build_seconds=round(build_seconds, 1), wheel_bytes=wheel.stat().st_size,
                    plain_build_seconds=round(plain_build, 1),
@@ -498,6 +522,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fast", action="store_true", help="the subset without TensorFlow")
     parser.add_argument("--record", action="store_true",
                         help="with --fast: record the subset's calls before the build")
+    parser.add_argument("--tests", action="append", metavar="FILE[::NODE]",
+                        help="run these test files or node ids (relative to the library's test "
+                             "folder) instead of the suite; recorded first unless --fast")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="sdist downloads")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")

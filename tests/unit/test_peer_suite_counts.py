@@ -49,13 +49,21 @@ def test_calls_that_pass_a_callable_are_counted_apart(peer_suites):
 def test_a_strict_refusal_of_an_unrecorded_call_counts_as_refused(peer_suites):
     baked = peer_suites.SuiteRun(outcomes={"t": "passed"}, served=[
         row("q:simpson", "traced", "no artifact was baked for this call's signature")])
-    message = "ArtifactError: q:simpson: no artifact was baked for this call's signature"
-    strict = peer_suites.SuiteRun(outcomes={"t": "failed"}, messages={"t": message},
-                                  reports={"t": message + " (record it with "
-                                                          "HATCH_JAXEXPORT_RECORD=1 and rebuild)"})
+    head = "hatch_jaxexport.errors.ArtifactError: {}: no usable baked artifact " \
+           "(HATCH_JAXEXPORT_STRICT is set): "
+    messages = {  # a call no run recorded (here: one the source refuses), one whose export failed
+        "a": head.format("q:simpson") + "no artifact was baked for this call's signature "
+                                        "(record it with HATCH_JAXEXPORT_RECORD=1 and rebuild)",
+        "b": head.format("q:simpson") + "this call was recorded, but its export failed at build "
+                                        "time: NotImplementedError: ...; fix the cause and rebuild",
+        "c": "ValueError: x must be increasing"}
+    strict = peer_suites.SuiteRun(outcomes=dict.fromkeys(messages, "failed"), messages=messages,
+                                  reports=messages)
+    baked.outcomes = dict.fromkeys(messages, "passed")
     figures = peer_suites.compare_strict(baked, strict)
-    assert figures["strict_refused"] == {"q:simpson (no recorded call)": 1}
-    assert figures["strict_other_count"] == 0
+    assert figures["strict_refused"] == {"q:simpson (no recorded call)": 1,
+                                         "q:simpson (export failed at build)": 1}
+    assert figures["strict_other_count"] == 1
 
 
 def test_files_the_sdist_cannot_import_are_left_out(peer_suites):
