@@ -63,7 +63,7 @@ def test_getting_started_commands_succeed_as_written(tmp_path):
     }
     proc = run(["bash", str(tmp_path / "steps.sh")], cwd=tmp_path, env=env, timeout=1500)
     out = proc.stdout
-    assert "mypkg: 6 artifact(s)" in out
+    assert "mypkg: 1 function(s), 6 artifact(s)" in out
     assert "[0.09003057 0.24472848 0.66524094]" in out
     assert "(2, 4)" in out
     assert "tracing softmax" not in out

@@ -67,7 +67,7 @@ def _assert_one_warning(out: dict, folder: Path) -> None:
 
 @pytest.mark.parametrize("jax_cache", ["0", "1"])
 def test_a_folder_under_a_regular_file_never_fails_a_call(demo_site, tmp_path, run_python,
-                                                          jax_cache):
+                                                          jax_cache, maintainer_warnings):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file, where a folder of the cache path should be")
     out = _calls(run_python, demo_site, blocker / "cache", HATCH_JAXEXPORT_JAX_CACHE=jax_cache)
@@ -78,7 +78,8 @@ def test_a_folder_under_a_regular_file_never_fails_a_call(demo_site, tmp_path, r
     assert out["changed"] == []  # with the opt-in, jax's cache stays off: it could not write
 
 
-def test_a_file_where_the_executables_folder_should_be(demo_site, tmp_path, run_python):
+def test_a_file_where_the_executables_folder_should_be(demo_site, tmp_path, run_python,
+                                                       maintainer_warnings):
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "executables").write_text("full disk, or someone's file")
@@ -120,7 +121,8 @@ def _read_only_calls(site: Path, cache: Path) -> dict:
     return json.loads(run(command, env=env).stdout.splitlines()[-1])
 
 
-def test_a_read_only_warmed_folder_is_read_and_never_written(demo_site, tmp_path, run_python):
+def test_a_read_only_warmed_folder_is_read_and_never_written(demo_site, tmp_path, run_python,
+                                                             maintainer_warnings):
     cache = tmp_path / "shared"
     warm = _calls(run_python, demo_site, cache, HATCH_JAXEXPORT_TIERED="0")
     assert warm["warnings"] == []

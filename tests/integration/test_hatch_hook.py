@@ -266,10 +266,12 @@ print(json.dumps({"got": got, "artifact": list(loaded_from_artifact(jxe_stale.tr
 """
 
 
-def test_an_edited_editable_install_serves_its_source_with_one_warning(tmp_path, run_python):
+def test_an_edited_editable_install_serves_its_source_with_one_notice(tmp_path, run_python):
     """Issue 37: the function edited, then the helper module it calls: each time the call
-    gives the source's result, with one warning per process naming the changed file and the
-    command that refreshes the artifacts; reinstalled, the artifacts serve again."""
+    gives the source's result, with one notice per process naming the changed file and the
+    command that refreshes the artifacts (issue 42: a ``WARNING`` log record, which Python's
+    logging prints on stderr when nothing is configured; a warning only with the maintainer's
+    switch); reinstalled, the artifacts serve again."""
     root = write_project(tmp_path / "proj", {
         "pyproject.toml": hatch_pyproject("jxe-stale", extra=DEV_MODE),
         "jxe_stale/__init__.py": STALE_MODULE,
@@ -278,34 +280,39 @@ def test_an_edited_editable_install_serves_its_source_with_one_warning(tmp_path,
     inprocess_build(root, tmp_path / "dist", versions=("editable",))
     env = {"PYTHONPATH": str(root), "HATCH_JAXEXPORT_CACHE": "0"}
 
-    def call() -> dict:
-        return json.loads(run_python(STALE_CALL, env=env, cwd=tmp_path).stdout)
+    def call(**extra: str) -> tuple[dict, list[str]]:
+        done = run_python(STALE_CALL, env={**env, **extra}, cwd=tmp_path)
+        return json.loads(done.stdout), [line for line in done.stderr.splitlines()
+                                         if "are stale" in line]
 
     def inspect() -> str:
         return run([sys.executable, "-m", "hatch_jaxexport", "inspect", "jxe_stale"], env=env,
                    cwd=tmp_path).stdout
 
-    fresh = call()
-    assert fresh == {"got": [3.0, 0.0, 3.0], "artifact": [True], "warnings": []}
+    fresh, said = call()
+    assert fresh == {"got": [3.0, 0.0, 3.0], "artifact": [True], "warnings": []} and not said
     shown = inspect()
     assert "sources: current (exported into the source tree from 2 module(s)" in shown
     assert "compatibility: loads on jax released until about " in shown  # the window
     module = root / "jxe_stale" / "__init__.py"
     module.write_text(module.read_text().replace("x * 2.0", "x * 3.0"))
-    edited = call()
-    assert edited["got"] == [4.0, 0.0, 4.0] and edited["artifact"] == [False]
-    (warning,) = edited["warnings"]  # one for the package, not one per function or call
+    edited, said = call()
+    assert edited == {"got": [4.0, 0.0, 4.0], "artifact": [False], "warnings": []}
+    (notice,) = said  # one for the package, not one per function or call
+    assert "the artifacts of jxe_stale are stale: jxe_stale/__init__.py changed" in notice
+    assert "reinstall the project (`pip install -e .`)" in notice
+    switched, _ = call(HATCH_JAXEXPORT_WARNINGS="1")
+    (warning,) = switched["warnings"]  # the maintainer's switch: the same notice, a warning
     assert "the artifacts of jxe_stale are stale: jxe_stale/__init__.py changed" in warning
-    assert "reinstall the project (`pip install -e .`)" in warning
     assert "sources: the artifacts of jxe_stale are stale" in inspect()
     inprocess_build(root, tmp_path / "dist", versions=("editable",))  # the refresh
-    assert call() == {"got": [4.0, 0.0, 4.0], "artifact": [True], "warnings": []}
+    assert call() == ({"got": [4.0, 0.0, 4.0], "artifact": [True], "warnings": []}, [])
     helper = root / "jxe_stale" / "helpers.py"
     helper.write_text("def offset():\n    return 5.0\n")  # the helper the function calls
-    edited = call()
+    edited, said = call()
     assert edited["got"] == [8.0, 0.0, 8.0] and edited["artifact"] == [False]
-    (warning,) = edited["warnings"]
-    assert "jxe_stale/helpers.py changed" in warning and "__init__" not in warning
+    (notice,) = said
+    assert "jxe_stale/helpers.py changed" in notice and "__init__" not in notice
 
 
 def test_a_wheel_manifest_records_no_sources_so_calls_check_none(tmp_path):

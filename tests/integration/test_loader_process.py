@@ -32,7 +32,7 @@ def test_installed_artifacts_never_trace_the_source(demo_site, run_python):
     assert json.loads(proc.stdout.splitlines()[-1]) == {"count": 0}
 
 
-def test_without_artifacts_the_same_calls_trace(tmp_path, run_python):
+def test_without_artifacts_the_same_calls_trace(tmp_path, run_python, maintainer_warnings):
     """The counter above can fail: from source, every call traces (with a warning)."""
     shutil.copytree(FIXTURES / "jxe_demo", tmp_path / "jxe_demo")
     proc = run_python(CALL_ALL, env=_env(tmp_path))
@@ -78,7 +78,8 @@ except ArtifactError as err:
 """
 
 
-def test_blob_with_wrong_hash_falls_back_or_raises_in_strict_mode(damaged_site, run_python):
+def test_blob_with_wrong_hash_falls_back_or_raises_in_strict_mode(damaged_site, run_python,
+                                                                  maintainer_warnings):
     site, _, blob = damaged_site
     data = bytearray(blob.read_bytes())
     data[len(data) // 2] ^= 0x40

@@ -88,7 +88,7 @@ def test_artifacts_of_this_jax_under_the_other(other, demo_site, tmp_path, stric
 
 @pytest.mark.slow
 @pytest.mark.parametrize("strict", [False, True])
-def test_artifacts_of_the_other_jax_under_this_one(other, tmp_path, strict):
+def test_artifacts_of_the_other_jax_under_this_one(other, tmp_path, strict, maintainer_warnings):
     _, site = other
     out = _call(sys.executable, site, tmp_path, strict)
     assert out["jax"] != _versions(site)

@@ -238,7 +238,8 @@ def tell_traced(fn: ExportableFunction, reason: str, notice: str) -> None:
     (a warning only where the maintainer asks), at ``WARNING`` for a ``NeedsFix`` reason."""
     if fn.calls.first_report(("traced", reason)):
         report(fn.calls.reports, ServedCall(fn.name, "-", "traced", None, reason))
-        notify(notice, FallbackWarning, level_of(reason))
+        if notice:  # "": told elsewhere (stale sources: once per package)
+            notify(notice, FallbackWarning, level_of(reason))
 
 
 __all__ = ["INLINING_THREADS", "SourceCalls", "run_source", "runs_inline", "source_calls",

@@ -437,7 +437,10 @@ def no_artifact(fn: ExportableFunction, reason: str) -> str:
 
 
 def no_artifact_notice(fn: ExportableFunction, reason: str) -> str:
-    """What the logger says of a structure's call that has no usable artifact."""
+    """What the logger says of a structure's call that has no usable artifact (``""`` for
+    stale sources: told once for the whole package, ``load_package_artifacts``)."""
+    if reason == stale_reason(fn.package):
+        return ""
     return f"{fn.name}: no usable baked artifact, tracing the source instead: {reason}"
 
 

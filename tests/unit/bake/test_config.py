@@ -144,7 +144,8 @@ def test_describe_result(tmp_path):
     n = len(result.manifest.artifacts)
     functions = [line for line in lines if not line.startswith("    ")]
     assert summary.startswith(f"jxe_demo: {len(functions)} function(s), {n} artifact(s), ")
-    assert summary.endswith(f"2.5 s (jax {result.manifest.jax_version})")
+    assert f", 2.5 s (jax {result.manifest.jax_version}); adds " in summary
+    assert re.search(r"to the wheel \(\d+ file\(s\), uncompressed\)$", summary), summary
 
 
 # -- setuptools: the entry point does nothing without [tool.jaxexport] --------------------------
