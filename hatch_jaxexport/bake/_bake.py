@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import sys
 import time
 from collections import Counter
@@ -101,9 +102,17 @@ def skip_helps(error: ExportError) -> bool:
     return not any(failure.startswith(stages) for failure in error.failures)
 
 
-def lacks_module(error: ExportError) -> bool:
-    """Whether an export failed because the build environment lacks a module the package imports."""
-    return any("No module named" in failure for failure in error.failures)
+def lacks_module(error: ExportError, package: str | None = None) -> bool:
+    """Whether an export failed because the build environment lacks a module the package imports.
+
+    Not where the module missing is ``package`` itself or one of its modules: no dependency
+    brings those, so the hint to install the run-time dependencies would send the user after
+    the wrong fix (as it did when isolation stripped the source folder, issue 44)."""
+    text = "\n".join(error.failures)
+    missing = re.findall(r"No module named '([^']+)'", text)
+    if not missing:
+        return "No module named" in text
+    return any(package is None or name.partition(".")[0] != package for name in missing)
 
 
 #: The distribution that gives jax each accelerator platform, as ``pip install jax[...]`` does.
@@ -214,7 +223,7 @@ def export_one(name: str, folder: Path, options: ExportOptions, reporter: Report
                                 executable_jaxlibs=options.executable_jaxlibs,
                                 sources_of=sources_of, signatures=signatures)
     except ExportError as err:
-        reporter.export_failed(name, err.failures, lacks_module=lacks_module(err),
+        reporter.export_failed(name, err.failures, lacks_module=lacks_module(err, name),
                                on_error=options.on_error if skip_helps(err) else None)
         brief_uncaught_build_errors()  # listed just now: not again with the backend's traceback
         raise

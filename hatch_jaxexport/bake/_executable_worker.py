@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hatch_jaxexport.bake._executables import EXECUTABLE_SUFFIX, builder_machine
+from hatch_jaxexport.bake._search_path import restore_search_path
 from hatch_jaxexport.formats._cpu_targets import TARGETS, executable_system, required_features
 from hatch_jaxexport.formats.manifest import ExecutableRecord, sha256_hex
 from hatch_jaxexport.runtime._dtypes import has_keys
@@ -109,6 +110,7 @@ def _compile_signature(plan: Mapping[str, Any], target: str, out_dir: Path, expo
 
 def main(request_path: str) -> int:
     """Entry point (``python -m hatch_jaxexport.bake._executable_worker``)."""
+    restore_search_path()  # the package's own classes are imported: see _search_path
     request = json.loads(Path(request_path).read_text())
     outcome: dict[str, Any] = {"records": [], "notes": []}
     try:

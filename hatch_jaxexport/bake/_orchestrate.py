@@ -31,6 +31,7 @@ from hatch_jaxexport.bake._discover import discover
 from hatch_jaxexport.bake._executables import compile_executables, resolve_targets
 from hatch_jaxexport.bake._exporter import ExportTask
 from hatch_jaxexport.bake._progress import ProgressFiles
+from hatch_jaxexport.bake._search_path import SEARCH_PATH_ENV, search_path_value
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats import __version__
 from hatch_jaxexport.formats._jax_window import jax_release_date
@@ -69,8 +70,12 @@ class BuildResult:
 
 
 def _worker_env(search_path: Sequence[str | os.PathLike[str]]) -> dict[str, str]:
+    """The workers' environment: the package's folders on ``PYTHONPATH`` and, for the workers
+    to put back where an isolated build's ``sitecustomize`` strips them (``_search_path``), in
+    ``SEARCH_PATH_ENV``; jax on the CPU; hashing fixed, so artifacts are reproducible."""
     env = dict(os.environ)
     paths = [os.path.abspath(p) for p in search_path]
+    env[SEARCH_PATH_ENV] = search_path_value(paths)
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
     paths.append(str(Path(__file__).resolve().parents[2]))  # where this hatch_jaxexport lives

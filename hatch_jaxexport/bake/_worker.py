@@ -18,12 +18,14 @@ from hatch_jaxexport.bake._diagnose import describe_exception, located
 from hatch_jaxexport.bake._discover import discover
 from hatch_jaxexport.bake._exporter import tasks_for
 from hatch_jaxexport.bake._progress import ProgressWriter
+from hatch_jaxexport.bake._search_path import restore_search_path
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats._settings import traceback_wanted
 
 
 def main(request_path: str) -> int:
     """Entry point of one export worker process (``python -m hatch_jaxexport.bake._worker``)."""
+    restore_search_path()  # before the package is imported: see _search_path
     request = json.loads(Path(request_path).read_text())
     result: dict[str, Any] = {"records": [], "failures": [], "fatal": None, "seconds": {},
                               "notes": []}

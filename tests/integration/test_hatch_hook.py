@@ -628,3 +628,58 @@ def test_editable_install_with_pip(tmp_path, frontend_env, runtime_requirements,
     assert edited.stdout.strip() == "True"
     assert edited.stderr.count("are stale: example_pkg/chain.py changed") == 1, edited.stderr
     shutil.rmtree(folder)
+
+
+AGAIN_MODULE = """
+from hatch_jaxexport import exportable
+
+
+@exportable({"x": ("n", "float32")})
+def scale(x):
+    return x * 2.0 + 1.0
+"""
+
+#: One call in a fresh process, strict (a call no artifact serves raises): its result, whether
+#: the artifact served it and the lines saying the artifacts are stale.
+AGAIN_CALL = """
+import json
+import numpy as np
+import jxe_again
+from hatch_jaxexport.runtime.call.loader import loaded_from_artifact
+got = jxe_again.scale(np.ones(3, np.float32)).tolist()
+print(json.dumps({"got": got, "artifact": list(loaded_from_artifact(jxe_again.scale).values()),
+                  "file": jxe_again.__file__}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("front_end", ["pip", "uv"])
+def test_an_editable_install_reinstalls_with_and_without_an_edit(front_end, tmp_path,
+                                                                 frontend_env,
+                                                                 runtime_requirements):
+    """Issue 44: the reinstall the stale notice recommends works, as often as it is run. The
+    first ``pip install -e .`` writes ``_editable_impl_jxe_again.pth`` naming ``src``; pip's
+    isolated build of the next one strips every folder that file adds from its processes'
+    ``sys.path``, the export workers' ``PYTHONPATH`` included, and the export failed with ``No
+    module named 'jxe_again'`` (uv's isolation keeps it). Each install is followed by a call in
+    a fresh process that the artifacts serve with the source's result as it is now."""
+    root = write_project(tmp_path / "proj", {
+        "pyproject.toml": hatch_pyproject("jxe-again", "require-runtime-dependencies = true\n"),
+        "src/jxe_again/__init__.py": AGAIN_MODULE})
+    module = root / "src" / "jxe_again" / "__init__.py"
+    python = make_venv(tmp_path / "venv", *runtime_requirements)
+    install = ([python, "-m", "pip", "install", "-q", "-e", "."] if front_end == "pip" else
+               [_uv(), "pip", "install", "-q", "-p", python, "-e", "."])
+    for factor in ("2.0", "2.0", "3.0", "4.0"):  # installed, reinstalled unedited, twice edited
+        module.write_text(AGAIN_MODULE.replace("x * 2.0", f"x * {factor}"))
+        run(install, env=frontend_env, cwd=root)
+        done = run([python, "-c", AGAIN_CALL], cwd=tmp_path,
+                   env={"HATCH_JAXEXPORT_STRICT": "1", "HATCH_JAXEXPORT_CACHE": "0",
+                        "PYTHONPATH": ""})  # the package found through the install alone
+        assert json.loads(done.stdout) == {"got": [float(factor) + 1.0] * 3, "artifact": [True],
+                                           "file": str(module)}, (factor, done.stderr)
+        assert "are stale" not in done.stderr
+    if front_end == "pip":
+        site = Path(run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]
+                        ).stdout.strip())
+        assert (site / "_editable_impl_jxe_again.pth").read_text().strip() == str(root / "src")

@@ -113,11 +113,15 @@ def test_python_m_build_bakes_the_wheel_not_the_sdist(tmp_path, env, runtime):
 @pytest.mark.parametrize("mode, layout", [("lenient", "src"), ("lenient", "flat"),
                                           ("strict", "src")])
 def test_editable_install(mode, layout, tmp_path, env, runtime):
+    """Installed twice (issue 44): the first install's ``__editable__.jxe_st-0.1.0.pth`` names
+    ``src`` (lenient, src layout), and pip's isolated build of the second strips the folders
+    that file adds from its processes' ``sys.path``; the export workers put theirs back."""
     root = st_project(tmp_path / "proj", layout=layout)
     python = make_venv(tmp_path / "venv", *runtime)
     settings = ["--config-settings", "editable_mode=strict"] if mode == "strict" else []
-    run([python, "-m", "pip", "install", "--find-links", Path(runtime[0]).parent, *settings,
-         "-e", root], env=env)
+    for _ in range(2):
+        run([python, "-m", "pip", "install", "--find-links", Path(runtime[0]).parent,
+             *settings, "-e", root], env=env)
     package = root / ("src/jxe_st" if layout == "src" else "jxe_st")
     assert (package / "_jaxexport" / "manifest.json").is_file()
     assert (package / "_jaxexport" / ".gitignore").is_file()
