@@ -51,9 +51,62 @@ LONGEST_FIRST = (
 )
 
 
+#: Tests only the whole run runs (``bash scripts/test.sh --whole``): marked ``whole`` here, in
+#: one list, and deselected by CI's run (``-m "not whole"``), which must fit in 20 minutes on
+#: 2 cores. Each repeats, at a cost of half a minute or more, what a test CI keeps already
+#: shows: another front end of one build, another device count of one check, a matrix whose
+#: core cell runs in CI, or a benchmark's smoke run. ``(file, part of the test's id)`` each
+#: (``""``: the whole file), with the reason.
+WHOLE_ONLY: tuple[tuple[str, str], ...] = (
+    # the JAX ecosystem matrices (flax, equinox, diffrax, optax, blackjax, numpyro): their
+    # wheels' builds take minutes; CI keeps a real library's own suite (tinygp) and optax's
+    # training step (test_dependency_pytrees)
+    ("tests/integration/test_ecosystem.py", ""), ("tests/integration/test_field2.py", ""),
+    # another jaxlib's compile or executables: merging two builds, and a wheel whose
+    # executables are another jaxlib's, stay in CI
+    ("tests/integration/test_merge.py", "::test_builders_with_other_targets_and_jaxlibs"),
+    ("tests/integration/test_shipped_executables.py", "::test_one_wheel_serves_several_jaxlib"),
+    # benchmark smoke runs: the benchmarks run by their own commands
+    ("tests/integration/test_build_benchmark.py", ""),
+    ("tests/integration/test_manifest_scale_benchmark.py", ""),
+    # the GPU check on the CPU, and IREE's tools (the portable export without jax stays in CI)
+    ("tests/examples/test_gpu_check.py", ""),
+    ("tests/unit/bake/test_portable.py", "::test_wheel_runs_through_iree_without_jax"),
+    ("tests/unit/bake/test_portable.py", "::test_bundle_compiles_and_runs_with_the_iree"),
+    # other front ends of one build: CI builds with python -m build and reinstalls with pip
+    # (uv and pip also run in the getting-started test)
+    ("tests/integration/test_hatch_hook.py", "[pip install .]"),
+    ("tests/integration/test_hatch_hook.py", "[pip wheel]"),
+    ("tests/integration/test_hatch_hook.py", "[uv build]"),
+    ("tests/integration/test_hatch_hook.py", "::test_an_editable_install_reinstalls_with_and_"
+     "without_an_edit[uv]"),
+    # the committed signatures file through hatchling (its setuptools build, where the file
+    # used to be lost, stays in CI; hatchling builds read recordings in test_invisible_dropin)
+    ("tests/integration/test_committed_signatures.py", "::test_hatchling_build"),
+    # the release check against another jax and under xdist in a fresh venv: the check of a
+    # fresh venv's wheel (stale, refused as its own source) stays in CI
+    ("tests/integration/test_pytest_plugin.py", "::test_artifacts_built_by_another_jax"),
+    ("tests/integration/test_pytest_plugin.py", "::test_wheel_installed_in_a_fresh_venv_with"),
+    # a second device count of the sharding checks and of the release check on a mesh
+    ("tests/unit/runtime/test_sharding.py", "[8-devices]"),
+    ("tests/unit/runtime/test_sharding.py", "::test_release_check_compares_sharded_artifacts_on_"
+     "a_mesh_of_their_shape[1]"),
+)
+
+
+def _whole_only(nodeid: str) -> bool:
+    """Whether a test is one of ``WHOLE_ONLY``."""
+    return any(nodeid.startswith(path) and part in nodeid[len(path):]
+               for path, part in WHOLE_ONLY)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Collect the ``LONGEST_FIRST`` files first, heaviest first; the rest keep their order (a
-    stable sort: the tests of a file keep theirs)."""
+    """Mark the ``WHOLE_ONLY`` tests ``whole``; collect the ``LONGEST_FIRST`` files first,
+    heaviest first; the rest keep their order (a stable sort: the tests of a file keep
+    theirs)."""
+    for item in items:
+        if _whole_only(item.nodeid):
+            item.add_marker(pytest.mark.whole)
     rank = {path: index for index, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
 

@@ -128,7 +128,8 @@ def test_every_first_call_is_reported_and_logged(baked_site):
     assert sorted(tiers["window"]) == ["compiled", "traced"]  # the recorded call, the new one
     assert ["float32[8]", "compiled"] in out["report"]["window"]
     lines = [line for line in stderr.splitlines() if line.startswith("hatch-jaxexport: ")]
-    assert any("jxe_dropin:window float32[8] compiled" in line for line in lines), lines
+    assert any("jxe_dropin:window(width=3, x=float32[8]) float32[8] compiled" in line
+               for line in lines), lines
     assert sum(" traced " in line for line in lines) == 2, lines
     logged = [message for level, message in out["log"] if level == "INFO"]
     assert any("jxe_dropin:scaled" in m and "tracing the source instead" in m for m in logged)

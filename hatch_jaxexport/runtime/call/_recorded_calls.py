@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hatch_jaxexport.errors import ArtifactError
+from hatch_jaxexport.formats._coverage import call_text
 from hatch_jaxexport.formats._settings import STRICT_ENV, strict_mode
 from hatch_jaxexport.formats._signatures import CallSignature, call_key, rebuild
 from hatch_jaxexport.formats._statics import static_values_text
@@ -222,7 +223,10 @@ def served_first(fn: ExportableFunction, record: ConcreteRecord, run: Callable[[
     started = time.perf_counter()
     out = run()
     if fn.calls.first_report(key):
-        label = f"({static_values_text(record.static)})" if record.static else ""
+        # a recorded call names its arguments (static values too: two calls with the same
+        # arrays and other values are two artifacts); a structure its static values
+        label = f"({call_text(record.call)})" if record.call else \
+            f"({static_values_text(record.static)})" if record.static else ""
         report(fn.calls.reports, ServedCall(fn.name, signature_text(record.inputs), "compiled",
                                             time.perf_counter() - started, NOT_SHIPPED, label))
     return out
@@ -316,7 +320,9 @@ class _RecordedCalls:
 
 _NO_ARTIFACT = ("no artifact was baked for this call's signature (record it with "
                 "HATCH_JAXEXPORT_RECORD=1 and rebuild)")
-_NOT_DESCRIBED = "its arguments are not arrays, JSON scalars, lists, tuples or dicts of them"
+_NOT_DESCRIBED = ("its arguments are not arrays, JSON scalars, lists, tuples or dicts of them "
+                  "(a callable, an object of a class): such a call cannot be recorded or baked, "
+                  "and runs the source by design")
 
 
 def recorded_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -338,11 +344,11 @@ def _artifact_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[s
     """The jitted artifact of this call's signature and the call's arrays in canonical order,
     or ``None`` and why."""
     table = fn.calls.target(("recorded calls",), lambda: _RecordedCalls(fn))
+    found = described(fn, args, kwargs)
+    if found is None:  # a callable, an object...: no recording can describe it
+        return None, [], _NOT_DESCRIBED
     if not table.records and not table.failed:
         return None, [], _NO_ARTIFACT
-    found = described(fn, args, kwargs)
-    if found is None:
-        return None, [], _NOT_DESCRIBED
     signature, arrays = found
     key = call_key(signature)
     call = table.served.get(key)
