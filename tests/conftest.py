@@ -80,6 +80,11 @@ WHOLE_ONLY: tuple[tuple[str, str], ...] = (
     ("tests/integration/test_hatch_hook.py", "[uv build]"),
     ("tests/integration/test_hatch_hook.py", "::test_an_editable_install_reinstalls_with_and_"
      "without_an_edit[uv]"),
+    # editable installs: CI installs with pip twice in a row and edits (hatchling), and the
+    # strict src-layout mode of setuptools twice; example_pkg's pip editable install and
+    # setuptools' lenient modes (the same .pth mechanism) run in the whole run
+    ("tests/integration/test_hatch_hook.py", "::test_editable_install_with_pip"),
+    ("tests/integration/test_setuptools.py", "::test_editable_install[lenient"),
     # the committed signatures file through hatchling (its setuptools build, where the file
     # used to be lost, stays in CI; hatchling builds read recordings in test_invisible_dropin)
     ("tests/integration/test_committed_signatures.py", "::test_hatchling_build"),

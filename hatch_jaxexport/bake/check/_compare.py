@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from hatch_jaxexport.bake._exporter import ExportTask
@@ -220,17 +220,27 @@ def compare_with_fresh_export(plan: Plan, case: Case, record: ArtifactRecord, ta
                                                      fresh, vjp_order, bool(meta))
     details += [*meta_details, *text_details]
     notes += text_notes
-    ran = False
     why_not = _why_numerics_cannot_run(record.platform, record.mesh, meta, shapes)
+    return _verdict(plan, case, why_not, lambda: _run_numerics(
+        case, record, structure, vjp_order, bundled, fresh, shapes), details, notes)
+
+
+def _verdict(plan: Plan, case: Case, why_not: str,
+             numerics: Callable[[], tuple[list[str], list[str]]], details: list[str],
+             notes: list[str]) -> Outcome:
+    """The outcome of one comparison, whatever the artifact's kind: its numerics run unless
+    ``why_not`` says why they cannot (``numerics()`` gives problems and notes), then
+    ``stale`` naming the function and where it is if anything differs, else a match."""
+    ran = False
     if why_not:
         notes.append(why_not)
     else:
-        problems, run_notes = _run_numerics(case, record, structure, vjp_order, bundled, fresh,
-                                            shapes)
+        problems, run_notes = numerics()
         ran = not run_notes
         notes += run_notes
         details += problems
     if details:
+        fn = plan.functions[case.function]
         return failure(plan, case, STALE, f"stale: the wheel's artifact differs from a fresh "
                        f"export of {case.function}{source_location(fn)}", details, notes, ran)
     return Outcome(MATCH, "", tuple(notes), ran)
@@ -468,21 +478,10 @@ def compare_concrete(plan: Plan, case: Case, shapes: int) -> Outcome:
                                                      fresh, 0, bool(meta))
     details += text_details
     notes += text_notes
-    ran = False
     why_not = _why_numerics_cannot_run(record.platform, {}, meta, shapes)
-    if why_not:
-        notes.append(why_not)
-    else:
-        vjp_order = 1 if bundled.has_vjp() else 0
-        problems, run_notes = compare_numerics(bundled, fresh, [], vjp_order=vjp_order,
-                                               shapes=shapes, seed=case.id)
-        ran = not run_notes
-        notes += run_notes
-        details += problems
-    if details:
-        return failure(plan, case, STALE, f"stale: the wheel's artifact differs from a fresh "
-                       f"export of {case.function}{source_location(fn)}", details, notes, ran)
-    return Outcome(MATCH, "", tuple(notes), ran)
+    return _verdict(plan, case, why_not, lambda: compare_numerics(
+        bundled, fresh, [], vjp_order=1 if bundled.has_vjp() else 0, shapes=shapes,
+        seed=case.id), details, notes)
 
 
 __all__ = ["DIFF_LINES", "META_FIELDS", "check_case", "compare_concrete",

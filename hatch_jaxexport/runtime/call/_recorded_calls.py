@@ -73,12 +73,15 @@ def _node(value: Any, arrays: list[Any]) -> dict[str, Any] | None:
     """One value's signature node (its arrays appended to ``arrays`` in canonical order)."""
     if value is None or isinstance(value, bool | int | float | str):
         return {"static": value}
-    if hasattr(value, "shape") and hasattr(value, "dtype"):
-        dtype = _dtype_name(value.dtype)
-        if dtype is None or not all(isinstance(d, int) for d in value.shape):
-            return None  # a key, or a symbolic shape inside another export
-        arrays.append(value)
-        return {"array": [[int(d) for d in value.shape], dtype]}
+    try:
+        if hasattr(value, "shape") and hasattr(value, "dtype"):
+            dtype, shape = _dtype_name(value.dtype), value.shape
+            if dtype is None or not all(isinstance(d, int) for d in shape):
+                return None  # a key, or a symbolic shape inside another export
+            arrays.append(value)
+            return {"array": [[int(d) for d in shape], dtype]}
+    except Exception:  # a property that raises (tinygp's Block.shape): not describable
+        return None
     if type(value) in (list, tuple):
         items = [_node(item, arrays) for item in value]
         return None if any(i is None for i in items) else {type(value).__name__: items}
