@@ -347,11 +347,11 @@ def _artifact_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[s
     """The jitted artifact of this call's signature and the call's arrays in canonical order,
     or ``None`` and why."""
     table = fn.calls.target(("recorded calls",), lambda: _RecordedCalls(fn))
+    if not table.records and not table.failed:  # nothing recorded: nothing to describe for
+        return None, [], _NO_ARTIFACT
     found = described(fn, args, kwargs)
     if found is None:  # a callable, an object...: no recording can describe it
         return None, [], _NOT_DESCRIBED
-    if not table.records and not table.failed:
-        return None, [], _NO_ARTIFACT
     signature, arrays = found
     key = call_key(signature)
     call = table.served.get(key)
