@@ -33,8 +33,9 @@ from hatch_jaxexport.formats._signatures import (
     parse_calls,
     rebuild,
 )
+from hatch_jaxexport.formats.dimensions import evaluate_dim
 from hatch_jaxexport.formats.manifest import BLOB_SUFFIX, sha256_hex
-from hatch_jaxexport.formats.spec import evaluate_dim, tree_map_leaves
+from hatch_jaxexport.formats.spec import tree_map_leaves
 from hatch_jaxexport.runtime._dtypes import jax_dtype
 from hatch_jaxexport.runtime._jaxcompat import lowering_config, lowering_context, no_locations
 

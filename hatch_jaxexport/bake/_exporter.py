@@ -40,7 +40,7 @@ from hatch_jaxexport.runtime.artifacts._family import (
     member_function,
     source_flat,
 )
-from hatch_jaxexport.runtime.call._source_calls import sources_inlined
+from hatch_jaxexport.runtime.call._inlining import sources_inlined
 from hatch_jaxexport.runtime.call.decorator import ExportableFunction
 
 

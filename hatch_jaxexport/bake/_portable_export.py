@@ -50,14 +50,9 @@ from hatch_jaxexport.formats._portable_index import (
     variant_label,
 )
 from hatch_jaxexport.formats._statics import encode_static, encode_static_value, static_text
+from hatch_jaxexport.formats.dimensions import evaluate_dim
 from hatch_jaxexport.formats.manifest import sha256_hex
-from hatch_jaxexport.formats.spec import (
-    LeafSpec,
-    Structure,
-    evaluate_dim,
-    static_key,
-    tree_map_leaves,
-)
+from hatch_jaxexport.formats.spec import LeafSpec, Structure, static_key, tree_map_leaves
 from hatch_jaxexport.runtime._dtypes import jax_dtype
 from hatch_jaxexport.runtime._jaxcompat import (
     ir_context,

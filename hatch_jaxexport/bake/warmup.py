@@ -69,7 +69,8 @@ def _warmup(package: str, dims: Mapping[str, Sequence[int]], log: Callable[[str]
     import jax
 
     from hatch_jaxexport.bake._discover import discover
-    from hatch_jaxexport.formats.spec import evaluate_dim, tree_map_leaves
+    from hatch_jaxexport.formats.dimensions import evaluate_dim
+    from hatch_jaxexport.formats.spec import tree_map_leaves
     from hatch_jaxexport.runtime.call.loader import loaded_from_artifact
     from hatch_jaxexport.runtime.disk._compile_cache import (
         ensure_compilation_cache,

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from hatch_jaxexport.errors import SpecError
-from hatch_jaxexport.formats.spec import Structure, check_constraint, evaluate_dim, iter_leaves
+from hatch_jaxexport.formats.dimensions import check_constraint, evaluate_dim
+from hatch_jaxexport.formats.spec import Structure, iter_leaves
 
 
 def check_concrete(fn_name: str, concrete: Any, structures: Sequence[Structure],

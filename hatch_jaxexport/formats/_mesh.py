@@ -18,15 +18,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from hatch_jaxexport.errors import SpecError
+from hatch_jaxexport.formats.dimensions import dim_symbols, evaluate_dim
 from hatch_jaxexport.formats.manifest import MeshShape
-from hatch_jaxexport.formats.spec import (
-    ClassNode,
-    LeafSpec,
-    Structure,
-    dim_symbols,
-    evaluate_dim,
-    tree_map_leaves,
-)
+from hatch_jaxexport.formats.spec import ClassNode, LeafSpec, Structure, tree_map_leaves
 
 #: The mesh variants of a function (each a ``MeshShape``: ``(("data", 2), ("model", 2))``);
 #: ``None`` is the single-device variant.

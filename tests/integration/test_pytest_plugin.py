@@ -566,7 +566,7 @@ def test_example_pkg_wheel_matches_the_repository_source(tmp_path, project_wheel
 
 def test_solve_shapes_satisfies_dims_and_constraints():
     from hatch_jaxexport.bake.check import solve_shapes
-    from hatch_jaxexport.formats.spec import check_constraint, evaluate_dim
+    from hatch_jaxexport.formats.dimensions import check_constraint, evaluate_dim
 
     assert solve_shapes(["3", "4"], []) == [{}]
     cases = [

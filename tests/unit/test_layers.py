@@ -78,11 +78,12 @@ def type_checking_only(tree: ast.Module) -> set[ast.AST]:
             for stmt in node.body for inner in ast.walk(stmt)}
 
 
-def imports_of(module: str) -> list[tuple[str, str, int]]:
+def imports_of(module: str, type_checking: bool = False) -> list[tuple[str, str, int]]:
     """(imported module of ours, imported name or '', line) for every import in ``module``,
-    and (module, attribute) for every ``module._name`` read through an imported module."""
+    and (module, attribute) for every ``module._name`` read through an imported module;
+    imports under ``if TYPE_CHECKING:`` only with ``type_checking``."""
     tree = ast.parse(MODULES[module].read_text())
-    skipped = type_checking_only(tree)
+    skipped = set() if type_checking else type_checking_only(tree)
     found = []
     aliases: dict[str, str] = {}
     for node in ast.walk(tree):
@@ -149,9 +150,15 @@ def test_no_private_name_is_imported_from_another_module() -> None:
     assert reaching == []
 
 
-def test_the_module_graph_has_no_cycle() -> None:
-    graph = {m: sorted({t for t, _, _ in imports_of(m) if t in MODULES and t != m
-                        and not MODULES[t].name == "__init__.py"}) for m in MODULES}
+def import_graph() -> dict[str, list[str]]:
+    """Module -> the modules of ours it imports, lazily or for annotations only
+    (``TYPE_CHECKING``) included: a reader follows those arrows too."""
+    return {m: sorted({t for t, _, _ in imports_of(m, type_checking=True) if t in MODULES
+                       and t != m and not MODULES[t].name == "__init__.py"}) for m in MODULES}
+
+
+def cycles_in(graph: dict[str, list[str]]) -> list[str]:
+    """Every cycle a depth-first walk of ``graph`` meets, as ``a -> b -> a``."""
     state: dict[str, int] = {}
     stack: list[str] = []
     cycles: list[str] = []
@@ -170,7 +177,22 @@ def test_the_module_graph_has_no_cycle() -> None:
     for node in graph:
         if node not in state:
             visit(node)
-    assert cycles == []
+    return cycles
+
+
+def test_the_module_graph_has_no_cycle() -> None:
+    assert cycles_in(import_graph()) == []
+
+
+def test_the_cycle_check_sees_annotation_only_imports() -> None:
+    """A ``TYPE_CHECKING`` import back up the call room (the loader typed with the decorator's
+    class) is a cycle a reader sees: the check must find it."""
+    graph = import_graph()
+    loader, decorator = "hatch_jaxexport.runtime.call.loader", \
+        "hatch_jaxexport.runtime.call.decorator"
+    assert loader in graph[decorator] or any(loader in graph[m] for m in graph[decorator])
+    cycles = cycles_in({**graph, loader: [*graph[loader], decorator]})
+    assert any(decorator in cycle and loader in cycle for cycle in cycles)
 
 
 @pytest.mark.parametrize("layer", sorted(set(LAYERS) - {"errors"}))
@@ -220,11 +242,13 @@ def test_the_checks_would_notice(tmp_path: Path) -> None:
                                    "if TYPE_CHECKING:\n    import hatch_jaxexport.integrations\n"
                                    "loader._PACKAGES.clear()\n")
         found = imports_of(module)
+        annotations_too = imports_of(module, type_checking=True)
     finally:
         MODULES[module] = PACKAGE_DIR / "bake" / "verify.py"
     assert source == MODULES[module].read_text()
     assert ("hatch_jaxexport.runtime.call.loader", "_PACKAGES", 4) in found
     assert not any(target == "hatch_jaxexport.integrations" for target, _, _ in found)
+    assert ("hatch_jaxexport.integrations", "", 3) in annotations_too  # what the cycle check sees
     tree = ast.parse(sample)
     kinds = {type(n).__name__ for n in ast.walk(tree)}
     assert "ImportFrom" in kinds

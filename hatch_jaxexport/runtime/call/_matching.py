@@ -19,22 +19,20 @@ from hatch_jaxexport.formats._dtypes import is_key_dtype, key_data_words, key_im
 from hatch_jaxexport.formats._settings import FULL_STRUCTURES_ENV, full_structures
 from hatch_jaxexport.formats._statics import same_static
 from hatch_jaxexport.formats._structure_text import abbreviate_structure
+from hatch_jaxexport.formats.dimensions import check_constraint, dim_symbols, evaluate_dim
 from hatch_jaxexport.formats.spec import (
     X64_DTYPES,
     ClassNode,
     LeafSpec,
     RegisteredNode,
     Structure,
-    check_constraint,
-    dim_symbols,
-    evaluate_dim,
     numpy_dtype,
     static_key,
 )
 from hatch_jaxexport.runtime._dtypes import dtype_text, is_key
 
 if TYPE_CHECKING:
-    from hatch_jaxexport.runtime.call.decorator import ExportableFunction
+    from hatch_jaxexport.runtime.call._function_record import FunctionRecord
 
 _MAX_DIM = 2**31 - 1  # jax refines symbolic shapes with int32 arithmetic
 # How far a structure got before failing: higher is closer (chooses the error to show).
@@ -378,7 +376,7 @@ def _env_text(env: Mapping[str, int]) -> str:
     return ", ".join(f"{k} = {v}" for k, v in sorted(env.items()))
 
 
-def _signature_text(fn: ExportableFunction) -> str:
+def _signature_text(fn: FunctionRecord) -> str:
     """The signature without annotations or defaults' values: ``(x, mode='fast', *, y)``."""
     parts = []
     star = False
@@ -398,7 +396,7 @@ def _same(a: Any, b: Any) -> bool:
     return same_static(a, b)
 
 
-def plan_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallPlan:
+def plan_call(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallPlan:
     """Match a call to a structure and static values, or raise the ``CallMismatch`` subclass of
     the kind of mismatch (``errors``: each also the ``TypeError``/``ValueError`` it was)."""
     spec = fn.export_spec

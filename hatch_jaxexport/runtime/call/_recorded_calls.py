@@ -38,7 +38,7 @@ from hatch_jaxexport.runtime.call._source_calls import run_source
 from hatch_jaxexport.runtime.executables._entries import ServedCall
 
 if TYPE_CHECKING:
-    from hatch_jaxexport.runtime.call.decorator import ExportableFunction
+    from hatch_jaxexport.runtime.call._function_record import FunctionRecord
 
 #: Flat argument types of a call: ``((dims...), dtype name)`` per array leaf.
 Types = tuple[tuple[tuple[int, ...], str], ...]
@@ -91,7 +91,7 @@ def _node(value: Any, arrays: list[Any]) -> dict[str, Any] | None:
     return None
 
 
-def described(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]
+def described(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str, Any]
               ) -> tuple[CallSignature, list[Any]] | None:
     """A call's signature and its arrays in canonical order; ``None`` when it cannot be
     described (it does not bind, or holds values other than arrays, JSON scalars, lists,
@@ -111,14 +111,14 @@ def described(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, A
     return signature, arrays
 
 
-def describe_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]
+def describe_call(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str, Any]
                   ) -> CallSignature | None:
     """What ``HATCH_JAXEXPORT_RECORD`` writes of a call (``None``: not describable)."""
     found = described(fn, args, kwargs)
     return None if found is None else found[0]
 
 
-def flat_source(fn: ExportableFunction, signature: CallSignature) -> Callable[..., Any]:
+def flat_source(fn: FunctionRecord, signature: CallSignature) -> Callable[..., Any]:
     """``fn``'s source taking a call's arrays flat, in canonical order, its other values
     bound: what the build exports for a recorded call and what a miss traces."""
     import inspect
@@ -216,7 +216,7 @@ def _jitted(package: Any, record: ConcreteRecord) -> _ConcreteCall:
 NOT_SHIPPED = "a concrete-size artifact ships no executable"
 
 
-def served_first(fn: ExportableFunction, record: ConcreteRecord, run: Callable[[], Any],
+def served_first(fn: FunctionRecord, record: ConcreteRecord, run: Callable[[], Any],
                  traced: bool) -> Any:
     """``run()``, the call of ``record``'s artifact; an eager call's first run of each
     artifact is timed and reported (``call_report()``, ``HATCH_JAXEXPORT_REPORT``)."""
@@ -242,7 +242,7 @@ class ConcreteDispatch:
 
     from_concrete = True
 
-    def __init__(self, fn: ExportableFunction, package: Any, records: Sequence[ConcreteRecord],
+    def __init__(self, fn: FunctionRecord, package: Any, records: Sequence[ConcreteRecord],
                  on_miss: Callable[[str], Callable[..., Any]]) -> None:
         self._fn, self._package, self._on_miss = fn, package, on_miss
         self._records = {tuple((tuple(d), t) for d, t in r.inputs): r for r in records}
@@ -310,7 +310,7 @@ class _RecordedCalls:
 
     from_artifact = True
 
-    def __init__(self, fn: ExportableFunction) -> None:
+    def __init__(self, fn: FunctionRecord) -> None:
         from hatch_jaxexport.runtime.artifacts._artifacts import load_package_artifacts
 
         self.package = load_package_artifacts(fn.package)
@@ -328,7 +328,7 @@ _NOT_DESCRIBED = ("its arguments are not arrays, JSON scalars, lists, tuples or 
                   "and runs the source by design")
 
 
-def recorded_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]
+def recorded_call(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str, Any]
                   ) -> tuple[Callable[[], Any] | None, str]:
     """The baked artifact of exactly this call's signature (a recorded call: ``note_call``),
     as a thunk that runs it (its first eager run reported), or ``None`` and why there is none.
@@ -342,7 +342,7 @@ def recorded_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[st
     return run, ""
 
 
-def _artifact_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]
+def _artifact_call(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str, Any]
                    ) -> tuple[_ConcreteCall | None, list[Any], str]:
     """The jitted artifact of this call's signature and the call's arrays in canonical order,
     or ``None`` and why."""
@@ -370,13 +370,13 @@ def _artifact_call(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[s
     return call, arrays, "" if call is not None else reason
 
 
-def call_unstructured(fn: ExportableFunction, args: tuple[Any, ...],
+def call_unstructured(fn: FunctionRecord, args: tuple[Any, ...],
                       kwargs: dict[str, Any]) -> Any:
     """Run a call of a spec-less ``@exportable``: the artifact recorded for exactly this
     call's signature, else the source (``run_source``: its result or its own error first,
     told after; ``ArtifactError`` in strict mode). Inside an export it runs the source inline
-    (``_source_calls.runs_inline``)."""
-    from hatch_jaxexport.runtime.call._source_calls import runs_inline
+    (``_inlining.runs_inline``)."""
+    from hatch_jaxexport.runtime.call._inlining import runs_inline
 
     if runs_inline(args, kwargs):
         return fn.__wrapped__(*args, **kwargs)
@@ -397,7 +397,7 @@ def call_unstructured(fn: ExportableFunction, args: tuple[Any, ...],
                       f"tracing the source instead: {reason}")
 
 
-def _remember_fast(fn: ExportableFunction, call: Callable[..., Any], arrays: Sequence[Any],
+def _remember_fast(fn: FunctionRecord, call: Callable[..., Any], arrays: Sequence[Any],
                    args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Hand a served call of positional plain arrays and scalars to the function's keyed fast
     path (``fast_path``, tried before anything here): the same types and values

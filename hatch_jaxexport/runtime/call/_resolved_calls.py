@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from hatch_jaxexport.runtime.call._source_calls import INLINING_THREADS
+from hatch_jaxexport.runtime.call._inlining import INLINING_THREADS
 
 #: After this many calls that the hot executable refused, a function stops trying it.
 HOT_MISS_LIMIT = 16

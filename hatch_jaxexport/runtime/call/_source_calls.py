@@ -9,8 +9,8 @@ sees, with ours as a note.
 
 Two kinds of call of an ``@exportable`` function never look for an artifact:
 
-- **Inlined** (``runs_inline``): a call inside an export (the build's, the release check's,
-  or a user's ``jax.export`` with symbolic shapes). The outer export must hold the inner
+- **Inlined** (``_inlining.runs_inline``): a call inside an export (the build's, the release
+  check's, or a user's ``jax.export`` with symbolic shapes). The outer export must hold the inner
   function's current source as one module: its symbolic sizes cannot pick an artifact (there is
   no integer to match), the build may not have baked the inner artifact yet, and XLA optimizes
   across the two once they are one program. At run time the outer artifact is called, so
@@ -29,65 +29,19 @@ Two kinds of call of an ``@exportable`` function never look for an artifact:
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from hatch_jaxexport.errors import FallbackWarning
 from hatch_jaxexport.runtime._notices import level_of, notify, report
+from hatch_jaxexport.runtime.call._inlining import sources_inlined
 from hatch_jaxexport.runtime.executables._entries import ServedCall
 
 if TYPE_CHECKING:
-    from hatch_jaxexport.runtime.call.decorator import ExportableFunction
+    from hatch_jaxexport.runtime.call._function_record import FunctionRecord
 
-_EXPORTING = threading.local()
 #: A function's traced source is forgotten when it holds this many static parts.
 STATIC_PARTS_LIMIT = 256
-
-
-#: How many threads are inlining now (one item, read by the fast path): while any is, calls
-#: skip the hot executable, which would embed an artifact in the trace (it takes tracers and
-#: cannot see this thread's state); the full path then checks the thread's own.
-INLINING_THREADS = [0]
-_INLINING_LOCK = threading.Lock()
-
-
-@contextmanager
-def sources_inlined() -> Any:
-    """While exporting: calls of ``@exportable`` functions in this thread run their source."""
-    depth = getattr(_EXPORTING, "depth", 0)
-    _EXPORTING.depth = depth + 1
-    with _INLINING_LOCK:
-        INLINING_THREADS[0] += 1
-    try:
-        yield
-    finally:
-        _EXPORTING.depth = depth
-        with _INLINING_LOCK:
-            INLINING_THREADS[0] -= 1
-
-
-def _symbolic_tracer(leaf: Any, tracer: type) -> bool:
-    """Whether ``leaf`` is a tracer with a symbolic size, itself or in the value it wraps (a
-    ``vmap`` tracer's per-example shape is concrete where its batch is symbolic)."""
-    while isinstance(leaf, tracer):
-        if any(type(d) is not int for d in leaf.aval.shape):
-            return True
-        leaf = getattr(leaf, "val", None) if hasattr(leaf, "val") else \
-            getattr(leaf, "primal", None)
-    return False
-
-
-def runs_inline(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """Whether a call must run its source inline: an export is in progress in this thread, or
-    an argument is a tracer with a symbolic size (a user's symbolic ``jax.export``)."""
-    if getattr(_EXPORTING, "depth", 0):
-        return True
-    from jax import core, tree_util
-
-    return any(_symbolic_tracer(leaf, core.Tracer)
-               for leaf in tree_util.tree_leaves((args, kwargs)))
 
 
 def _dynamic(leaf: Any) -> bool:
@@ -206,12 +160,12 @@ class SourceCalls:
         return jitted
 
 
-def source_calls(fn: ExportableFunction) -> SourceCalls:
+def source_calls(fn: FunctionRecord) -> SourceCalls:
     """The function's one ``SourceCalls`` (made on its first uncovered call)."""
     return fn.calls.uncovered(lambda: SourceCalls(fn.__wrapped__, fn.export_spec.skip_jitting))
 
 
-def run_source(fn: ExportableFunction, given: tuple[tuple[Any, ...], dict[str, Any]],
+def run_source(fn: FunctionRecord, given: tuple[tuple[Any, ...], dict[str, Any]],
                reason: str, notice: str, source: Callable[..., Any] | None = None) -> Any:
     """The source's result for a call no artifact serves, and then, once per reason, a
     ``traced`` entry in the function's report and the ``notice`` (``runtime._notices``).
@@ -232,7 +186,7 @@ def run_source(fn: ExportableFunction, given: tuple[tuple[Any, ...], dict[str, A
     return result
 
 
-def tell_traced(fn: ExportableFunction, reason: str, notice: str) -> None:
+def tell_traced(fn: FunctionRecord, reason: str, notice: str) -> None:
     """The first time a function runs its source for ``reason``: a ``traced`` entry in its
     report (``call_report()``, ``HATCH_JAXEXPORT_REPORT``) and the ``notice`` on the logger
     (a warning only where the maintainer asks), at ``WARNING`` for a ``NeedsFix`` reason."""
@@ -242,5 +196,4 @@ def tell_traced(fn: ExportableFunction, reason: str, notice: str) -> None:
             notify(notice, FallbackWarning, level_of(reason))
 
 
-__all__ = ["INLINING_THREADS", "SourceCalls", "run_source", "runs_inline", "source_calls",
-           "sources_inlined", "tell_traced"]
+__all__ = ["SourceCalls", "run_source", "source_calls", "tell_traced"]

@@ -1,6 +1,6 @@
 """The ``@exportable`` decorator: marks a function with its export specs (traces nothing).
 
-``exportable`` validates the spec against the function's signature and wraps the function in an
+``exportable`` validates the spec (``formats.export_spec.check_spec``) and wraps the function in an
 ``ExportableFunction``, recorded in a module-level registry for the build to discover. A call
 tries the function's resolved fast path (``_resolved_calls``) and otherwise goes to the loader,
 imported on the first call so that importing a package of exportables imports no jax.
@@ -10,149 +10,26 @@ from __future__ import annotations
 
 import functools
 import inspect
-import itertools
 import types
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
-
-import numpy as np
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from hatch_jaxexport.errors import SpecError
-from hatch_jaxexport.formats._statics import (
-    ALLOWED_STATIC,
-    StaticPin,
-    encode_static_value,
-    same_static,
-    static_problem,
-    static_text,
-    unique_statics,
+from hatch_jaxexport.formats.export_spec import (
+    CallLayout,
+    ExportSpec,
+    SpecOptions,
+    check_spec,
+    method_owner,
+    split_name,
+    unbound_method,
 )
-from hatch_jaxexport.formats.spec import Structure, parse_structure
 from hatch_jaxexport.runtime._jaxcompat import lowering_config
 from hatch_jaxexport.runtime.artifacts._aux_keys import aux_key
 from hatch_jaxexport.runtime.call._function_facade import FunctionLike, function_facade
 from hatch_jaxexport.runtime.call._resolved_calls import ResolvedCalls, fast_path
 
 _call_exportable: Callable[..., Any] | None = None  # the loader's entry point, imported lazily
-
-
-class ExportSpec(NamedTuple):
-    """Everything ``@exportable`` was told about one function.
-
-    (A ``NamedTuple``, not a frozen dataclass: creating a dataclass compiles its generated
-    methods at import, about 1 ms here; ``import`` of a package of exportables stays light.)
-    """
-
-    name: str
-    structures: tuple[Structure, ...]
-    platforms: tuple[str, ...] | None
-    vjp_order: int
-    export_with_kwargs: bool
-    skip_jitting: bool
-    #: Static argument name -> its values, over all structures.
-    static: Mapping[str, tuple[Any, ...]]
-    ad_order: int = 0
-    vmap: bool = False
-    tiered: bool | None = None
-    #: Dimension symbol -> sizes of the portable static-shape variants (``portable``).
-    concrete: Mapping[str, tuple[int, ...]] | None = None
-    #: Precompiled executables: ``None`` follows the build's ``executables`` option, ``False``
-    #: none, ``True`` the builder's targets, or these targets (``formats._cpu_targets``).
-    executables: bool | tuple[str, ...] | None = None
-    #: Dimension symbol -> the sizes executables are compiled for (default: ``concrete``).
-    executable_sizes: Mapping[str, tuple[int, ...]] | None = None
-    #: Mesh variants (``formats._mesh.MeshVariants``; ``None`` in it is the single-device variant),
-    #: or ``None`` for a function that is never sharded.
-    mesh: tuple[Any, ...] | None = None
-    #: Per structure: argument name -> tree of ``formats._mesh.PSpec`` (with ``mesh`` only).
-    in_specs: tuple[dict[str, Any], ...] | None = None
-    #: The outputs' specs (``formats._mesh.PSpec`` leaves, matched to the output at export).
-    out_specs: Any = None
-    #: The jax config that changes lowering (``_jaxcompat.LOWERING_CONFIG``) as it was when
-    #: the function was decorated (``jax_enable_x64`` as ``x64=`` set it): the build exports
-    #: under it, whatever other modules of the package did to jax's global config since.
-    jax_config: Mapping[str, Any] | None = None
-    #: ``(False, True)`` for ``x64="both"`` (one artifact per value), else ``()``.
-    x64_variants: tuple[bool, ...] = ()
-    #: Per structure: static argument name -> the values that structure is exported with
-    #: (``static(...)`` in a structure pins them); ``None``: every structure takes ``static``.
-    structure_static: tuple[Mapping[str, tuple[Any, ...]], ...] | None = None
-
-    @property
-    def uses_family(self) -> bool:
-        """Whether calls go through the transformation primitive (see ``transforms``).
-
-        Everything does except functions that only ask for jax's native ``vjp_order``.
-        """
-        return not (self.vjp_order > 0 and self.ad_order == 0 and not self.vmap)
-
-    def statics_of(self, index: int) -> Mapping[str, tuple[Any, ...]]:
-        """The static values structure ``index`` is exported with (name -> values)."""
-        return self.static if self.structure_static is None else self.structure_static[index]
-
-    def static_combinations(self, index: int | None = None) -> list[dict[str, Any]]:
-        """Every combination of static values of structure ``index`` (one artifact each), or
-        of any structure (``None``), without repeats; ``[{}]`` without statics."""
-        indices = range(len(self.structures)) if index is None else (index,)
-        seen: dict[str, dict[str, Any]] = {}
-        for i in indices:
-            values = self.statics_of(i)
-            names = sorted(values)
-            for combination in itertools.product(*(values[n] for n in names)):
-                combo = dict(zip(names, combination, strict=True))
-                seen.setdefault(repr({n: encode_static_value(v) for n, v in combo.items()}),
-                                combo)
-        return list(seen.values())
-
-    def static_refusal(self, index: int, static: Mapping[str, Any]) -> str | None:
-        """Why structure ``index`` does not take a call's static values (``None`` when it
-        does): a structure that pins its values takes only those.
-
-        The loader's matching calls this for each structure it tries (``plan_call``), after
-        checking that each value is among ``static``'s."""
-        if self.structure_static is None:
-            return None
-        own = self.structure_static[index]
-        for name, value in static.items():
-            allowed = own.get(name, ())
-            if not any(same_static(value, baked) for baked in allowed):
-                shown = ", ".join(static_text(encode_static_value(v)) for v in allowed)
-                return (f"static argument {name!r} is {value!r}, but this structure is "
-                        f"exported with {shown} only")
-        return None
-
-
-class CallLayout(NamedTuple):
-    """How the values of one structure (plus statics) are passed: by position or keyword."""
-
-    positional: tuple[str, ...]
-    keyword: tuple[str, ...]
-
-    def split(self, values: Mapping[str, Any], skip: Iterable[str] = ()
-              ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        skipped = set(skip)
-        return (tuple(values[n] for n in self.positional if n not in skipped),
-                {n: values[n] for n in self.keyword if n not in skipped})
-
-
-def _layout(signature: inspect.Signature, names: set[str], with_kwargs: bool) -> CallLayout:
-    positional: list[str] = []
-    keyword: list[str] = []
-    gap = with_kwargs
-    for param in signature.parameters.values():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            continue
-        if param.name not in names:
-            gap = True
-            continue
-        if param.kind == param.KEYWORD_ONLY or (gap and param.kind != param.POSITIONAL_ONLY):
-            keyword.append(param.name)
-        elif param.kind == param.POSITIONAL_ONLY and gap:
-            raise ValueError(f"positional-only argument {param.name!r} cannot be passed after "
-                             "an argument left out of the spec, or with export_with_kwargs")
-        else:
-            positional.append(param.name)
-    return CallLayout(tuple(positional), tuple(keyword))
 
 
 class ExportableFunction(metaclass=FunctionLike):
@@ -286,313 +163,11 @@ def _innermost(function: ExportableFunction) -> Any:
 REGISTRY: dict[str, list[ExportableFunction]] = {}
 
 
-def _check_platforms(fn_name: str, platforms: Any) -> tuple[str, ...] | None:
-    if platforms is None:
-        return None
-    from hatch_jaxexport.formats._options import KNOWN_PLATFORMS  # only a function naming
-    # platforms pays for this import: importing a package of exportables stays light
-
-    items = (platforms,) if isinstance(platforms, str) else tuple(platforms)
-    bad = [p for p in items if p not in KNOWN_PLATFORMS]
-    if not items or bad:
-        raise SpecError(f"@exportable spec of {fn_name}: platforms must be a non-empty list of "
-                        f"{', '.join(KNOWN_PLATFORMS)}; got {platforms!r}")
-    return tuple(dict.fromkeys(items))
-
-
-def _static_values(fn_name: str, name: str, values: Any, where: str) -> tuple[Any, ...]:
-    """One static argument's values (a list, or a single value), each checked, no repeats."""
-    items = [values] if isinstance(values, str) or not isinstance(values, Iterable) \
-        else list(values)
-    if not items:
-        raise SpecError(f"{where}: static argument {name!r} lists no values")
-    for value in items:
-        problem = static_problem(value)
-        if problem:
-            raise SpecError(f"{where}: static value {value!r} of {name!r} is {problem}; a "
-                            f"static value is {ALLOWED_STATIC} (it is recorded in the manifest "
-                            "as text, and a call must pass an equal value)")
-    return unique_statics(items)
-
-
-def _check_static(fn_name: str, static: Mapping[str, Any] | None,
-                  params: Mapping[str, inspect.Parameter]) -> dict[str, tuple[Any, ...]]:
-    if static is None:
-        return {}
-    if not isinstance(static, Mapping):
-        raise SpecError(f"@exportable spec of {fn_name}: static must map argument names to "
-                        f"lists of values, got {static!r}")
-    out: dict[str, tuple[Any, ...]] = {}
-    for name, values in static.items():
-        if name not in params:
-            raise SpecError(f"@exportable spec of {fn_name}: static argument {name!r} is not "
-                            f"an argument of the function (it takes {', '.join(params)})")
-        out[name] = _static_values(fn_name, name, values, f"@exportable spec of {fn_name}")
-    return out
-
-
-def _split_pins(fn_name: str, specs: tuple[Any, ...], params: Mapping[str, inspect.Parameter]
-                ) -> tuple[tuple[Any, ...], list[dict[str, tuple[Any, ...]]]]:
-    """The structures without their ``static(...)`` entries, and each structure's pinned
-    values (argument name -> values)."""
-    raws: list[Any] = []
-    pins: list[dict[str, tuple[Any, ...]]] = []
-    for index, raw in enumerate(specs):
-        pinned: dict[str, tuple[Any, ...]] = {}
-        if isinstance(raw, Mapping) and any(isinstance(v, StaticPin) for v in raw.values()):
-            where = f"@exportable spec of {fn_name}, structure {index}"
-            for name, value in raw.items():
-                if not isinstance(value, StaticPin):
-                    continue
-                if name not in params:
-                    raise SpecError(f"{where}: static argument {name!r} is not an argument of "
-                                    f"the function (it takes {', '.join(params)})")
-                pinned[name] = _static_values(fn_name, name, value.values, where)
-            raw = {k: v for k, v in raw.items() if not isinstance(v, StaticPin)}
-        raws.append(raw)
-        pins.append(pinned)
-    return tuple(raws), pins
-
-
-def _structure_statics(fn_name: str, static_values: dict[str, tuple[Any, ...]],
-                       pins: list[dict[str, tuple[Any, ...]]]
-                       ) -> tuple[dict[str, tuple[Any, ...]], tuple[dict[str, Any], ...] | None]:
-    """Every static argument's values (all structures'), and each structure's own (``None``
-    when no structure pins any): a pin replaces ``static=``'s values for its structure."""
-    if not any(pins):
-        return static_values, None
-    names = list(dict.fromkeys([*static_values, *(n for p in pins for n in p)]))
-    own: list[dict[str, Any]] = []
-    for index, pinned in enumerate(pins):
-        values = {**static_values, **pinned}
-        missing = [n for n in names if n not in values]
-        if missing:
-            pinned_in = next(i for i, p in enumerate(pins) if missing[0] in p)
-            raise SpecError(f"@exportable spec of {fn_name}, structure {index}: static argument "
-                            f"{missing[0]!r} has no values here (structure {pinned_in} pins it): "
-                            f"pin it here too, e.g. {missing[0]!r}: static(...), or list its "
-                            "values for every structure in static=")
-        own.append({n: values[n] for n in names})
-    union = {n: unique_statics(v for values in own for v in values[n]) for n in names}
-    return union, tuple(own)
-
-
-def _check_sharding(fn_name: str, structures: tuple[Structure, ...],
-                    params: Mapping[str, inspect.Parameter], static: Mapping[str, Any],
-                    mesh: Any, in_specs: Any, out_specs: Any) -> dict[str, Any]:
-    """The ``mesh``/``in_specs``/``out_specs`` fields of an ExportSpec, checked (formats._mesh)."""
-    if mesh is None:
-        if in_specs is not None or out_specs is not None:
-            raise SpecError(f"@exportable spec of {fn_name}: in_specs and out_specs need a "
-                            "mesh, e.g. mesh={'data': 2}")
-        return {}
-    from hatch_jaxexport.formats._mesh import (
-        check_in_spec_names,
-        normalize_out_specs,
-        parse_meshes,
-        resolve_in_specs,
-    )
-
-    variants = parse_meshes(fn_name, mesh)
-    if in_specs is not None:
-        check_in_spec_names(fn_name, in_specs, list(params), list(static))
-    resolved = tuple(resolve_in_specs(fn_name, index, structure, in_specs, variants)
-                     for index, structure in enumerate(structures))
-    return {"mesh": variants, "in_specs": resolved,
-            "out_specs": normalize_out_specs(fn_name, out_specs, variants)}
-
-
-def _check_x64(fn_name: str, x64: Any) -> tuple[dict[str, Any], tuple[bool, ...]]:
-    """The recorded lowering config and the x64 variants of ``x64=`` (``SpecError`` if bad)."""
-    if x64 not in (None, True, False, "both") or (x64 is not None and not isinstance(
-            x64, (bool, str))):
-        raise SpecError(f"@exportable spec of {fn_name}: x64 must be None (jax_enable_x64 as it "
-                        "is when the function is decorated), True, False or 'both' (one "
-                        f"artifact per value, picked at call), got {x64!r}")
-    config = lowering_config()
-    if isinstance(x64, bool):
-        config["jax_enable_x64"] = x64
-    return config, ((False, True) if x64 == "both" else ())
-
-
-def _given(value: Any) -> str:
-    """A refused value as a message shows it: its repr and its type."""
-    kind = type(value)
-    type_text = kind.__name__ if kind.__module__ == "builtins" else \
-        f"{kind.__module__}.{kind.__name__}"
-    return f"{value!r} ({type_text})"
-
-
-def _check_flags(fn_name: str, flags: Mapping[str, Any]) -> None:
-    """Every boolean option must be ``True`` or ``False`` (``tiered`` also ``None``): a flag is
-    recorded in the manifest, and ``vmap="yes"`` or ``vmap=0.5`` used to be read as true.
-    ``1``/``0`` and numpy bools are refused too: ``bool(...)`` is one call away."""
-    for option, value in flags.items():
-        if isinstance(value, bool) or (value is None and option == "tiered"):
-            continue
-        allowed = "True, False or None (follow HATCH_JAXEXPORT_TIERED)" \
-            if option == "tiered" else "True or False"
-        hint = f"; write {bool(value)!r}" if (isinstance(value, int) and value in (0, 1)) \
-            or isinstance(value, np.bool_) else ""
-        raise SpecError(f"@exportable spec of {fn_name}: {option} must be {allowed}, got "
-                        f"{_given(value)}{hint}")
-
-
-def _check_order(fn_name: str, option: str, value: Any, allowed: str, largest: int | None,
-                 ) -> None:
-    """An order is a plain ``int`` (not a bool, a float or a numpy integer) in range."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0 and (
-            largest is None or value <= largest):
-        return
-    hint = ""
-    if isinstance(value, bool):
-        hint = f"; a bool is not an order: write {int(value)}"
-    elif isinstance(value, float) and value.is_integer() and value >= 0:
-        hint = f"; write {int(value)}"
-    elif not isinstance(value, int) and hasattr(value, "__index__"):
-        hint = f"; write int(...), {int(value)}"
-    raise SpecError(f"@exportable spec of {fn_name}: {option} must be {allowed}, got "
-                    f"{_given(value)}{hint}")
-
-
-def _check_orders(fn_name: str, vjp_order: Any, ad_order: Any, constraints: Any) -> None:
-    _check_order(fn_name, "vjp_order", vjp_order, "an int >= 0", None)
-    _check_order(fn_name, "ad_order", ad_order, "0, 1 or 2", 2)
-    if isinstance(constraints, str):
-        raise SpecError(f"@exportable spec of {fn_name}: constraints must be a list of "
-                        f"strings, got {constraints!r}")
-
-
-def method_owner(fn: Any) -> str | None:
-    """The class a function is defined in, by its ``__qualname__`` (``Op.apply`` in a module
-    gives ``Op``), or ``None`` for a module-level or nested function."""
-    path = getattr(fn, "__qualname__", "").split(".")[:-1]
-    return path[-1] if path and path[-1] != "<locals>" else None
-
-
-def _unbound_method(pname: str, owner: str, method: str) -> str:
-    """The refusal of a method whose object has no spec: what to write instead."""
-    if pname == "cls":
-        return (f"argument 'cls' has no spec: a classmethod of {owner} cannot be exported (a "
-                "class is not an array); decorate a @staticmethod instead (write @staticmethod "
-                "above @exportable) and pass it what it needs from the class as arguments")
-    return (f"argument 'self' has no spec: an exported method takes its {owner} object as an "
-            "argument, which must be a pytree of arrays with a spec. For an object that holds "
-            "configuration, decorate a @staticmethod (write @staticmethod above @exportable) "
-            "that takes the arrays, and call it from the method; for a pytree object (an "
-            "equinox Module, a registered dataclass) decorate the method once the class "
-            f"exists: {owner}.{method} = exportable({{'self': {owner}(...), ...}})"
-            f"({owner}.{method})")
-
-
-def _structure_layout(fn_name: str, index: int, structure: Structure,
-                      signature: inspect.Signature, params: Mapping[str, inspect.Parameter],
-                      static_values: Mapping[str, Any], export_with_kwargs: bool,
-                      owner: tuple[str, str] | None = None) -> CallLayout:
-    """Check that a structure's arguments fit the signature; how its values are passed
-    (``owner``: a method's class and name, for the message when ``self`` has no spec)."""
-    where = f"@exportable spec of {fn_name}, structure {index}"
-    for arg in structure.args:
-        if arg not in params:
-            raise SpecError(f"{where}: unknown argument name {arg!r} "
-                            f"({fn_name} takes {', '.join(params) or 'no arguments'})")
-        if arg in static_values:
-            raise SpecError(f"{where}: argument {arg!r} is static; it takes values "
-                            "from static=, not a (shape, dtype) spec")
-    for position, (pname, param) in enumerate(params.items()):
-        if pname not in structure.args and pname not in static_values \
-                and param.default is param.empty:
-            if position == 0 and owner is not None and pname in ("self", "cls"):
-                raise SpecError(f"{where}: {_unbound_method(pname, *owner)}")
-            raise SpecError(f"{where}: argument {pname!r} has no spec, no default and "
-                            "is not static; add it to the structure or to static=")
-    try:
-        return _layout(signature, set(structure.args) | set(static_values), export_with_kwargs)
-    except ValueError as err:
-        raise SpecError(f"{where}: {err}") from None
-
-
-def _split_name(specs: tuple[Any, ...], name: str | None) -> tuple[str | None,
-                                                                   tuple[Any, ...]]:
-    """The name and the structures of ``@exportable("name", structure, ...)`` (the econpizza
-    form) or ``@exportable(structure, ..., name=...)``; refuses a bare ``@exportable``."""
-    if specs and isinstance(specs[0], str):
-        if name is not None:
-            raise SpecError("@exportable: the name is given twice (first argument and name=)")
-        name, specs = specs[0], specs[1:]
-    return name, specs
-
-
-def _check_executables(fn_name: str, executables: Any) -> bool | tuple[str, ...] | None:
-    """``executables=``: ``None``, a bool, or a list of known targets (``SpecError`` if not)."""
-    if executables is None or isinstance(executables, bool):
-        return executables
-    from hatch_jaxexport.formats._cpu_targets import TARGET_ALIASES, TARGETS, canonical_target
-
-    known = ", ".join(map(repr, [*TARGETS, *TARGET_ALIASES]))
-    if isinstance(executables, str) or not isinstance(executables, Sequence) or \
-            not executables or any(not isinstance(t, str) or canonical_target(t) is None
-                                   for t in executables):
-        raise SpecError(f"@exportable spec of {fn_name}: executables must be None, True, False "
-                        f"or a non-empty list of {known}, got {_given(executables)}")
-    return tuple(dict.fromkeys(canonical_target(t) or t for t in executables))
-
-
-def _wrap(fn: Callable[..., Any], name: str | None, specs: tuple[Any, ...], *,
-          platforms: Any, vjp_order: Any, export_with_kwargs: Any, skip_jitting: Any,
-          static: Any, constraints: Any, ad_order: Any, vmap: Any, tiered: Any, concrete: Any,
-          mesh: Any, in_specs: Any, out_specs: Any, x64: Any, executables: Any,
-          executable_sizes: Any) -> ExportableFunction:
+def _wrap(fn: Callable[..., Any], name: str | None, specs: tuple[Any, ...],
+          options: SpecOptions) -> ExportableFunction:
     """Validate ``@exportable``'s arguments for ``fn`` and wrap it (``SpecError`` if bad)."""
-    default_name = f"{getattr(fn, '__module__', '__main__')}:" \
-                   f"{getattr(fn, '__qualname__', repr(fn))}"
-    if name is not None and (not isinstance(name, str) or not name):
-        raise SpecError(f"@exportable spec of {default_name}: name must be a non-empty string "
-                        f"(the function's name in the manifest), got {_given(name)}")
-    fn_name = name or default_name
-    if not specs:
-        _check_specless(fn_name, {"static": static, "constraints": constraints,
-                                  "concrete": concrete, "executable_sizes": executable_sizes,
-                                  "mesh": mesh, "in_specs": in_specs, "out_specs": out_specs,
-                                  "ad_order": ad_order, "vmap": vmap, "vjp_order": vjp_order})
-    _check_orders(fn_name, vjp_order, ad_order, constraints)
-    _check_flags(fn_name, {"export_with_kwargs": export_with_kwargs,
-                           "skip_jitting": skip_jitting, "vmap": vmap, "tiered": tiered})
-    jax_config, x64_variants = _check_x64(fn_name, x64)
-    try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError) as err:
-        raise SpecError(f"@exportable: cannot read the signature of {fn_name}: {err}") from None
-    params = {n: p for n, p in signature.parameters.items()
-              if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
-    specs, pins = _split_pins(fn_name, specs, params)
-    static_values, structure_static = _structure_statics(
-        fn_name, _check_static(fn_name, static, params), pins)
-    structures = tuple(parse_structure(fn_name, raw, i, constraints, aux_key)
-                       for i, raw in enumerate(specs))
-    cls = method_owner(fn)
-    owner = (cls, fn.__name__) if cls is not None else None
-    layouts = tuple(_structure_layout(fn_name, index, structure, signature, params,
-                                      static_values, export_with_kwargs, owner)
-                    for index, structure in enumerate(structures))
-    sharded = _check_sharding(fn_name, structures, params, static_values, mesh, in_specs,
-                              out_specs)
-    concrete_sizes = exe_sizes = None
-    if concrete is not None or executable_sizes is not None:
-        from hatch_jaxexport.formats._concrete import check_concrete
-
-        concrete_sizes = check_concrete(fn_name, concrete, structures)
-        exe_sizes = check_concrete(fn_name, executable_sizes, structures,
-                                   option="executable_sizes")
-    spec = ExportSpec(
-        name=fn_name, structures=structures,
-        platforms=_check_platforms(fn_name, platforms), vjp_order=vjp_order,
-        export_with_kwargs=export_with_kwargs, skip_jitting=skip_jitting,
-        static=static_values, ad_order=ad_order, vmap=vmap, concrete=concrete_sizes,
-        tiered=tiered, jax_config=jax_config,
-        x64_variants=x64_variants, executables=_check_executables(fn_name, executables),
-        executable_sizes=exe_sizes, structure_static=structure_static, **sharded,
-    )
+    spec, signature, layouts = check_spec(fn, name, specs, options,
+                                          lowering_config=lowering_config(), keyer=aux_key)
     return ExportableFunction(fn, spec, signature, layouts)
 
 
@@ -663,12 +238,10 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
     Raises:
         SpecError: A malformed spec, naming the function, the argument and the problem.
     """
-    name, specs = _split_name(specs, name)
-    options = dict(platforms=platforms, vjp_order=vjp_order, export_with_kwargs=export_with_kwargs,
-                   skip_jitting=skip_jitting, static=static, constraints=constraints,
-                   ad_order=ad_order, vmap=vmap, tiered=tiered, concrete=concrete, mesh=mesh,
-                   in_specs=in_specs, out_specs=out_specs, x64=x64, executables=executables,
-                   executable_sizes=executable_sizes)
+    name, specs = split_name(specs, name)
+    options = SpecOptions(platforms, vjp_order, export_with_kwargs, skip_jitting, static,
+                          constraints, ad_order, vmap, tiered, concrete, mesh, in_specs,
+                          out_specs, x64, executables, executable_sizes)  # in field order
     if len(specs) == 1 and _is_function(specs[0]):  # bare @exportable: spec-less
         return _decorate(specs[0], name, (), options)  # type: ignore[no-any-return]
 
@@ -678,18 +251,6 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
     return decorate
 
 
-def _check_specless(fn_name: str, options: Mapping[str, Any]) -> None:
-    """A spec-less ``@exportable`` bakes exactly its recorded calls (each argument's shapes,
-    its non-array values fixed): the options that shape or multiply structures have nothing to
-    apply to, and saying so beats ignoring them (``SpecError``)."""
-    given = [name for name, value in options.items() if value]
-    if given:
-        raise SpecError(f"@exportable spec of {fn_name}: {', '.join(given)} need(s) a "
-                        "structure, and none is given (a spec-less @exportable bakes exactly "
-                        "the calls HATCH_JAXEXPORT_RECORD recorded); give a structure, e.g. "
-                        "@exportable({'x': ('n', 'float32')}, ...), or drop the option")
-
-
 def _is_function(value: Any) -> bool:
     """Whether ``@exportable``'s only argument is the decorated function (bare form), not a
     structure (a dict, a ``ShapeDtypeStruct``...) or a name."""
@@ -697,17 +258,16 @@ def _is_function(value: Any) -> bool:
         not isinstance(value, Mapping | str) and not hasattr(value, "shape")
 
 
-def _decorate(fn: Any, name: str | None, specs: tuple[Any, ...],
-              options: dict[str, Any]) -> Any:
+def _decorate(fn: Any, name: str | None, specs: tuple[Any, ...], options: SpecOptions) -> Any:
     """Wrap ``fn`` and register it for the build; a ``staticmethod`` stays one around the
     wrapper (it never binds), a ``classmethod`` is refused (its ``cls`` is no array)."""
     if isinstance(fn, staticmethod):  # @exportable above @staticmethod
         return staticmethod(_decorate(fn.__func__, name, specs, options))
     if isinstance(fn, classmethod):
         method = fn.__func__
-        raise SpecError(f"@exportable on {method.__qualname__}: " + _unbound_method(
+        raise SpecError(f"@exportable on {method.__qualname__}: " + unbound_method(
             "cls", method_owner(method) or "its class", method.__name__))
-    record = _wrap(fn, name, specs, **options)
+    record = _wrap(fn, name, specs, options)
     REGISTRY.setdefault(getattr(fn, "__module__", "__main__"), []).append(record)
     return record.as_function()
 
@@ -721,5 +281,4 @@ def registered_in(package: str) -> list[ExportableFunction]:
     return found
 
 
-__all__ = ["REGISTRY", "CallLayout", "ExportSpec", "ExportableFunction", "exportable",
-           "method_owner", "registered_in"]
+__all__ = ["REGISTRY", "ExportableFunction", "exportable", "registered_in"]

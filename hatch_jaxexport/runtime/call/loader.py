@@ -36,6 +36,7 @@ from hatch_jaxexport.runtime.artifacts._artifacts import (
     stale_reason,
 )
 from hatch_jaxexport.runtime.call import _recorder as recorder
+from hatch_jaxexport.runtime.call._inlining import runs_inline
 from hatch_jaxexport.runtime.call._matching import (
     CallPlan,
     committed_platform,
@@ -52,10 +53,10 @@ from hatch_jaxexport.runtime.call._resolved_calls import (
     prime_fast_path,
     route_of,
 )
-from hatch_jaxexport.runtime.call._source_calls import run_source, runs_inline, source_calls
+from hatch_jaxexport.runtime.call._source_calls import run_source, source_calls
 
 if TYPE_CHECKING:
-    from hatch_jaxexport.runtime.call.decorator import ExportableFunction
+    from hatch_jaxexport.runtime.call._function_record import FunctionRecord
 
 
 class _Target(NamedTuple):
@@ -68,7 +69,7 @@ class _Target(NamedTuple):
     reason: str = ""
 
 
-def _missing_reason(fn: ExportableFunction, package: PackageArtifacts, plan: CallPlan,
+def _missing_reason(fn: FunctionRecord, package: PackageArtifacts, plan: CallPlan,
                     platform: str, mesh: str, variant: str) -> str:
     """Why the manifest holds no artifact for this call, in the words a user can act on."""
     structure = fn.export_spec.structures[plan.structure_index]
@@ -93,7 +94,7 @@ def _missing_reason(fn: ExportableFunction, package: PackageArtifacts, plan: Cal
             + (f" for the mesh {mesh}" if mesh else "") + (f" {variant}" if variant else ""))
 
 
-def _platform_fix(fn: ExportableFunction, platform: str) -> str:
+def _platform_fix(fn: FunctionRecord, platform: str) -> str:
     """Where to add a missing platform: the function's own ``platforms=`` when it names some
     (the build's option does not apply to it), else the build's ``platforms`` option."""
     named = fn.export_spec.platforms
@@ -121,7 +122,7 @@ def _config_mismatch(recorded: dict[str, Any], current: dict[str, Any]) -> str:
     return f"the artifact was exported under another jax config: {said}; {advice}"
 
 
-def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, mesh: str = "",
+def _artifact_or_reason(fn: FunctionRecord, plan: CallPlan, platform: str, mesh: str = "",
                         config: dict[str, Any] | None = None
                         ) -> tuple[Callable[..., Any] | None, str]:
     package = load_package_artifacts(fn.package)
@@ -196,7 +197,7 @@ def _artifact_or_reason(fn: ExportableFunction, plan: CallPlan, platform: str, m
     return call, ""
 
 
-def _concrete_target(fn: ExportableFunction, package: PackageArtifacts, plan: CallPlan,
+def _concrete_target(fn: FunctionRecord, package: PackageArtifacts, plan: CallPlan,
                      platform: str, variant: str) -> Callable[..., Any] | None:
     """Where a structure has no symbolic artifact (its code is not shape-polymorphic) but the
     build baked it at concrete sizes: a dispatch on the call's flat types to those artifacts;
@@ -245,7 +246,7 @@ def _leaf_types(leaves: Any) -> tuple[Any, ...]:
     return tuple((tuple(dims), dtype) for dims, dtype in leaves)
 
 
-def _job(fn: ExportableFunction, record: ArtifactRecord, platform: str, convention: str = ""
+def _job(fn: FunctionRecord, record: ArtifactRecord, platform: str, convention: str = ""
          ) -> dict[str, str]:
     """What an ``EagerCall`` needs to find the artifact again and key its cache entries; the
     convention (``flat`` for a family member, ``native-vjp`` for jax's serialized VJP) keeps
@@ -267,7 +268,7 @@ def _served_label(record: ArtifactRecord) -> str:
     return statics + ("" if member == "primal" else f" {member}")
 
 
-def _shipped(fn: ExportableFunction, package: PackageArtifacts, record: ArtifactRecord,
+def _shipped(fn: FunctionRecord, package: PackageArtifacts, record: ArtifactRecord,
              out_tree: Callable[[], Any], native_vjp: int = 0) -> Any:
     """The wheel's precompiled executables of ``record`` (of its serialized VJP with
     ``native_vjp=1``; ``None`` when it ships none); ``out_tree`` gives the tree the call
@@ -282,7 +283,7 @@ def _shipped(fn: ExportableFunction, package: PackageArtifacts, record: Artifact
     return ShippedExecutables(records, package.read_blob, out_tree, fn.name)
 
 
-def _native_vjp(fn: ExportableFunction, plan: CallPlan, package: PackageArtifacts,
+def _native_vjp(fn: FunctionRecord, plan: CallPlan, package: PackageArtifacts,
                 record: ArtifactRecord, exported: Any, platform: str,
                 primal: Callable[..., Any]) -> Any:
     """The jitted call of an artifact serialized with jax's VJP, whose eager gradients run
@@ -311,7 +312,7 @@ def _native_vjp(fn: ExportableFunction, plan: CallPlan, package: PackageArtifact
         on_missing=warn_or_raise(fn.name, strict_mode()))
 
 
-def _family(fn: ExportableFunction, plan: CallPlan, package: PackageArtifacts,
+def _family(fn: FunctionRecord, plan: CallPlan, package: PackageArtifacts,
             record: ArtifactRecord, exported: Any, platform: str, mesh: str, variant: str
             ) -> Any:
     """The transformation family of a primal artifact (its members load on first use)."""
@@ -338,7 +339,7 @@ def _family(fn: ExportableFunction, plan: CallPlan, package: PackageArtifacts,
         eager=None if mesh else _member_calls(fn, package, base, platform))
 
 
-def _member_calls(fn: ExportableFunction, package: PackageArtifacts, base: tuple[str, ...],
+def _member_calls(fn: FunctionRecord, package: PackageArtifacts, base: tuple[str, ...],
                   platform: str) -> Callable[[tuple[str, bool], Callable[[], Any]], Any]:
     """A family's maker of eager member calls: each member through shipped executables and the
     executable cache, like the primal's eager calls (``Family.eager``)."""
@@ -362,7 +363,7 @@ def _flat_tree(leaves: int) -> Any:
     return jax.tree_util.tree_structure([0] * leaves)
 
 
-def _wanted_kinds(fn: ExportableFunction, mesh: str) -> tuple[str, ...]:
+def _wanted_kinds(fn: FunctionRecord, mesh: str) -> tuple[str, ...]:
     """The members the function's options ask the build for (as ``build.tasks_for`` bakes)."""
     from hatch_jaxexport.runtime.artifacts._family import baked_kinds
 
@@ -371,7 +372,7 @@ def _wanted_kinds(fn: ExportableFunction, mesh: str) -> tuple[str, ...]:
     return baked_kinds(order, spec.vjp_order)
 
 
-def _source_without_static(fn: ExportableFunction, plan: CallPlan, reason: str
+def _source_without_static(fn: FunctionRecord, plan: CallPlan, reason: str
                            ) -> _NotAnArtifact:
     """The source, called like the artifact (static values bound, not passed), through
     ``run_source`` with ``reason`` (``no_artifact``'s: strict mode has refused already)."""
@@ -404,7 +405,7 @@ class _NotAnArtifact:
         return self.jitted.lower(*args, **kwargs)  # type: ignore[attr-defined]
 
 
-def _eager(fn: ExportableFunction, make_jitted: Callable[[], Callable[..., Any]], size: int,
+def _eager(fn: FunctionRecord, make_jitted: Callable[[], Callable[..., Any]], size: int,
            job: dict[str, str], lapack: bool, shipped: Any = None,
            eager_lowerable: Callable[[Any], Callable[..., Any] | None] | None = None
            ) -> Callable[..., Any]:
@@ -417,7 +418,7 @@ def _eager(fn: ExportableFunction, make_jitted: Callable[[], Callable[..., Any]]
                                                       size), lapack, shipped, eager_lowerable)
 
 
-def _resolve(fn: ExportableFunction, plan: CallPlan, platform: str, mesh: str = "",
+def _resolve(fn: FunctionRecord, plan: CallPlan, platform: str, mesh: str = "",
              mismatch: str = "", config: dict[str, Any] | None = None) -> _Target:
     """What serves a (structure, static values, platform[, mesh]): its artifact's call, or
     the source with the reason (``no_artifact``: strict mode refuses here)."""
@@ -429,14 +430,14 @@ def _resolve(fn: ExportableFunction, plan: CallPlan, platform: str, mesh: str = 
                    reason=no_artifact(fn, reason))
 
 
-def no_artifact(fn: ExportableFunction, reason: str) -> str:
+def no_artifact(fn: FunctionRecord, reason: str) -> str:
     """``reason`` for a call that has no usable artifact: ``ArtifactError`` in strict mode."""
     if strict_mode():
         raise ArtifactError(f"{fn.name}: no usable baked artifact ({STRICT_ENV} is set): {reason}")
     return reason
 
 
-def no_artifact_notice(fn: ExportableFunction, reason: str) -> str:
+def no_artifact_notice(fn: FunctionRecord, reason: str) -> str:
     """What the logger says of a structure's call that has no usable artifact (``""`` for
     stale sources: told once for the whole package, ``load_package_artifacts``)."""
     if reason == stale_reason(fn.package):
@@ -470,7 +471,7 @@ def _same_leaves(call_args: tuple[Any, ...], args: tuple[Any, ...]) -> bool:
         all(a is b for a, b in zip(leaves, head_leaves, strict=True))
 
 
-def _split(fn: ExportableFunction, target: _Target, plan: CallPlan, values: dict[str, Any]
+def _split(fn: FunctionRecord, target: _Target, plan: CallPlan, values: dict[str, Any]
            ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The target's positional and keyword arguments (statics passed only to the fallback)."""
     layout = fn.layouts[plan.structure_index]
@@ -479,8 +480,8 @@ def _split(fn: ExportableFunction, target: _Target, plan: CallPlan, values: dict
     return layout.split(values, skip=plan.static)
 
 
-def call_exportable(fn: ExportableFunction, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Run a call of an ``@exportable`` function (what ``ExportableFunction.__call__`` does)."""
+def call_exportable(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run a call of an ``@exportable`` function (what ``FunctionRecord.__call__`` does)."""
     prime_fast_path()
     if runs_inline(args, kwargs):  # inside an export: the outer artifact holds the source
         return fn.__wrapped__(*args, **kwargs)
@@ -517,7 +518,7 @@ STRICT_FIX = (f" [{STRICT_ENV} is set: no baked artifact covers this call; to se
               f"the tests run) and rebuild; unset {STRICT_ENV} to trace the source instead]")
 
 
-def _call_uncovered(fn: ExportableFunction, given: tuple[tuple[Any, ...], dict[str, Any]],
+def _call_uncovered(fn: FunctionRecord, given: tuple[tuple[Any, ...], dict[str, Any]],
                     refusal: CallMismatch, fast: Any) -> Any:
     """A call no baked structure accepts: the artifact recorded for exactly this call, else
     the source's result (``run_source``: the source's own error first, told after). A call
@@ -544,7 +545,7 @@ def _call_uncovered(fn: ExportableFunction, given: tuple[tuple[Any, ...], dict[s
     return result
 
 
-def _traced_to_fast_path(fn: ExportableFunction, taken: tuple[tuple[Any, ...], dict[str, Any]],
+def _traced_to_fast_path(fn: FunctionRecord, taken: tuple[tuple[Any, ...], dict[str, Any]],
                          given: tuple[tuple[Any, ...], dict[str, Any]], fast: Any) -> None:
     """Hand the source's trace of a call (``taken``: the arguments the source ran with, made
     from the caller's ``given``) to the fast path: the keyed cache and the hot executable."""
@@ -564,7 +565,7 @@ def _traced_to_fast_path(fn: ExportableFunction, taken: tuple[tuple[Any, ...], d
         fn.calls.remember_hot(hot_call(compiled_dispatch(compiled), args, kwargs, hot[0]))
 
 
-def _settle(fn: ExportableFunction, target: _Target,
+def _settle(fn: FunctionRecord, target: _Target,
             taken: tuple[tuple[Any, ...], dict[str, Any]],
             given: tuple[tuple[Any, ...], dict[str, Any]], fast: Any) -> None:
     """Hand a call's settled executable to the function's fast path: the keyed cache for
@@ -626,7 +627,7 @@ def _hot_form(wanted: tuple[Any, ...], values: tuple[Any, ...], same_trees: bool
     return tail, constants
 
 
-def _call_sharded(fn: ExportableFunction, plan: CallPlan, key: tuple[Any, ...],
+def _call_sharded(fn: FunctionRecord, plan: CallPlan, key: tuple[Any, ...],
                   args: tuple[Any, ...], fast: Any, config: dict[str, Any]) -> Any:
     """A call of a function with mesh variants: the variant of the call's mesh, NumPy inputs
     placed onto that mesh with the artifact's in_specs. Only calls without any mesh take the
@@ -673,7 +674,7 @@ class _ConfigKey(tuple):  # type: ignore[type-arg]
     __slots__ = ()
 
 
-def loaded_from_artifact(fn: ExportableFunction) -> dict[Any, bool]:
+def loaded_from_artifact(fn: FunctionRecord) -> dict[Any, bool]:
     """For introspection and tests: which resolved call keys, ``(structure index, static
     values, platform[, mesh])``, use an artifact (True) or trace, under the jax config in
     effect now."""
@@ -682,7 +683,7 @@ def loaded_from_artifact(fn: ExportableFunction) -> dict[Any, bool]:
             if isinstance(target, _Target) and key[-1] == now}
 
 
-def call_report(fn: ExportableFunction) -> list[Any]:
+def call_report(fn: FunctionRecord) -> list[Any]:
     """How each first eager call of ``fn`` in this process was served (``ServedCall`` each):
     one per signature of each resolved artifact (symbolic, concrete-size, recorded, and the
     members of transformations), and one ``traced`` entry, with the reason, per reason the
@@ -700,7 +701,7 @@ def call_report(fn: ExportableFunction) -> list[Any]:
     return served + list(fn.calls.reports)  # concrete-size, recorded and traced calls
 
 
-def tiered_calls(fn: ExportableFunction) -> list[Any]:
+def tiered_calls(fn: FunctionRecord) -> list[Any]:
     """The ``EagerCall`` objects of a function's resolved targets (tests, benchmarks)."""
     from hatch_jaxexport.runtime.executables._eager_call import EagerCall
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hatch_jaxexport import SpecError, exportable
-from hatch_jaxexport.formats._shape_syntax import SHAPE_GRAMMAR, find_shape_problem
-from hatch_jaxexport.formats.spec import parse_shape
+from hatch_jaxexport.formats.dimensions import SHAPE_GRAMMAR, find_shape_problem, parse_shape
 
 
 def _double(x):

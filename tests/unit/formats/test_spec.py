@@ -13,15 +13,17 @@ import numpy as np
 import pytest
 
 from hatch_jaxexport import SpecError, exportable
+from hatch_jaxexport.formats.dimensions import (
+    check_constraint,
+    evaluate_dim,
+    parse_constraint,
+    parse_shape,
+)
 from hatch_jaxexport.formats.spec import (
     ClassNode,
     LeafSpec,
     RegisteredNode,
-    check_constraint,
-    evaluate_dim,
-    parse_constraint,
     parse_dtype,
-    parse_shape,
     parse_structure,
 )
 

@@ -97,3 +97,21 @@ def test_executable_sizes_are_checked_like_concrete_under_their_own_name():
     message = _refusal(executable_sizes={"m": [4]})
     assert "executable_sizes names 'm', which is not a dimension symbol" in message
     assert "must be ints >= 1" in _refusal(executable_sizes={"n": [0]})
+
+
+def test_every_keyword_option_reaches_its_field_of_the_options_record():
+    """``exportable`` builds ``SpecOptions`` by position: its keyword options (the name aside)
+    are the record's fields in the same order, and each value lands in its own field."""
+    import inspect
+
+    from hatch_jaxexport.formats.export_spec import SpecOptions
+
+    keywords = [name for name, param in inspect.signature(exportable).parameters.items()
+                if param.kind == param.KEYWORD_ONLY and name != "name"]
+    assert keywords == list(SpecOptions._fields)
+    fn = exportable(SPEC, platforms=["cpu", "cuda"], vjp_order=1, ad_order=2, vmap=True,
+                    tiered=False, static=None, executables=False, x64=False)(_twice)
+    spec = fn.export_spec
+    assert (spec.platforms, spec.vjp_order, spec.ad_order, spec.vmap, spec.tiered,
+            spec.executables, spec.jax_config["jax_enable_x64"]) == \
+        (("cpu", "cuda"), 1, 2, True, False, False, False)
