@@ -89,7 +89,7 @@ def main() -> None:
             return
         import pickle
 
-        from hatch_jaxexport.runtime._jaxcompat import initialize_lapack
+        from hatch_jaxexport.runtime.jaxcompat import initialize_lapack
 
         start = time.perf_counter()
         with open(path, "rb") as f:

@@ -145,7 +145,7 @@ elif mode in ("floor-write", "floor"):
     with open(floor_file, "rb") as f:
         (payload, in_tree, out_tree), lapack = pickle.load(f)
     if lapack:  # what the executable needs to run: part of the floor
-        from hatch_jaxexport.runtime._jaxcompat import initialize_lapack
+        from hatch_jaxexport.runtime.jaxcompat import initialize_lapack
         initialize_lapack()
     compiled = se.deserialize_and_load(payload, in_tree, out_tree)
     jax.block_until_ready(compiled(*dynamic))

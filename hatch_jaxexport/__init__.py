@@ -13,7 +13,7 @@ from hatch_jaxexport.errors import (
     SpecError,
 )
 from hatch_jaxexport.formats import __version__
-from hatch_jaxexport.formats._statics import static
+from hatch_jaxexport.formats.statics import static
 from hatch_jaxexport.runtime.call.decorator import ExportableFunction, exportable
 
 __all__ = [

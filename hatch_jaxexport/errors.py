@@ -72,7 +72,7 @@ class FallbackWarning(UserWarning):
 
     Issued only where the maintainer asks (``HATCH_JAXEXPORT_WARNINGS=1``, never while
     recording); by default the same notice is a record of the ``hatch_jaxexport`` logger, so an
-    end user's process sees nothing new (``runtime._notices``)."""
+    end user's process sees nothing new (``runtime.notices``)."""
 
 
 class TieredCompileWarning(RuntimeWarning):

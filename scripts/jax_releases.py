@@ -3,7 +3,7 @@
     python scripts/jax_releases.py
 
 Reads PyPI's JSON API (the first upload of each release's files) and writes the table the
-build records a manifest's ``jax_released`` from (``formats._jax_window``). Run it when a jax
+build records a manifest's ``jax_released`` from (``formats.jax_window``). Run it when a jax
 newer than the table's newest is released; until then such a jax counts as released on the
 newest date the table knows, which makes its window end early rather than late.
 """

@@ -1,11 +1,20 @@
 """Layer 3, bake: turning a package's ``@exportable`` functions into artifacts, and checking them.
 
-Discovery, the exporter, the one orchestration flow every integration calls, the export workers,
-build options, verification, warmup, the portable export and the release check. It may import
+``config`` (a build's options, validated) and ``flow`` (the one export flow every integration
+calls) at the top, then the rooms in the order a build runs: ``export/`` (discover, export one
+function), ``sized/`` (fixed-size artifacts), ``executables/`` (precompiled executables),
+``workers/`` (the subprocess workers and the folder they fill), ``check/`` (the release check);
+beside them ``verify`` and ``warmup`` (commands on an installed package). It may import
 ``runtime``, ``formats`` and ``errors``, never ``integrations``. Importing it imports no jax; the
-names below are its public facade.
+names below are its API: its rooms and modules, and the facade of one package's export.
 """
 
-from hatch_jaxexport.bake._orchestrate import BuildResult, discover, export_package, list_tasks
+from hatch_jaxexport.bake.workers.orchestrate import (
+    BuildResult,
+    discover,
+    export_package,
+    list_tasks,
+)
 
-__all__ = ["BuildResult", "discover", "export_package", "list_tasks"]
+__all__ = ["BuildResult", "check", "config", "discover", "executables", "export",
+           "export_package", "flow", "list_tasks", "sized", "verify", "warmup", "workers"]

@@ -56,7 +56,7 @@ class VerifyReport:
 def _foreign_type_problem(ref: str, package: str) -> str:
     """Why the loader would refuse a manifest's pytree type, judged from names and installed
     metadata only: a type must come from the package or from a distribution it declares."""
-    from hatch_jaxexport.runtime.artifacts import _pytrees as pytrees
+    from hatch_jaxexport.runtime.artifacts import pytrees
 
     module = ref.partition(":")[0]
     if module == package or module.startswith(package + "."):
@@ -121,19 +121,19 @@ def verify_report(package: str) -> VerifyReport:
     for record in manifest.artifacts:
         listed.add(record.file)
         problems += _check_blob(root, record.file, record.size, record.sha256, record.id)
-        for entry in record.sized:  # its static-shape forms (bake/_sized.py)
+        for entry in record.sized:  # its static-shape forms (bake/sized/static_shapes.py)
             listed.add(entry["file"])
             problems += _check_blob(root, entry["file"], entry["size"], entry["sha256"],
                                     f"{record.id} {signature_text(entry['inputs'])}")
         problems += [f"{record.id}: {problem}" for ref in record.pytree_types
                      if (problem := _foreign_type_problem(ref, package))]
-    for concrete in manifest.concrete:  # concrete-size artifacts (bake/_concrete_bake.py)
+    for concrete in manifest.concrete:  # concrete-size artifacts (bake/sized/concrete.py)
         listed.add(concrete.file)
         problems += _check_blob(root, concrete.file, concrete.size, concrete.sha256,
                                 concrete.id)
     problems += _check_executables(root, manifest, listed)
     # portable.json and the files it lists
-    from hatch_jaxexport.bake._portable_bundle import verify_files
+    from hatch_jaxexport.bake.sized.portable_bundle import verify_files
 
     portable_listed, portable_problems = verify_files(root, _check_blob)
     listed |= portable_listed

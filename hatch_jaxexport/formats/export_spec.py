@@ -16,8 +16,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from hatch_jaxexport.errors import SpecError
-from hatch_jaxexport.formats._options import KNOWN_PLATFORMS
-from hatch_jaxexport.formats._statics import (
+from hatch_jaxexport.formats.options import KNOWN_PLATFORMS
+from hatch_jaxexport.formats.spec import AuxKeyer, Structure, parse_structure
+from hatch_jaxexport.formats.statics import (
     ALLOWED_STATIC,
     StaticPin,
     encode_static_value,
@@ -26,7 +27,6 @@ from hatch_jaxexport.formats._statics import (
     static_text,
     unique_statics,
 )
-from hatch_jaxexport.formats.spec import AuxKeyer, Structure, parse_structure
 
 
 class SpecOptions(NamedTuple):
@@ -77,18 +77,18 @@ class ExportSpec(NamedTuple):
     #: Dimension symbol -> sizes of the portable static-shape variants (``portable``).
     concrete: Mapping[str, tuple[int, ...]] | None = None
     #: Precompiled executables: ``None`` follows the build's ``executables`` option, ``False``
-    #: none, ``True`` the builder's targets, or these targets (``formats._cpu_targets``).
+    #: none, ``True`` the builder's targets, or these targets (``formats.cpu_targets``).
     executables: bool | tuple[str, ...] | None = None
     #: Dimension symbol -> the sizes executables are compiled for (default: ``concrete``).
     executable_sizes: Mapping[str, tuple[int, ...]] | None = None
-    #: Mesh variants (``formats._mesh.MeshVariants``; ``None`` in it is the single-device variant),
+    #: Mesh variants (``formats.mesh.MeshVariants``; ``None`` in it is the single-device variant),
     #: or ``None`` for a function that is never sharded.
     mesh: tuple[Any, ...] | None = None
-    #: Per structure: argument name -> tree of ``formats._mesh.PSpec`` (with ``mesh`` only).
+    #: Per structure: argument name -> tree of ``formats.mesh.PSpec`` (with ``mesh`` only).
     in_specs: tuple[dict[str, Any], ...] | None = None
-    #: The outputs' specs (``formats._mesh.PSpec`` leaves, matched to the output at export).
+    #: The outputs' specs (``formats.mesh.PSpec`` leaves, matched to the output at export).
     out_specs: Any = None
-    #: The jax config that changes lowering (``_jaxcompat.LOWERING_CONFIG``) as it was when
+    #: The jax config that changes lowering (``jaxcompat.LOWERING_CONFIG``) as it was when
     #: the function was decorated (``jax_enable_x64`` as ``x64=`` set it): the build exports
     #: under it, whatever other modules of the package did to jax's global config since.
     jax_config: Mapping[str, Any] | None = None
@@ -266,13 +266,13 @@ def _structure_statics(fn_name: str, static_values: dict[str, tuple[Any, ...]],
 def _check_sharding(fn_name: str, structures: tuple[Structure, ...],
                     params: Mapping[str, inspect.Parameter], static: Mapping[str, Any],
                     mesh: Any, in_specs: Any, out_specs: Any) -> dict[str, Any]:
-    """The ``mesh``/``in_specs``/``out_specs`` fields of an ExportSpec, checked (formats._mesh)."""
+    """The ``mesh``/``in_specs``/``out_specs`` fields of an ExportSpec, checked (formats.mesh)."""
     if mesh is None:
         if in_specs is not None or out_specs is not None:
             raise SpecError(f"@exportable spec of {fn_name}: in_specs and out_specs need a "
                             "mesh, e.g. mesh={'data': 2}")
         return {}
-    from hatch_jaxexport.formats._mesh import (
+    from hatch_jaxexport.formats.mesh import (
         check_in_spec_names,
         normalize_out_specs,
         parse_meshes,
@@ -415,7 +415,7 @@ def _check_executables(fn_name: str, executables: Any) -> bool | tuple[str, ...]
     """``executables=``: ``None``, a bool, or a list of known targets (``SpecError`` if not)."""
     if executables is None or isinstance(executables, bool):
         return executables
-    from hatch_jaxexport.formats._cpu_targets import TARGET_ALIASES, TARGETS, canonical_target
+    from hatch_jaxexport.formats.cpu_targets import TARGET_ALIASES, TARGETS, canonical_target
 
     known = ", ".join(map(repr, [*TARGETS, *TARGET_ALIASES]))
     if isinstance(executables, str) or not isinstance(executables, Sequence) or \
@@ -468,7 +468,7 @@ def check_spec(fn: Any, name: str | None, specs: tuple[Any, ...], options: SpecO
                               o.out_specs)
     concrete_sizes = exe_sizes = None
     if o.concrete is not None or o.executable_sizes is not None:
-        from hatch_jaxexport.formats._concrete import check_concrete
+        from hatch_jaxexport.formats.concrete_sizes import check_concrete
 
         concrete_sizes = check_concrete(fn_name, o.concrete, structures)
         exe_sizes = check_concrete(fn_name, o.executable_sizes, structures,

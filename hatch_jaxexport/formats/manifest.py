@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from hatch_jaxexport.errors import ArtifactError
-from hatch_jaxexport.formats._sources import check_sources
-from hatch_jaxexport.formats._statics import static_values_text
+from hatch_jaxexport.formats.sources import check_sources
+from hatch_jaxexport.formats.statics import static_values_text
 
 SCHEMA_VERSION = 1
 #: The folder, inside the top-level package, that holds the manifest and the blobs.
@@ -111,13 +111,13 @@ class ExecutableRecord(NamedTuple):
 
     Plain bytes (``PjRtClient.serialize_executable``), never a pickle: everything a loader needs
     besides them is here. Used only where the machine matches exactly
-    (``runtime.executables._shipped``).
+    (``runtime.executables.shipped``).
     """
 
     #: The ``ArtifactRecord.id`` and ``sha256`` of the artifact it was compiled from.
     artifact: str
     artifact_sha256: str
-    #: A name of ``formats._cpu_targets.TARGETS``.
+    #: A name of ``formats.cpu_targets.TARGETS``.
     target: str
     #: The flat inputs, in the order of the artifact's call: ``[[dims...], dtype]`` each.
     inputs: list[Any]
@@ -176,7 +176,7 @@ class ConcreteRecord(NamedTuple):
     sizes: dict[str, int]
     #: The flat inputs of its call: ``[[dims...], dtype]`` each (a structure's lookup key).
     inputs: list[Any]
-    #: ``formats._signatures.call_key`` of the recorded call (``""`` for a structure's sizes).
+    #: ``formats.signatures.call_key`` of the recorded call (``""`` for a structure's sizes).
     call: str
     file: str
     sha256: str
@@ -203,7 +203,7 @@ class FailedCall(NamedTuple):
     not help)."""
 
     function: str
-    #: ``formats._signatures.call_key`` of the recorded call.
+    #: ``formats.signatures.call_key`` of the recorded call.
     call: str
     platform: str
     reason: str
@@ -224,11 +224,11 @@ class Manifest(NamedTuple):
     #: Concrete-size artifacts (optional; manifests without them omit the key, and readers
     #: from before they existed ignore it).
     concrete: tuple[ConcreteRecord, ...] = ()
-    #: The sources of an export into a source tree (``formats._sources``); ``{}`` for a wheel,
+    #: The sources of an export into a source tree (``formats.sources``); ``{}`` for a wheel,
     #: and manifests without it omit the key.
     sources: dict[str, Any] = {}  # noqa: RUF012 - read only, like every field
     #: The exporting jax's release date (ISO), which starts its artifacts' compatibility
-    #: window (``formats._jax_window``); ``""`` in manifests written before it was recorded.
+    #: window (``formats.jax_window``); ``""`` in manifests written before it was recorded.
     jax_released: str = ""
     #: Recorded calls whose export failed (optional; omitted when none).
     failed_calls: tuple[FailedCall, ...] = ()
@@ -323,7 +323,7 @@ class Inventory(NamedTuple):
     files: int
     stored: int
     #: Distinct files among the artifacts (fewer than ``artifacts`` where identical modules
-    #: are stored once, ``bake._dedupe``).
+    #: are stored once, ``bake.workers._dedupe``).
     distinct_artifacts: int = 0
 
     @property
@@ -734,7 +734,7 @@ class _Claims:
 
     An id or key listed twice would let one record shadow another: refused. A file may be
     named by several records where they give it the same SHA-256 and size: the build stores
-    identical modules once (``bake._dedupe``), and the loader reads each record's bytes by
+    identical modules once (``bake.workers._dedupe``), and the loader reads each record's bytes by
     its ``file`` and checks them against that record's hash. A file named with two different
     hashes is a true conflict (one of them must fail to load): refused."""
 

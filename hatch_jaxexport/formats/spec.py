@@ -17,14 +17,14 @@ from typing import Any
 import numpy as np
 
 from hatch_jaxexport.errors import SpecError
-from hatch_jaxexport.formats._dtypes import dtype_name, is_dtype_like, is_key_dtype
-from hatch_jaxexport.formats._statics import static_key
 from hatch_jaxexport.formats.dimensions import (
     constraint_symbols,
     dim_symbols,
     parse_constraint,
     parse_shape,
 )
+from hatch_jaxexport.formats.dtype_names import dtype_name, is_dtype_like, is_key_dtype
+from hatch_jaxexport.formats.statics import static_key
 
 #: Dtypes that exist in jax only with ``jax_enable_x64`` on.
 X64_DTYPES = frozenset({"float64", "int64", "uint64", "complex128"})
@@ -283,7 +283,7 @@ class Structure(_Frozen):
 
 def numpy_dtype(name: str) -> np.dtype:
     """The numpy dtype of a canonical name, ml_dtypes' too (``bfloat16``, ``float8_*``); a typed
-    PRNG key (``key<fry>``) has none: ``TypeError`` (``runtime._dtypes.jax_dtype`` has it)."""
+    PRNG key (``key<fry>``) has none: ``TypeError`` (``runtime.jax_dtypes.jax_dtype`` has it)."""
     if is_key_dtype(name):
         raise TypeError(f"{name} is a typed PRNG key dtype, which numpy has no dtype for")
     try:
@@ -300,7 +300,7 @@ def numpy_dtype(name: str) -> np.dtype:
 def parse_dtype(raw: Any) -> str:
     """Return the canonical dtype name of a name that says its size (``"float32"``, ``"f4"``),
     a numpy or jax dtype or scalar type; ``TypeError`` naming the closest valid names (``"float"``,
-    Python's ``float`` and misspellings are refused: see ``formats._dtypes``)."""
+    Python's ``float`` and misspellings are refused: see ``formats.dtype_names``)."""
     return dtype_name(raw)
 
 
@@ -673,7 +673,7 @@ def parse_structure(fn_name: str, raw: Any, index: int, extra_constraints: Seque
 
 def check_static_value(value: Any) -> bool:
     """Whether ``value`` is a JSON scalar (a static field of a dataclass in a structure is
-    recorded in the structure's text; static *arguments* take more, see ``_statics``)."""
+    recorded in the structure's text; static *arguments* take more, see ``statics``)."""
     return value is None or (isinstance(value, str | int | float | bool)
                              and not (isinstance(value, float) and not np.isfinite(value)))
 

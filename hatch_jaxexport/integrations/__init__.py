@@ -4,3 +4,5 @@ The Hatch plugin and hook, the setuptools plugin and command, the pytest plugin 
 line. Each holds only what differs for its tool; what two of them need lives in ``bake``. May
 import every layer below; nothing of ours imports it.
 """
+
+__all__ = ["cli", "hatch_plugin", "pytest_plugin", "setuptools_plugin"]

@@ -1,7 +1,7 @@
 """The ``jaxexport cache info | prune | clear`` command: see and bound what the loader keeps.
 
 Integration layer: the argument parser and the printing; finding, judging and removing the
-files live in ``runtime/disk/_footprint.py``, which the loader's own trimming uses too. Imports no
+files live in ``runtime/disk/footprint.py``, which the loader's own trimming uses too. Imports no
 jax, so the command is quick and works where jax is broken.
 """
 
@@ -11,8 +11,8 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from hatch_jaxexport.formats._settings import CACHE_MAX_BYTES_ENV, cache_max_bytes
-from hatch_jaxexport.runtime.disk._footprint import (
+from hatch_jaxexport.formats.settings import CACHE_MAX_BYTES_ENV, cache_max_bytes
+from hatch_jaxexport.runtime.disk.footprint import (
     CacheFolders,
     CacheItem,
     Removal,

@@ -1,7 +1,7 @@
 """The ``jaxexport portable`` command: list a package's portable variants, or write a bundle.
 
 Integration layer: the argument parser and the printing; reading the installed files and writing
-the bundle live in ``bake/_portable_bundle.py``. Importing this module imports no jax, so
+the bundle live in ``bake/sized/portable_bundle.py``. Importing this module imports no jax, so
 ``jaxexport --help`` stays fast.
 """
 
@@ -14,13 +14,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hatch_jaxexport.bake._portable_bundle import (
+from hatch_jaxexport.bake.sized.portable_bundle import (
     load_index,
     read_file,
     select_variants,
     write_bundle,
 )
-from hatch_jaxexport.formats._portable_index import json_bytes, variant_label
+from hatch_jaxexport.formats.portable_index import json_bytes, variant_label
 
 
 def add_command(sub: Any) -> None:

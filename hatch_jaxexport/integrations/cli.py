@@ -12,10 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hatch_jaxexport.formats import __version__
-from hatch_jaxexport.formats._cpu_targets import TARGET_ALIASES, TARGETS
-from hatch_jaxexport.formats._options import DEFAULT_PLATFORMS, KNOWN_PLATFORMS
-from hatch_jaxexport.formats._settings import FULL_STRUCTURES_ENV, TRACEBACK_ENV, full_structures
-from hatch_jaxexport.formats._structure_text import abbreviate_structure
+from hatch_jaxexport.formats.cpu_targets import TARGET_ALIASES, TARGETS
 from hatch_jaxexport.formats.manifest import (
     ARTIFACT_DIR,
     ArtifactRecord,
@@ -24,6 +21,9 @@ from hatch_jaxexport.formats.manifest import (
     signature_text,
     summarize,
 )
+from hatch_jaxexport.formats.options import DEFAULT_PLATFORMS, KNOWN_PLATFORMS
+from hatch_jaxexport.formats.settings import FULL_STRUCTURES_ENV, TRACEBACK_ENV, full_structures
+from hatch_jaxexport.formats.structure_text import abbreviate_structure
 from hatch_jaxexport.integrations._cache_command import add_command as add_cache_command
 from hatch_jaxexport.integrations._cache_command import run_command as run_cache_command
 from hatch_jaxexport.integrations._portable_command import add_command as add_portable_command
@@ -126,7 +126,7 @@ def help_pages(width: int = 80) -> dict[str, str]:
 def _warmup(args: argparse.Namespace) -> int:
     """Warm the caches; exit 1, saying how to give every missing size, if nothing was warmed."""
     from hatch_jaxexport.bake.warmup import warmup_package
-    from hatch_jaxexport.runtime.disk._compile_cache import active_cache_dir
+    from hatch_jaxexport.runtime.disk.cache_folders import active_cache_dir
 
     dims: dict[str, list[int]] = {}
     for item in args.dims:
@@ -190,14 +190,14 @@ def _targets(named: list[str] | None) -> tuple[str, ...]:
     """``--executables``: none given (no executables), empty (this machine's targets), names."""
     if named is None:
         return ()
-    from hatch_jaxexport.bake._executables import resolve_targets
+    from hatch_jaxexport.bake.executables.compiling import resolve_targets
 
     return tuple(resolve_targets(list(dict.fromkeys(named)) or True))
 
 
 def _export(args: argparse.Namespace) -> int:
-    from hatch_jaxexport.bake._bake import export_one
-    from hatch_jaxexport.bake._config import ExportOptions
+    from hatch_jaxexport.bake.config import ExportOptions
+    from hatch_jaxexport.bake.flow import export_one
 
     options = ExportOptions(platforms=tuple(args.platforms or DEFAULT_PLATFORMS),
                             jobs=args.jobs, on_error=args.on_error,
@@ -215,7 +215,7 @@ def _export(args: argparse.Namespace) -> int:
 
 def _print_captured(artifacts: Sequence[ArtifactRecord], file: TextIO = sys.stdout) -> None:
     """Each function's captured constants (values frozen into its artifacts at build time)."""
-    from hatch_jaxexport.bake._captured import captured_lines
+    from hatch_jaxexport.bake.export.captured import captured_lines
 
     for function, lines in captured_lines(artifacts, indent="  ").items():
         print(f"{function}:", file=file)
@@ -225,7 +225,7 @@ def _print_captured(artifacts: Sequence[ArtifactRecord], file: TextIO = sys.stdo
 
 def _inspect(args: argparse.Namespace) -> int:
     from hatch_jaxexport.errors import ArtifactError
-    from hatch_jaxexport.runtime.artifacts._artifacts import read_package_artifacts
+    from hatch_jaxexport.runtime.artifacts.package_artifacts import read_package_artifacts
 
     package = read_package_artifacts(args.package)
     if package is None:
@@ -261,7 +261,7 @@ def _inspect(args: argparse.Namespace) -> int:
               "whole)")
     print(summarize(manifest.artifacts))
     if manifest.jax_released:
-        from hatch_jaxexport.formats._jax_window import window_text
+        from hatch_jaxexport.formats.jax_window import window_text
 
         print(f"compatibility: {window_text(manifest.jax_version, manifest.jax_released)}")
     if manifest.sources:
@@ -281,7 +281,7 @@ def _concrete_rows(manifest: Any) -> list[tuple[str, ...]]:
     """One ``inspect`` row per concrete-size artifact (member ``concrete``: its structure's
     sizes) and per recorded call (member ``recorded``: the call's arrays and static values),
     so that every artifact the wheel serves has its row."""
-    from hatch_jaxexport.formats._coverage import call_text
+    from hatch_jaxexport.formats.coverage import call_text
 
     rows = []
     for record in sorted(manifest.concrete, key=lambda r: r.id):
@@ -299,7 +299,7 @@ def _concrete_rows(manifest: Any) -> list[tuple[str, ...]]:
 def _print_coverage(manifest: Any) -> None:
     """What the wheel serves of each function: symbolically, only at concrete sizes (which),
     not at all; with the concrete-size artifacts' count and bytes when there are any."""
-    from hatch_jaxexport.formats._coverage import coverage
+    from hatch_jaxexport.formats.coverage import coverage
 
     if manifest.concrete:
         print(f"concrete-size artifacts: {len(manifest.concrete)}, "
@@ -324,7 +324,7 @@ def _print_executables(manifest: Any) -> None:
         print("precompiled executables: 0 (the first call of each signature compiles the "
               "StableHLO; see executables = true and executable_sizes= in docs/executables.md)")
         return
-    from hatch_jaxexport.runtime.executables._shipped import mismatch, this_host
+    from hatch_jaxexport.runtime.executables.shipped import mismatch, this_host
 
     host = this_host()
     rows = [("artifact", "target", "arguments", "jaxlib", "bytes", "on this machine")]
@@ -342,7 +342,7 @@ def _print_executables(manifest: Any) -> None:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from hatch_jaxexport.bake._merge import merge_wheels
+    from hatch_jaxexport.bake.executables.merge import merge_wheels
     from hatch_jaxexport.formats.manifest import parse_manifest
 
     out = merge_wheels(args.wheels, args.out)

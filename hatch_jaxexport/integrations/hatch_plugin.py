@@ -19,7 +19,7 @@ artifacts are written into the source tree (``<package>/_jaxexport/``, which car
 ``.gitignore``), where the loader finds them.
 
 The flow itself (skip, editable, export, messages) is the bake the setuptools command shares
-(``hatch_jaxexport.bake._bake``); this module holds what is Hatch's: which packages the wheel
+(``hatch_jaxexport.bake.flow``); this module holds what is Hatch's: which packages the wheel
 ships, ``force_include``, reserved paths, the project's ignore patterns, the requirement added
 to ``build_data`` and the hook's own wording.
 """
@@ -35,8 +35,7 @@ from typing import Any
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 from hatchling.plugin import hookimpl
 
-from hatch_jaxexport.bake._bake import GITIGNORE, bake
-from hatch_jaxexport.bake._config import (
+from hatch_jaxexport.bake.config import (
     HATCHLING_HOOK_KEYS,
     ConfigError,
     ExportOptions,
@@ -45,6 +44,7 @@ from hatch_jaxexport.bake._config import (
     parse_options,
     requirement_conflicts,
 )
+from hatch_jaxexport.bake.flow import GITIGNORE, bake
 from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, MANIFEST_NAME
 
 

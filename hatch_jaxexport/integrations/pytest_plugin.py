@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hatch_jaxexport.formats._options import DEFAULT_CHECK_SHAPES
+from hatch_jaxexport.formats.options import DEFAULT_CHECK_SHAPES
 
 if TYPE_CHECKING:
     from hatch_jaxexport.bake.check import Outcome, Plan
@@ -369,7 +369,7 @@ def _window(state: _State, package: str) -> tuple[str, bool]:
             from hatch_jaxexport.bake.check import find_bundle
 
             manifest = find_bundle(package).manifest
-        from hatch_jaxexport.formats._jax_window import days_left, jax_release_date, window_text
+        from hatch_jaxexport.formats.jax_window import days_left, jax_release_date, window_text
 
         released = manifest.jax_released or jax_release_date(manifest.jax_version)
         return (window_text(manifest.jax_version, released),

@@ -13,8 +13,8 @@ project's ``pyproject.toml`` has a ``[tool.jaxexport]`` table. With the table it
 - wraps ``egg_info`` so the metadata requires ``jax>=<exporting version>`` (option
   ``jax-requirement``), merged into the project's own requirement on jax.
 
-The options are those of the Hatch hook (see ``hatch_jaxexport.bake._config``); the export
-itself is the bake both share (``hatch_jaxexport.bake._bake``). This module imports setuptools:
+The options are those of the Hatch hook (see ``hatch_jaxexport.bake.config``); the export
+itself is the bake both share (``hatch_jaxexport.bake.flow``). This module imports setuptools:
 only setuptools loads it (through the entry point), nothing at run time imports it.
 """
 
@@ -29,8 +29,7 @@ from typing import Any
 
 from setuptools import Command
 
-from hatch_jaxexport.bake._bake import artifact_files, bake
-from hatch_jaxexport.bake._config import (
+from hatch_jaxexport.bake.config import (
     ConfigError,
     ExportOptions,
     brief_uncaught_build_errors,
@@ -38,9 +37,10 @@ from hatch_jaxexport.bake._config import (
     parse_options,
     requirement_conflicts,
 )
-from hatch_jaxexport.formats._settings import skip_requested
-from hatch_jaxexport.formats._signatures import SIGNATURES_NAME
+from hatch_jaxexport.bake.flow import artifact_files, bake
 from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, MANIFEST_NAME
+from hatch_jaxexport.formats.settings import skip_requested
+from hatch_jaxexport.formats.signatures import SIGNATURES_NAME
 
 TABLE = "tool.jaxexport"
 COMMAND = "build_jaxexport"

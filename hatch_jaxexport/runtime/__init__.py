@@ -16,6 +16,8 @@ the rooms after it, never one before it):
 4. ``disk/``: what lives on the user's disk: the cache folders, the footprint and its
    trimming, entry names, file locks.
 
-Beside them, imported by all: ``_jaxcompat`` (the one module that touches ``jax._src``),
-``_user_frame`` (warnings for the user's line) and ``_dtypes``.
+Beside them, imported by all: ``jaxcompat`` (the one module that touches ``jax._src``),
+``_user_frame`` (warnings for the user's line) and ``jax_dtypes``.
 """
+
+__all__ = ["artifacts", "call", "disk", "executables", "jax_dtypes", "jaxcompat", "notices"]

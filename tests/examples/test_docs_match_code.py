@@ -4,12 +4,12 @@
   row in the options table of ``docs/spec-format.md`` (and no row names an option that is gone),
   and the per-function list of ``docs/configuration.md`` names it.
 - Every ``HATCH_JAXEXPORT_*`` variable named anywhere in ``hatch_jaxexport/`` is declared in
-  ``formats/_settings.py`` (a ``*_ENV`` constant) and has a row in the run-time table of
+  ``formats/settings.py`` (a ``*_ENV`` constant) and has a row in the run-time table of
   ``docs/configuration.md`` whose default is the one the code has: what the variable's reader
-  in ``_settings`` returns for an empty environment (``True``: on, ``False``: off), or, where it
+  in ``settings`` returns for an empty environment (``True``: on, ``False``: off), or, where it
   returns ``None`` (the caller decides), the caller's rule (``CALLER_DEFAULTS``).
 
-A new variable needs a ``*_ENV`` constant and a reader taking ``environ`` in ``_settings`` (as
+A new variable needs a ``*_ENV`` constant and a reader taking ``environ`` in ``settings`` (as
 the others have) and a row in the table; nothing here changes.
 """
 
@@ -23,7 +23,7 @@ import pytest
 from conftest import ROOT
 
 from hatch_jaxexport import exportable
-from hatch_jaxexport.formats import _settings
+from hatch_jaxexport.formats import settings
 
 DOCS = ROOT / "docs"
 SOURCE = ROOT / "hatch_jaxexport"
@@ -104,20 +104,20 @@ def variables_in_source() -> dict[str, list[str]]:
 
 
 def declared_variables() -> dict[str, str]:
-    """``HATCH_JAXEXPORT_*`` name to its constant's name in ``formats/_settings.py``."""
-    return {value: key for key, value in vars(_settings).items()
+    """``HATCH_JAXEXPORT_*`` name to its constant's name in ``formats/settings.py``."""
+    return {value: key for key, value in vars(settings).items()
             if key.endswith("_ENV") and isinstance(value, str) and VARIABLE.fullmatch(value)}
 
 
 def readers(constant: str) -> list[Callable[..., object]]:
-    """The functions of ``_settings`` that read the variable of ``constant``."""
-    return [fn for _, fn in inspect.getmembers(_settings, inspect.isfunction)
-            if fn.__module__ == _settings.__name__ and constant in fn.__code__.co_names]
+    """The functions of ``settings`` that read the variable of ``constant``."""
+    return [fn for _, fn in inspect.getmembers(settings, inspect.isfunction)
+            if fn.__module__ == settings.__name__ and constant in fn.__code__.co_names]
 
 
 def _tiered_default() -> str:
-    """``HATCH_JAXEXPORT_TIERED`` unset: the size rule of ``runtime/executables/_tiers.py``."""
-    from hatch_jaxexport.runtime.executables._tiers import (
+    """``HATCH_JAXEXPORT_TIERED`` unset: the size rule of ``runtime/executables/tiers.py``."""
+    from hatch_jaxexport.runtime.executables.tiers import (
         QUICK_OPTIONS,
         TIER_MIN_MODULE_BYTES,
         tiering_wanted,
@@ -143,15 +143,15 @@ def _background_compiles_default() -> str:
 #: Variables whose reader returns ``None`` when unset (the caller's default applies): how the
 #: page states that default, checked against the caller's code.
 CALLER_DEFAULTS: dict[str, Callable[[], str]] = {
-    _settings.TIERED_ENV: _tiered_default,
-    _settings.BACKGROUND_COMPILES_ENV: _background_compiles_default,
+    settings.TIERED_ENV: _tiered_default,
+    settings.BACKGROUND_COMPILES_ENV: _background_compiles_default,
 }
 
 
 def code_default(variable: str, constant: str) -> str:
     """The default of ``variable`` as the page should state it, from the code."""
     functions = readers(constant)
-    assert functions, (f"{variable}: no function of formats/_settings.py reads {constant}; add "
+    assert functions, (f"{variable}: no function of formats/settings.py reads {constant}; add "
                        "a reader taking `environ`, so that its default can be read")
     values = set()
     for fn in functions:
@@ -178,7 +178,7 @@ def test_every_variable_the_code_names_is_declared_in_settings():
     assert set(declared) >= {"HATCH_JAXEXPORT_STRICT", "HATCH_JAXEXPORT_TIERED"}, declared
     undeclared = {name: files for name, files in variables_in_source().items()
                   if name not in declared}
-    assert not undeclared, ("declare these in hatch_jaxexport/formats/_settings.py (a NAME_ENV "
+    assert not undeclared, ("declare these in hatch_jaxexport/formats/settings.py (a NAME_ENV "
                             f"constant and a reader), as every other one is: {undeclared}")
 
 
@@ -199,5 +199,5 @@ def test_the_configuration_page_states_the_default_the_code_has(variable, monkey
 
 
 def test_the_tiered_default_reads_the_same_on_the_spec_format_page(monkeypatch):
-    monkeypatch.delenv(_settings.TIERED_ENV, raising=False)
+    monkeypatch.delenv(settings.TIERED_ENV, raising=False)
     assert _tiered_default() in (DOCS / "spec-format.md").read_text()

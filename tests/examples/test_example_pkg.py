@@ -13,7 +13,7 @@ import pytest
 from _buildkit import DEMO, EXAMPLE
 from conftest import _uv, run
 
-from hatch_jaxexport.bake._config import HATCHLING_HOOK_KEYS, parse_options
+from hatch_jaxexport.bake.config import HATCHLING_HOOK_KEYS, parse_options
 
 
 def test_example_configuration_is_valid():

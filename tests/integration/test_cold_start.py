@@ -14,7 +14,7 @@ PROBE = """
 import json, os, sys
 import numpy as np, jax
 import jxe_demo.funcs as f
-from hatch_jaxexport.runtime.disk._compile_cache import active_cache_dir
+from hatch_jaxexport.runtime.disk.cache_folders import active_cache_dir
 out = np.asarray(f.scale(np.ones((2, 3), np.float32)))
 print(json.dumps({"cache": active_cache_dir(), "scipy": "scipy.linalg" in sys.modules,
                   "jax_dir": jax.config.jax_compilation_cache_dir, "ok": bool(out[0, 0] > 1.6)}))

@@ -22,7 +22,7 @@ import pytest
 from _buildkit import artifact_files, hatch_pyproject, links_env, members, write_project
 from conftest import FIXTURES, make_venv, run
 
-from hatch_jaxexport.formats._signatures import SIGNATURES_NAME, signatures_text
+from hatch_jaxexport.formats.signatures import SIGNATURES_NAME, signatures_text
 
 pytestmark = pytest.mark.slow
 

@@ -20,7 +20,7 @@ import pytest
 from _buildkit import hatch_pyproject, inprocess_build, write_project
 from conftest import FIXTURES, run
 
-from hatch_jaxexport.formats._signatures import SIGNATURES_NAME, parse_calls, parse_signatures
+from hatch_jaxexport.formats.signatures import SIGNATURES_NAME, parse_calls, parse_signatures
 
 pytestmark = pytest.mark.slow
 
@@ -69,7 +69,7 @@ REFUSED = """
 import json
 import numpy as np
 import jxe_concrete as m
-from hatch_jaxexport.runtime.call._recorded_calls import recorded_call
+from hatch_jaxexport.runtime.call.recorded_calls import recorded_call
 run, _ = recorded_call(m.fixed, (np.ones(5, np.float32),), {})
 none, why = recorded_call(m.fixed, (np.ones(6, np.float32),), {})
 assert none is None

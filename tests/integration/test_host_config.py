@@ -18,7 +18,7 @@ if os.environ.get("USER_CACHE_DIR"):  # the host program's own choice, made in c
     jax.config.update("jax_compilation_cache_dir", os.environ["USER_CACHE_DIR"])
 before = {k: repr(v) for k, v in jax.config.values.items()}
 from jxe_demo import funcs
-from hatch_jaxexport.runtime.disk._compile_cache import active_cache_dir
+from hatch_jaxexport.runtime.disk.cache_folders import active_cache_dir
 from hatch_jaxexport.runtime.call.loader import loaded_from_artifact, tiered_calls
 x = np.ones((3, 4), np.float32)
 params = {"w": np.ones((4, 2), np.float32), "b": np.zeros(2, np.float32)}

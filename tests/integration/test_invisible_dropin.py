@@ -25,7 +25,7 @@ import pytest
 from _buildkit import hatch_pyproject, inprocess_build, write_project
 from conftest import FIXTURES, run
 
-from hatch_jaxexport.formats._signatures import SIGNATURES_NAME, parse_calls
+from hatch_jaxexport.formats.signatures import SIGNATURES_NAME, parse_calls
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ import pytest
 from _buildkit import hatch_pyproject, inprocess_build, members, write_project
 from conftest import FIXTURES, run
 
-from hatch_jaxexport.bake._merge import merge_wheels
+from hatch_jaxexport.bake.executables.merge import merge_wheels
 from hatch_jaxexport.errors import ExportError
 
 pytestmark = pytest.mark.skipif(platform.machine() != "x86_64",

@@ -19,7 +19,7 @@ import pytest
 from _buildkit import hatch_pyproject, inprocess_build, write_project
 from conftest import FIXTURES, run
 
-from hatch_jaxexport.formats._signatures import SIGNATURES_NAME
+from hatch_jaxexport.formats.signatures import SIGNATURES_NAME
 
 pytestmark = pytest.mark.skipif(platform.machine() != "x86_64",
                                 reason="the build compiles this machine's x86-64 targets")
@@ -69,7 +69,7 @@ def test_recorded_calls_get_shipped_executables(tmp_path):
 
 
 def test_recording_merges_with_what_the_file_holds_and_a_bad_file_is_named(tmp_path):
-    from hatch_jaxexport.formats._signatures import merged, parse_signatures, signatures_text
+    from hatch_jaxexport.formats.signatures import merged, parse_signatures, signatures_text
 
     before = parse_signatures(signatures_text({"p:f": {0: [{"n": 3}]}}), "x")
     assert merged(before, {"p:f": {0: [{"n": 7}, {"n": 3}]}, "p:g": {1: [{"a": 2}]}}) == {

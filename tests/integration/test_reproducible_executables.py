@@ -1,7 +1,7 @@
 """Two builds of one source with precompiled executables give identical folders (issue 37).
 
 XLA lists a CPU executable's object files in the order its compile threads finish them, so
-before ``formats._xla_objects.canonical_order`` two builds differed by kilobytes in some
+before ``formats.xla_objects.canonical_order`` two builds differed by kilobytes in some
 executables (and so in the manifest's hashes). The export runs twice here, from two copies in
 two folders, in fresh worker processes each, as the build hook runs it.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from conftest import export_into_copy
 
-from hatch_jaxexport.formats._xla_objects import canonical_order
+from hatch_jaxexport.formats.xla_objects import canonical_order
 
 
 def _files(site: Path, package: str) -> dict[str, str]:

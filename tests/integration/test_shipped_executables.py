@@ -17,7 +17,7 @@ import pytest
 from _buildkit import copy_project, hatch_pyproject, links_env, wheel_tag
 from conftest import COUNT_COMPILES, FIXTURES, make_venv, run
 
-from hatch_jaxexport.formats._cpu_targets import default_targets, machine_name
+from hatch_jaxexport.formats.cpu_targets import default_targets, machine_name
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(platform.machine() != "x86_64",

@@ -20,7 +20,7 @@ LAYERS = {"errors": 0, "formats": 1, "runtime": 2, "bake": 3, "integrations": 4}
 #: after it, never one before it; the shared modules at the runtime's top come after all rooms.
 RUNTIME_ROOMS = ("call", "executables", "artifacts", "disk")
 #: The runtime's shared modules (beside the rooms, imported by all of them).
-RUNTIME_SHARED = {"_jaxcompat", "_user_frame", "_dtypes", "_notices"}
+RUNTIME_SHARED = {"jaxcompat", "_user_frame", "jax_dtypes", "notices"}
 #: Modules outside the layers: the public facade and ``python -m``; nothing else at the top.
 OUTSIDE = {"__init__", "__main__"}
 #: Folder names that Python tools treat as build output and skip: pytest's default
@@ -195,6 +195,96 @@ def test_the_cycle_check_sees_annotation_only_imports() -> None:
     assert any(decorator in cycle and loader in cycle for cycle in cycles)
 
 
+def room_of(module: str) -> str:
+    """The room a module belongs to: the deepest package of ours that holds it (a package's
+    ``__init__`` is its own room); a layer's top-level modules are in the layer's room."""
+    if MODULES[module].name == "__init__.py":
+        return module
+    return module.rsplit(".", 1)[0]
+
+
+ROOMS = sorted({room_of(m) for m in MODULES if layer_of(m) is not None} - {PACKAGE})
+
+
+def room_api(room: str) -> set[str]:
+    """What a room's ``__init__`` names in ``__all__``: its public modules and names."""
+    tree = ast.parse(MODULES[room].read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    return set()
+
+
+def crossings(type_checking: bool = True) -> list[tuple[str, str, str, int]]:
+    """(module, imported module, imported name or '', line) for every import of ours that
+    enters another room (annotation-only imports included); ``errors``, below every layer, is
+    no room's."""
+    return [(module, target, name, line) for module in MODULES if layer_of(module) is not None
+            for target, name, line in imports_of(module, type_checking=type_checking)
+            if target in MODULES and room_of(target) not in (room_of(module), PACKAGE)]
+
+
+def test_every_room_names_its_api() -> None:
+    assert {"hatch_jaxexport.runtime.call", "hatch_jaxexport.bake.export",
+            "hatch_jaxexport.formats"} <= set(ROOMS)
+    assert [room for room in ROOMS if not room_api(room)] == []
+
+
+def private_reaches(found: list[tuple[str, str, str, int]]) -> list[str]:
+    """The crossings that import another room's ``_`` module."""
+    return [f"{module}:{line} imports {target}" for module, target, _, line in found
+            if target.rsplit(".", 1)[1].startswith("_") and target != room_of(target)]
+
+
+def outside_api(found: list[tuple[str, str, str, int]]) -> list[str]:
+    """The crossings that import a module or name the room's ``__all__`` does not name."""
+    outside = []
+    for module, target, name, line in found:
+        room = room_of(target)
+        wanted = name if target == room else target.rsplit(".", 1)[1]
+        if wanted and wanted not in room_api(room):
+            outside.append(f"{module}:{line} imports {wanted} from {room} (not in its __all__)")
+    return outside
+
+
+def test_no_room_imports_another_rooms_private_module() -> None:
+    """A leading ``_`` means no other room imports it: a module another room needs is public."""
+    assert private_reaches(crossings()) == []
+
+
+def test_rooms_are_imported_through_their_api() -> None:
+    """Another room's module is one its ``__init__`` names in ``__all__``, and a name imported
+    from a room's package is one it names there."""
+    assert outside_api(crossings()) == []
+
+
+def test_the_room_checks_would_notice(tmp_path: Path) -> None:
+    """A private module of another room, and a module its room does not name, are caught,
+    annotation-only imports included."""
+    module = "hatch_jaxexport.bake.verify"
+    MODULES[module] = tmp_path / "verify.py"
+    try:
+        MODULES[module].write_text(
+            "from typing import TYPE_CHECKING\n"
+            "from hatch_jaxexport.runtime.call._resolved_calls import fast_path\n"
+            "from hatch_jaxexport.bake.workers import _worker\n"
+            "if TYPE_CHECKING:\n    from hatch_jaxexport.runtime.call import loader\n"
+            "from hatch_jaxexport.bake.check import Outcome, _bundle\n")
+        found = [c for c in crossings() if c[0] == module]
+    finally:
+        MODULES[module] = PACKAGE_DIR / "bake" / "verify.py"
+    assert sorted(private_reaches(found)) == [
+        f"{module}:2 imports hatch_jaxexport.runtime.call._resolved_calls",
+        f"{module}:3 imports hatch_jaxexport.bake.workers._worker",
+        f"{module}:6 imports hatch_jaxexport.bake.check._bundle",
+    ]
+    outside = outside_api(found)
+    assert any("imports _resolved_calls from hatch_jaxexport.runtime.call" in o for o in outside)
+    assert not any("loader" in o or "Outcome" in o for o in outside)  # both named by their room
+    assert room_of("hatch_jaxexport.bake.check._bundle") == "hatch_jaxexport.bake.check"
+
+
 @pytest.mark.parametrize("layer", sorted(set(LAYERS) - {"errors"}))
 def test_each_layer_says_what_it_may_import(layer: str) -> None:
     doc = ast.get_docstring(ast.parse((PACKAGE_DIR / layer / "__init__.py").read_text()))
@@ -232,7 +322,7 @@ def test_public_modules_say_what_they_export() -> None:
 
 def test_the_checks_would_notice(tmp_path: Path) -> None:
     """The AST walk sees lazy imports, relative imports and private names."""
-    sample = ("def f():\n    from hatch_jaxexport.bake._exporter import _private\n"
+    sample = ("def f():\n    from hatch_jaxexport.bake.export.exporter import _private\n"
               "from .. import errors\n")
     module = "hatch_jaxexport.bake.verify"
     source = MODULES[module].read_text()
@@ -253,9 +343,9 @@ def test_the_checks_would_notice(tmp_path: Path) -> None:
     kinds = {type(n).__name__ for n in ast.walk(tree)}
     assert "ImportFrom" in kinds
     node = next(n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 2)
-    assert resolve_from("hatch_jaxexport.runtime._jaxcompat", node) == "hatch_jaxexport"
+    assert resolve_from("hatch_jaxexport.runtime.jaxcompat", node) == "hatch_jaxexport"
     assert room_rank("hatch_jaxexport.runtime.call.loader") == 0
-    assert room_rank("hatch_jaxexport.runtime._jaxcompat") == len(RUNTIME_ROOMS)
+    assert room_rank("hatch_jaxexport.runtime.jaxcompat") == len(RUNTIME_ROOMS)
 
 
 def test_the_architecture_page_maps_every_module() -> None:
@@ -267,6 +357,7 @@ def test_the_architecture_page_maps_every_module() -> None:
     assert unnamed == []
     assert all(f"{layer}/" in page for layer in LAYERS if layer != "errors")
     assert all(f"runtime/{room}/" in page for room in RUNTIME_ROOMS)
+    assert all(f"{room.split('.', 1)[1].replace('.', '/')}/" in page for room in ROOMS)
 
 
 def test_no_folder_of_the_package_or_its_tests_has_a_name_tools_skip() -> None:

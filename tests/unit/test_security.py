@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hatch_jaxexport import ArtifactError
-from hatch_jaxexport.runtime.artifacts._pytrees import load_type, resolve
+from hatch_jaxexport.runtime.artifacts.pytrees import load_type, resolve
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "hatch_jaxexport"
 UNSAFE_MODULES = {"pickle", "_pickle", "cPickle", "cloudpickle", "dill", "marshal", "shelve",

@@ -14,19 +14,6 @@ from hatch_jaxexport.bake.check._numerics import compare_arrays, solve_shapes, t
 from hatch_jaxexport.bake.check._outcome import JAX_HINT, REBUILD_HINT, Outcome
 from hatch_jaxexport.bake.check._plan import Plan, plan_check
 
-__all__ = [
-    "JAX_HINT",
-    "REBUILD_HINT",
-    "SOURCE_HINT",
-    "Outcome",
-    "Plan",
-    "check_case",
-    "compare_arrays",
-    "find_bundle",
-    "module_diff",
-    "plan_check",
-    "put_source_first",
-    "solve_shapes",
-    "tolerance",
-    "without_diagnostics",
-]
+__all__ = ["JAX_HINT", "Outcome", "Plan", "REBUILD_HINT", "SOURCE_HINT", "check_case",
+           "compare_arrays", "find_bundle", "module_diff", "plan_check", "put_source_first",
+           "solve_shapes", "tolerance", "without_diagnostics"]

@@ -15,7 +15,6 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from hatch_jaxexport.bake._exporter import ExportTask
 from hatch_jaxexport.bake.check._bundle import source_location
 from hatch_jaxexport.bake.check._numerics import compare_numerics
 from hatch_jaxexport.bake.check._outcome import (
@@ -40,13 +39,14 @@ from hatch_jaxexport.bake.check._plan import (
     missing_reason,
     orphan_reason,
 )
+from hatch_jaxexport.bake.export.exporter import ExportTask
 from hatch_jaxexport.errors import ArtifactError, CheckError
-from hatch_jaxexport.formats._options import DEFAULT_CHECK_SHAPES
-from hatch_jaxexport.formats._statics import encode_static
 from hatch_jaxexport.formats.manifest import ArtifactRecord, ConcreteRecord, member_name
+from hatch_jaxexport.formats.options import DEFAULT_CHECK_SHAPES
 from hatch_jaxexport.formats.spec import X64_DTYPES, Structure
-from hatch_jaxexport.runtime._jaxcompat import x64_context
+from hatch_jaxexport.formats.statics import encode_static
 from hatch_jaxexport.runtime.call.decorator import ExportableFunction
+from hatch_jaxexport.runtime.jaxcompat import x64_context
 
 #: At most this many lines of a module-text diff are shown.
 DIFF_LINES = 40
@@ -74,7 +74,7 @@ def _served_at_concrete_sizes(plan: Plan, case: Case) -> Outcome:
     """A structure the wheel serves only at concrete sizes: ``concrete`` while its symbolic
     export still fails (each size is compared as a case of its own), ``missing`` once the
     source exports it symbolically (a rebuilt wheel would serve every size from it)."""
-    from hatch_jaxexport.bake._exporter import export_exported
+    from hatch_jaxexport.bake.export.exporter import export_exported
 
     assert case.task is not None
     fn = plan.functions[case.function]
@@ -120,7 +120,7 @@ META_FIELDS = ("in_tree", "in_avals", "out_tree", "out_avals", "platforms", "cal
 
 def metadata_differences(bundled: Any, fresh: Any) -> list[tuple[str, Any, Any]]:
     """``(field, bundled, fresh)`` for each ``Exported`` metadata field that differs."""
-    from hatch_jaxexport.bake._exporter import metadata
+    from hatch_jaxexport.bake.export.exporter import metadata
 
     a, b = metadata(bundled), metadata(fresh)
     return [(key, a.get(key), b.get(key)) for key in (*META_FIELDS, *sorted(set(a) - set(
@@ -252,8 +252,8 @@ def _load_bundled_and_export_fresh(plan: Plan, case: Case, record: ArtifactRecor
     """``(bundled, fresh, bundled module text)``, or the outcome of a case that stops here: an
     artifact that cannot be read or loaded (``unusable``), or a source that no longer exports
     (``stale``)."""
-    from hatch_jaxexport.bake._exporter import export_exported, module_text
-    from hatch_jaxexport.runtime.artifacts._artifacts import deserialize_checked
+    from hatch_jaxexport.bake.export.exporter import export_exported, module_text
+    from hatch_jaxexport.runtime.artifacts.package_artifacts import deserialize_checked
 
     fn = plan.functions[case.function]
     try:
@@ -304,7 +304,7 @@ def _module_text_findings(plan: Plan, expected: str, bundled_text: str, fresh: A
     there is none."""
     import jax
 
-    from hatch_jaxexport.bake._exporter import fingerprint, module_text
+    from hatch_jaxexport.bake.export.exporter import fingerprint, module_text
 
     details: list[str] = []
     notes: list[str] = []
@@ -334,7 +334,7 @@ def _why_numerics_cannot_run(platform: str, mesh: Mapping[str, Any],
                              meta: Sequence[tuple[str, Any, Any]], shapes: int) -> str:
     """Why the numerics of an artifact for ``platform`` (on ``mesh``) cannot run in this
     process (``""`` if they can)."""
-    from hatch_jaxexport.runtime.call._matching import export_platform
+    from hatch_jaxexport.runtime.call.matching import export_platform
 
     comparable = not any(name in ("in_tree", "in_avals", "out_tree", "out_avals")
                          for name, _, _ in meta)
@@ -354,7 +354,7 @@ def _run_numerics(case: Case, record: ArtifactRecord, structure: Structure, vjp_
                   bundled: Any, fresh: Any, shapes: int) -> tuple[list[str], list[str]]:
     """Both exports run on a few concrete shapes (a sharded one on a mesh of its shape):
     ``(problems, notes)`` as :func:`compare_numerics` gives them."""
-    from hatch_jaxexport.bake._sharded_export import mesh_context
+    from hatch_jaxexport.bake.export.sharded import mesh_context
 
     constraints = list(dict.fromkeys([*record.constraints, *structure.constraints]))
     # outside any mesh: jax derives the VJP of an in-memory export under the current mesh
@@ -384,8 +384,8 @@ def _mesh_unavailable(mesh: Mapping[str, Any]) -> str:
     """Why a sharded artifact's numerics cannot run in this process ("" if they can)."""
     import jax
 
-    from hatch_jaxexport.formats._mesh import describe_mesh, mesh_size
     from hatch_jaxexport.formats.manifest import mesh_from_record
+    from hatch_jaxexport.formats.mesh import describe_mesh, mesh_size
 
     shape = mesh_from_record(mesh)
     if jax.device_count() < mesh_size(shape):
@@ -401,8 +401,8 @@ def _mesh_unavailable(mesh: Mapping[str, Any]) -> str:
 
 def fresh_concrete(fn: ExportableFunction, source: ConcreteSource) -> Any:
     """The ``Exported`` the build would bake now for ``source``: its structure bound to its
-    sizes, or its recorded call (``bake._concrete_bake``, the build's own code)."""
-    from hatch_jaxexport.bake._concrete_bake import call_exported, structure_exported
+    sizes, or its recorded call (``bake.sized.concrete``, the build's own code)."""
+    from hatch_jaxexport.bake.sized.concrete import call_exported, structure_exported
 
     if source.task is not None:
         return structure_exported(fn, source.task, source.sizes)[0]
@@ -430,7 +430,7 @@ def _concrete_missing(plan: Plan, case: Case, source: ConcreteSource) -> Outcome
 
 def _load_concrete(plan: Plan, case: Case, record: ConcreteRecord) -> Any:
     """The wheel's concrete-size artifact, deserialized; the ``unusable`` outcome if not."""
-    from hatch_jaxexport.runtime.artifacts._artifacts import deserialize_checked
+    from hatch_jaxexport.runtime.artifacts.package_artifacts import deserialize_checked
 
     x64 = bool(record.jax_config.get("jax_enable_x64")) or \
         any(d in str(dtype) for d in X64_DTYPES for _, dtype in record.inputs)
@@ -449,7 +449,7 @@ def compare_concrete(plan: Plan, case: Case, shapes: int) -> Outcome:
     wheel's artifact, else the wheel's artifact against the build's export of the source now,
     compared as symbolic artifacts are (metadata, location-free fingerprint with a module
     diff, numerics at its one shape, the gradient where it carries its VJP)."""
-    from hatch_jaxexport.bake._exporter import fingerprint, module_text
+    from hatch_jaxexport.bake.export.exporter import fingerprint, module_text
 
     record, source = case.concrete, case.concrete_source
     if source is None:

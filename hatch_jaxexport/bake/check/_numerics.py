@@ -15,18 +15,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hatch_jaxexport.bake.check._outcome import first_line
-from hatch_jaxexport.formats._dtypes import key_data_words
-from hatch_jaxexport.formats._options import DEFAULT_CHECK_SHAPES
 from hatch_jaxexport.formats.dimensions import (
     check_constraint,
     constraint_symbols,
     dim_symbols,
     evaluate_dim,
 )
+from hatch_jaxexport.formats.dtype_names import key_data_words
+from hatch_jaxexport.formats.options import DEFAULT_CHECK_SHAPES
 from hatch_jaxexport.formats.spec import X64_DTYPES
-from hatch_jaxexport.runtime._dtypes import is_key, leaf_value, plain
-from hatch_jaxexport.runtime._jaxcompat import x64_context
-from hatch_jaxexport.runtime.artifacts._family import on_inexact
+from hatch_jaxexport.runtime.artifacts.family import on_inexact
+from hatch_jaxexport.runtime.jax_dtypes import is_key, leaf_value, plain
+from hatch_jaxexport.runtime.jaxcompat import x64_context
 
 # --------------------------------------------------------------------------------------------
 # Concrete shapes satisfying a structure's constraints

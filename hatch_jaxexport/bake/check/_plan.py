@@ -21,10 +21,6 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hatch_jaxexport.bake._concrete_bake import recorded_calls
-from hatch_jaxexport.bake._discover import discover
-from hatch_jaxexport.bake._executables import recorded_sizes, structure_size_envs
-from hatch_jaxexport.bake._exporter import ExportTask, tasks_for
 from hatch_jaxexport.bake.check._bundle import (
     Bundle,
     SourceInfo,
@@ -35,10 +31,11 @@ from hatch_jaxexport.bake.check._bundle import (
     source_info,
     source_location,
 )
+from hatch_jaxexport.bake.executables.compiling import recorded_sizes, structure_size_envs
+from hatch_jaxexport.bake.export.discovery import discover
+from hatch_jaxexport.bake.export.exporter import ExportTask, tasks_for
+from hatch_jaxexport.bake.sized.concrete import recorded_calls
 from hatch_jaxexport.errors import CheckError, ExportError
-from hatch_jaxexport.formats._options import DEFAULT_PLATFORMS
-from hatch_jaxexport.formats._signatures import SIGNATURES_NAME, Calls, Recorded, call_key
-from hatch_jaxexport.formats._statics import encode_static, static_text
 from hatch_jaxexport.formats.manifest import (
     ArtifactRecord,
     ConcreteRecord,
@@ -48,6 +45,9 @@ from hatch_jaxexport.formats.manifest import (
     member_name,
     signature_text,
 )
+from hatch_jaxexport.formats.options import DEFAULT_PLATFORMS
+from hatch_jaxexport.formats.signatures import SIGNATURES_NAME, Calls, Recorded, call_key
+from hatch_jaxexport.formats.statics import encode_static, static_text
 from hatch_jaxexport.runtime.call.decorator import ExportableFunction
 
 
@@ -240,7 +240,7 @@ def _source_candidates(manifest: Manifest, functions: Mapping[str, ExportableFun
 
 def _call_text(signature: Mapping[str, Any]) -> str:
     """A recorded call's arrays, as ``inspect`` shows them (``float32[6]``)."""
-    from hatch_jaxexport.formats._signatures import rebuild
+    from hatch_jaxexport.formats.signatures import rebuild
 
     leaves: list[Any] = []
     rebuild(dict(signature), lambda dims, dtype: leaves.append([list(dims), dtype]))
@@ -296,8 +296,8 @@ def orphan_reason(plan: Plan, case: Case) -> str:
     if owner.platform not in platforms:
         return (f"{owner.function}{where} is no longer exported for {owner.platform} "
                 f"(now: {', '.join(platforms)})")
-    from hatch_jaxexport.formats._mesh import describe_mesh
     from hatch_jaxexport.formats.manifest import mesh_from_record
+    from hatch_jaxexport.formats.mesh import describe_mesh
 
     variant = mesh_from_record(owner.mesh)
     if variant not in (spec.mesh or (None,)):

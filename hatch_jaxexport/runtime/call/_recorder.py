@@ -18,8 +18,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from hatch_jaxexport.formats._settings import RECORD_ENV, record_choice
-from hatch_jaxexport.formats._signatures import (
+from hatch_jaxexport.formats.settings import RECORD_ENV, record_choice
+from hatch_jaxexport.formats.signatures import (
     SIGNATURES_NAME,
     CallSignature,
     call_key,
@@ -63,7 +63,7 @@ def note_call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     for the build and is not noted (it keeps tracing the source)."""
     if not RECORDING:
         return False
-    from hatch_jaxexport.runtime.call._recorded_calls import describe_call
+    from hatch_jaxexport.runtime.call.recorded_calls import describe_call
 
     signature = describe_call(fn, args, kwargs)
     if signature is None:

@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from hatch_jaxexport.runtime.call._inlining import INLINING_THREADS
+from hatch_jaxexport.runtime.call.inlining import INLINING_THREADS
 
 #: After this many calls that the hot executable refused, a function stops trying it.
 HOT_MISS_LIMIT = 16
@@ -49,7 +49,7 @@ def prime_fast_path() -> None:
     if not _FAST_TYPES:
         import numpy as np
 
-        from hatch_jaxexport.runtime._jaxcompat import concrete_array_type, x64_flag
+        from hatch_jaxexport.runtime.jaxcompat import concrete_array_type, x64_flag
 
         _FAST_TYPES[:] = [concrete_array_type(), np.ndarray, x64_flag()]
 

@@ -4,12 +4,12 @@ Every call that runs the source for want of an artifact goes through ``run_sourc
 structure's call with no usable artifact, a call no structure accepts, a spec-less call that
 was not recorded, a concrete-size miss. It runs the source first and tells after (the
 ``hatch_jaxexport`` logger, ``call_report()``, ``HATCH_JAXEXPORT_REPORT``; a warning only when
-the maintainer asks: ``runtime._notices``), so the source's own error is always what the caller
+the maintainer asks: ``runtime.notices``), so the source's own error is always what the caller
 sees, with ours as a note.
 
 Two kinds of call of an ``@exportable`` function never look for an artifact:
 
-- **Inlined** (``_inlining.runs_inline``): a call inside an export (the build's, the release
+- **Inlined** (``inlining.runs_inline``): a call inside an export (the build's, the release
   check's, or a user's ``jax.export`` with symbolic shapes). The outer export must hold the inner
   function's current source as one module: its symbolic sizes cannot pick an artifact (there is
   no integer to match), the build may not have baked the inner artifact yet, and XLA optimizes
@@ -33,9 +33,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from hatch_jaxexport.errors import FallbackWarning
-from hatch_jaxexport.runtime._notices import level_of, notify, report
-from hatch_jaxexport.runtime.call._inlining import sources_inlined
-from hatch_jaxexport.runtime.executables._entries import ServedCall
+from hatch_jaxexport.runtime.call.inlining import sources_inlined
+from hatch_jaxexport.runtime.executables.entries import ServedCall
+from hatch_jaxexport.runtime.notices import level_of, notify, report
 
 if TYPE_CHECKING:
     from hatch_jaxexport.runtime.call._function_record import FunctionRecord
@@ -168,7 +168,7 @@ def source_calls(fn: FunctionRecord) -> SourceCalls:
 def run_source(fn: FunctionRecord, given: tuple[tuple[Any, ...], dict[str, Any]],
                reason: str, notice: str, source: Callable[..., Any] | None = None) -> Any:
     """The source's result for a call no artifact serves, and then, once per reason, a
-    ``traced`` entry in the function's report and the ``notice`` (``runtime._notices``).
+    ``traced`` entry in the function's report and the ``notice`` (``runtime.notices``).
 
     ``given`` are the arguments as the source takes them; ``source`` runs them (default: the
     function's ``SourceCalls``, taking ``(args, kwargs)``); another one, such as the source

@@ -24,10 +24,10 @@ from hatch_jaxexport.formats.export_spec import (
     split_name,
     unbound_method,
 )
-from hatch_jaxexport.runtime._jaxcompat import lowering_config
-from hatch_jaxexport.runtime.artifacts._aux_keys import aux_key
+from hatch_jaxexport.runtime.artifacts.aux_keys import aux_key
 from hatch_jaxexport.runtime.call._function_facade import FunctionLike, function_facade
 from hatch_jaxexport.runtime.call._resolved_calls import ResolvedCalls, fast_path
+from hatch_jaxexport.runtime.jaxcompat import lowering_config
 
 _call_exportable: Callable[..., Any] | None = None  # the loader's entry point, imported lazily
 
@@ -130,7 +130,7 @@ class ExportableFunction(metaclass=FunctionLike):
         """A call the fast path did not take: matched, resolved and run by the loader."""
         if not self.export_spec.structures:  # spec-less: its recorded calls, else the source
             from hatch_jaxexport.runtime.call import _recorder as recorder
-            from hatch_jaxexport.runtime.call._recorded_calls import call_unstructured
+            from hatch_jaxexport.runtime.call.recorded_calls import call_unstructured
 
             result = call_unstructured(self, args, kwargs)
             if recorder.RECORDING:  # a call the source completed: the build can bake it

@@ -1,10 +1,11 @@
-"""The call path: runs a call of an ``@exportable`` function on its baked artifact, or traces.
+"""The call path: runs a call of an ``@exportable`` function on its baked artifact, or the source.
 
-A call is matched to a structure and static values (``_matching``), resolved once per
+A call is matched to a structure and static values (``matching``), resolved once per
 (structure, static values, platform[, mesh variant]) to a target, either a verified artifact
-(``_artifacts``) run through ``jax.jit`` or the transformation family, or the traced source with a
-``FallbackWarning`` (an ``ArtifactError`` in strict mode), and the settled executable is handed to
-the function's ``ResolvedCalls`` so that later calls of the same kind skip all of this.
+(``package_artifacts``) run through ``jax.jit`` or the transformation family, or the source
+(``_source_calls.run_source``; an ``ArtifactError`` in strict mode), and the settled executable
+is handed to the function's ``ResolvedCalls`` so that later calls of the same kind skip all of
+this.
 """
 
 from __future__ import annotations
@@ -14,16 +15,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hatch_jaxexport.errors import ArtifactError, CallMismatch
-from hatch_jaxexport.formats._settings import STRICT_ENV, strict_mode
 from hatch_jaxexport.formats.manifest import ArtifactRecord, member_name, mesh_text, variant_text
+from hatch_jaxexport.formats.settings import STRICT_ENV, strict_mode
 from hatch_jaxexport.formats.spec import static_key
-from hatch_jaxexport.runtime._jaxcompat import (
-    LOWERING_CONFIG,
-    compiled_dispatch,
-    lowering_config,
-)
-from hatch_jaxexport.runtime._notices import NeedsFix
-from hatch_jaxexport.runtime.artifacts._artifacts import (
+from hatch_jaxexport.runtime.artifacts.package_artifacts import (
     PackageArtifacts,
     artifact_key,
     deserialize_record,
@@ -36,14 +31,6 @@ from hatch_jaxexport.runtime.artifacts._artifacts import (
     stale_reason,
 )
 from hatch_jaxexport.runtime.call import _recorder as recorder
-from hatch_jaxexport.runtime.call._inlining import runs_inline
-from hatch_jaxexport.runtime.call._matching import (
-    CallPlan,
-    committed_platform,
-    export_platform,
-    plan_call,
-    shown_structure,
-)
 from hatch_jaxexport.runtime.call._resolved_calls import (
     SCALARS,
     Constant,
@@ -54,6 +41,20 @@ from hatch_jaxexport.runtime.call._resolved_calls import (
     route_of,
 )
 from hatch_jaxexport.runtime.call._source_calls import run_source, source_calls
+from hatch_jaxexport.runtime.call.inlining import runs_inline
+from hatch_jaxexport.runtime.call.matching import (
+    CallPlan,
+    committed_platform,
+    export_platform,
+    plan_call,
+    shown_structure,
+)
+from hatch_jaxexport.runtime.jaxcompat import (
+    LOWERING_CONFIG,
+    compiled_dispatch,
+    lowering_config,
+)
+from hatch_jaxexport.runtime.notices import NeedsFix
 
 if TYPE_CHECKING:
     from hatch_jaxexport.runtime.call._function_record import FunctionRecord
@@ -147,8 +148,8 @@ def _artifact_or_reason(fn: FunctionRecord, plan: CallPlan, platform: str, mesh:
         return None, mismatch
     import jax
 
-    from hatch_jaxexport.runtime._jaxcompat import needs_lapack
-    from hatch_jaxexport.runtime.disk._compile_cache import ensure_compilation_cache
+    from hatch_jaxexport.runtime.disk.cache_folders import ensure_compilation_cache
+    from hatch_jaxexport.runtime.jaxcompat import needs_lapack
 
     # the same jax wrote the blob: check its hash now, deserialize on the first compile (a warm
     # start never does); a blob from another jax is deserialized now, to fall back early
@@ -175,7 +176,7 @@ def _artifact_or_reason(fn: FunctionRecord, plan: CallPlan, platform: str, mesh:
             if record.vjp_order and not mesh:
                 return _native_vjp(fn, plan, package, record, loaded, platform, call)
             return jax.jit(loaded.call)
-        from hatch_jaxexport.runtime.artifacts._primitive import jitted_primal
+        from hatch_jaxexport.runtime.artifacts.primitive import jitted_primal
 
         return jitted_primal(_family(fn, plan, package, record, loaded, platform, mesh,
                                      variant))
@@ -185,7 +186,7 @@ def _artifact_or_reason(fn: FunctionRecord, plan: CallPlan, platform: str, mesh:
     job = _job(fn, record, platform)
 
     def out_tree() -> Any:
-        from hatch_jaxexport.runtime.artifacts._pytrees import plain_tree
+        from hatch_jaxexport.runtime.artifacts.pytrees import plain_tree
 
         if exported is None and (tree := plain_tree(record.out_tree)) is not None:
             return tree  # no need to read the StableHLO
@@ -202,7 +203,7 @@ def _concrete_target(fn: FunctionRecord, package: PackageArtifacts, plan: CallPl
     """Where a structure has no symbolic artifact (its code is not shape-polymorphic) but the
     build baked it at concrete sizes: a dispatch on the call's flat types to those artifacts;
     other sizes trace the source (``FallbackWarning``; refused in strict mode)."""
-    from hatch_jaxexport.runtime.call._recorded_calls import ConcreteDispatch
+    from hatch_jaxexport.runtime.call.recorded_calls import ConcreteDispatch
 
     records = [c for c in package.records(fn.name).manifest.concrete
                if c.structure_index == plan.structure_index and c.platform == platform
@@ -261,7 +262,7 @@ def _job(fn: FunctionRecord, record: ArtifactRecord, platform: str, convention: 
 def _served_label(record: ArtifactRecord) -> str:
     """What tells the report lines of one function's artifacts apart: ``(mode='max')`` for
     its static values, `` vjp`` for the member of a transformation that ran."""
-    from hatch_jaxexport.formats._statics import static_values_text
+    from hatch_jaxexport.formats.statics import static_values_text
 
     statics = f"({static_values_text(record.static)})" if record.static else ""
     member = member_name(record.kind, record.batched)
@@ -278,7 +279,7 @@ def _shipped(fn: FunctionRecord, package: PackageArtifacts, record: ArtifactReco
                and e.native_vjp == native_vjp]
     if not records:
         return None
-    from hatch_jaxexport.runtime.executables._shipped import ShippedExecutables
+    from hatch_jaxexport.runtime.executables.shipped import ShippedExecutables
 
     return ShippedExecutables(records, package.read_blob, out_tree, fn.name)
 
@@ -287,13 +288,13 @@ def _native_vjp(fn: FunctionRecord, plan: CallPlan, package: PackageArtifacts,
                 record: ArtifactRecord, exported: Any, platform: str,
                 primal: Callable[..., Any]) -> Any:
     """The jitted call of an artifact serialized with jax's VJP, whose eager gradients run
-    the primal's eager call and an eager call of the VJP (``_native_vjp``); what it cannot
+    the primal's eager call and an eager call of the VJP (``native_vjp``); what it cannot
     serve (``vmap``, forward mode, a second derivative) says so in our words, then traces
     the source or, in strict mode, raises."""
-    from hatch_jaxexport.runtime._jaxcompat import needs_lapack
-    from hatch_jaxexport.runtime.artifacts._family import source_flat, warn_or_raise
-    from hatch_jaxexport.runtime.artifacts._native_vjp import NativeVjpCall
-    from hatch_jaxexport.runtime.executables._eager_call import EagerCall
+    from hatch_jaxexport.runtime.artifacts.family import source_flat, warn_or_raise
+    from hatch_jaxexport.runtime.artifacts.native_vjp import NativeVjpCall
+    from hatch_jaxexport.runtime.executables.eager_call import EagerCall
+    from hatch_jaxexport.runtime.jaxcompat import needs_lapack
 
     def vjp_call() -> Any:
         import jax
@@ -316,8 +317,8 @@ def _family(fn: FunctionRecord, plan: CallPlan, package: PackageArtifacts,
             record: ArtifactRecord, exported: Any, platform: str, mesh: str, variant: str
             ) -> Any:
     """The transformation family of a primal artifact (its members load on first use)."""
-    from hatch_jaxexport.runtime._jaxcompat import needs_lapack
-    from hatch_jaxexport.runtime.artifacts._family import Family, source_flat, warn_or_raise
+    from hatch_jaxexport.runtime.artifacts.family import Family, source_flat, warn_or_raise
+    from hatch_jaxexport.runtime.jaxcompat import needs_lapack
 
     structure = fn.export_spec.structures[plan.structure_index]
     members = {("primal", False): exported}
@@ -343,8 +344,8 @@ def _member_calls(fn: FunctionRecord, package: PackageArtifacts, base: tuple[str
                   platform: str) -> Callable[[tuple[str, bool], Callable[[], Any]], Any]:
     """A family's maker of eager member calls: each member through shipped executables and the
     executable cache, like the primal's eager calls (``Family.eager``)."""
-    from hatch_jaxexport.runtime._jaxcompat import needs_lapack
-    from hatch_jaxexport.runtime.executables._eager_call import EagerCall
+    from hatch_jaxexport.runtime.executables.eager_call import EagerCall
+    from hatch_jaxexport.runtime.jaxcompat import needs_lapack
 
     def eager(member: tuple[str, bool], make_jitted: Callable[[], Any]) -> Any:
         record = package.records(fn.name).by_key[(*base, *member)]  # type: ignore[index]
@@ -365,7 +366,7 @@ def _flat_tree(leaves: int) -> Any:
 
 def _wanted_kinds(fn: FunctionRecord, mesh: str) -> tuple[str, ...]:
     """The members the function's options ask the build for (as ``build.tasks_for`` bakes)."""
-    from hatch_jaxexport.runtime.artifacts._family import baked_kinds
+    from hatch_jaxexport.runtime.artifacts.family import baked_kinds
 
     spec = fn.export_spec
     order = max(spec.ad_order, 1 if mesh and spec.vjp_order else 0)
@@ -378,7 +379,7 @@ def _source_without_static(fn: FunctionRecord, plan: CallPlan, reason: str
     ``run_source`` with ``reason`` (``no_artifact``'s: strict mode has refused already)."""
     import jax
 
-    from hatch_jaxexport.runtime.artifacts._family import source_call
+    from hatch_jaxexport.runtime.artifacts.family import source_call
 
     source = source_call(fn, plan.structure_index, dict(plan.static))
     jitted = source if fn.export_spec.skip_jitting else jax.jit(source)
@@ -411,8 +412,8 @@ def _eager(fn: FunctionRecord, make_jitted: Callable[[], Callable[..., Any]], si
            ) -> Callable[..., Any]:
     """The call of an unsharded artifact: eager calls through shipped, cached or tiered
     executables."""
-    from hatch_jaxexport.runtime.executables._eager_call import EagerCall
-    from hatch_jaxexport.runtime.executables._tiers import tiering_wanted
+    from hatch_jaxexport.runtime.executables.eager_call import EagerCall
+    from hatch_jaxexport.runtime.executables.tiers import tiering_wanted
 
     return EagerCall(make_jitted, job, tiering_wanted(job["platform"], fn.export_spec.tiered,
                                                       size), lapack, shipped, eager_lowerable)
@@ -525,7 +526,7 @@ def _call_uncovered(fn: FunctionRecord, given: tuple[tuple[Any, ...], dict[str, 
     of plain arrays and scalars hands its trace to the fast path (``fast``), so later calls
     like it cost what ``jax.jit`` of the source costs."""
     args, kwargs = given
-    from hatch_jaxexport.runtime.call._recorded_calls import recorded_call
+    from hatch_jaxexport.runtime.call.recorded_calls import recorded_call
 
     run, _ = recorded_call(fn, args, kwargs)  # baked at exactly this call's recorded sizes
     if run is not None:
@@ -632,7 +633,7 @@ def _call_sharded(fn: FunctionRecord, plan: CallPlan, key: tuple[Any, ...],
     """A call of a function with mesh variants: the variant of the call's mesh, NumPy inputs
     placed onto that mesh with the artifact's in_specs. Only calls without any mesh take the
     fast path, guarded: the same arrays may run under a mesh set later."""
-    from hatch_jaxexport.runtime.artifacts._placement import (
+    from hatch_jaxexport.runtime.artifacts.placement import (
         call_mesh,
         current_mesh,
         place,
@@ -689,7 +690,7 @@ def call_report(fn: FunctionRecord) -> list[Any]:
     members of transformations), and one ``traced`` entry, with the reason, per reason the
     source ran instead. Calls traced by the caller's own ``jax.jit`` are not eager calls: jax
     compiles them with the caller's function."""
-    from hatch_jaxexport.runtime.executables._eager_call import EagerCall
+    from hatch_jaxexport.runtime.executables.eager_call import EagerCall
 
     served = []
     for target in list(fn.calls.targets.values()):
@@ -703,7 +704,7 @@ def call_report(fn: FunctionRecord) -> list[Any]:
 
 def tiered_calls(fn: FunctionRecord) -> list[Any]:
     """The ``EagerCall`` objects of a function's resolved targets (tests, benchmarks)."""
-    from hatch_jaxexport.runtime.executables._eager_call import EagerCall
+    from hatch_jaxexport.runtime.executables.eager_call import EagerCall
 
     return [target.call for target in fn.calls.targets.values()
             if isinstance(getattr(target, "call", None), EagerCall)]

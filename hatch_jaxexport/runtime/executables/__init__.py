@@ -1,7 +1,9 @@
 """Runtime room 2, executables: where a resolved call's compiled executable comes from.
 
-In the order a first call tries them: ``_shipped`` (precompiled in the wheel for this exact
-machine), ``_executable_cache`` (the per-user cache), then ``_tiers`` (the quick tier or a
+In the order a first call tries them: ``shipped`` (precompiled in the wheel for this exact
+machine), ``_executable_cache`` (the per-user cache), then ``tiers`` (the quick tier or a
 compile, and ``_background``'s optimized compile that replaces a quick one). It may import
 ``artifacts``, ``disk`` and the runtime's shared modules, never ``call``.
 """
+
+__all__ = ["eager_call", "entries", "shipped", "tiers"]

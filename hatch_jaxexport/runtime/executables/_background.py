@@ -1,7 +1,7 @@
 """Tiered compilation's background compiles, bounded: a few at once per machine, queued, timed.
 
 Each first call of a tiered signature wants its optimized executable compiled by a separate
-process (``_tiers``). Unbounded, a model with dozens of signatures started dozens of them at
+process (``tiers``). Unbounded, a model with dozens of signatures started dozens of them at
 once (measured: 8 processes, 605 MB resident, for 10 signatures of one package), all outliving
 the program. Here:
 
@@ -23,7 +23,7 @@ the program. Here:
   ``SIGALRM``'s default action ends the process a little later should the thread not get to
   run.
 
-Which signature compiles is ``_tiers``' business; this module only knows jobs: a command line,
+Which signature compiles is ``tiers``' business; this module only knows jobs: a command line,
 an environment, a key lock and a log.
 """
 
@@ -40,13 +40,13 @@ import time
 from collections import deque
 from pathlib import Path
 
-from hatch_jaxexport.formats._settings import (
+from hatch_jaxexport.formats.settings import (
     BACKGROUND_COMPILES_ENV,
     BACKGROUND_TIMEOUT_ENV,
     background_compiles,
     background_timeout,
 )
-from hatch_jaxexport.runtime.disk._file_lock import try_lock
+from hatch_jaxexport.runtime.disk.file_lock import try_lock
 
 #: The folder of the slot files, inside the executable cache folder.
 SLOT_FOLDER = "background"

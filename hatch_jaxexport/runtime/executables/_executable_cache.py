@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hatch_jaxexport.runtime.disk._entry_names import ENTRY_SUFFIX, entry_label, touch
+from hatch_jaxexport.runtime.disk.entry_names import ENTRY_SUFFIX, entry_label, touch
 
 MAGIC = b"hatch-jaxexport executable 1\n"
 SUFFIX = ENTRY_SUFFIX
@@ -132,7 +132,7 @@ def entry_key(folder: Path, artifact_sha256: str, signature: Sequence[Any], plat
               options: str = "default", package: str = "") -> str:
     """The entry name of an artifact's executable for these argument types on this machine.
 
-    It starts with the package, the artifact's SHA-256 and the jaxlib (``_footprint``), so
+    It starts with the package, the artifact's SHA-256 and the jaxlib (``footprint``), so
     that ``jaxexport cache prune`` can tell the entries no installed package ships any more;
     the digest after them is the key proper.
     """
@@ -241,11 +241,11 @@ def store(folder: Path, key: str, compiled: Any) -> bool:
             os.unlink(tmp)
             raise
     except OSError as err:  # read-only, full, gone: the call ran; say so once per process
-        from hatch_jaxexport.runtime.disk._compile_cache import cache_unwritable
+        from hatch_jaxexport.runtime.disk.cache_folders import cache_unwritable
 
         cache_unwritable(folder, err)
         return False
-    from hatch_jaxexport.runtime.disk._footprint import after_store  # here: not on a call's path
+    from hatch_jaxexport.runtime.disk.footprint import after_store  # here: not on a call's path
 
     after_store(folder)  # the cache grew: keep it under HATCH_JAXEXPORT_CACHE_MAX_BYTES
     return True

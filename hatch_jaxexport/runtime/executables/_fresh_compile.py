@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from hatch_jaxexport.runtime._jaxcompat import lapack_init_skipped
 from hatch_jaxexport.runtime.executables import _executable_cache as executables
-from hatch_jaxexport.runtime.executables._entries import Entry
+from hatch_jaxexport.runtime.executables.entries import Entry
+from hatch_jaxexport.runtime.jaxcompat import lapack_init_skipped
 
 
 class FreshCompile:

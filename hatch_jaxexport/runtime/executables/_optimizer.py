@@ -1,6 +1,6 @@
 """The background process of tiered compilation: one artifact, one signature, optimized.
 
-``python -m hatch_jaxexport.runtime.executables._optimizer JOB`` (started by ``_tiers``,
+``python -m hatch_jaxexport.runtime.executables._optimizer JOB`` (started by ``tiers``,
 bounded by ``_background``) compiles the artifact for the signature in ``JOB`` into the
 executable cache, within its time limit. Nothing of the parent's process state is shared:
 it finds the artifact again by package, file and SHA-256.
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hatch_jaxexport.formats._settings import background_timeout
+from hatch_jaxexport.formats.settings import background_timeout
 from hatch_jaxexport.runtime.executables import _executable_cache as executables
 from hatch_jaxexport.runtime.executables._background import end_after, scratch_folder
 
@@ -38,7 +38,7 @@ def optimize(job: dict[str, Any]) -> int:
         jax.config.update("jax_enable_compilation_cache", False)  # compile, never load
         if job["x64"]:
             jax.config.update("jax_enable_x64", True)
-        from hatch_jaxexport.runtime.artifacts._artifacts import (
+        from hatch_jaxexport.runtime.artifacts.package_artifacts import (
             load_package_artifacts,
             load_record,
         )

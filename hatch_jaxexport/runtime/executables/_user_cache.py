@@ -1,6 +1,6 @@
 """Where a signature's executable comes from, second: the per-user executable cache.
 
-One artifact's view of the cache folder (``disk/_compile_cache``): the entry key of a call
+One artifact's view of the cache folder (``disk/cache_folders``): the entry key of a call
 signature, reading an entry back (no lowering, no compile: a warm start), and writing a
 fresh compile once it has run. The entries themselves are ``_executable_cache``'s.
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from hatch_jaxexport.runtime._jaxcompat import initialize_lapack
 from hatch_jaxexport.runtime.executables import _executable_cache as executables
-from hatch_jaxexport.runtime.executables._entries import Entry, artifact_types
+from hatch_jaxexport.runtime.executables.entries import Entry, artifact_types
+from hatch_jaxexport.runtime.jaxcompat import initialize_lapack
 
 
 class UserCache:
@@ -26,7 +26,7 @@ class UserCache:
     """
 
     def __init__(self, job: dict[str, str], lapack: bool) -> None:
-        from hatch_jaxexport.runtime.disk._compile_cache import (
+        from hatch_jaxexport.runtime.disk.cache_folders import (
             executable_cache_dir,
             executable_cache_writable,
         )

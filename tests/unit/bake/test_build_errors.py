@@ -15,8 +15,13 @@ import pytest
 from conftest import FIXTURES, run
 
 from hatch_jaxexport.bake import export_package
-from hatch_jaxexport.bake._bake import missing_local_platform
-from hatch_jaxexport.bake._diagnose import BAKE_FIXED, first_line, hints_for, slice_constraints
+from hatch_jaxexport.bake.export.diagnose import (
+    BAKE_FIXED,
+    first_line,
+    hints_for,
+    slice_constraints,
+)
+from hatch_jaxexport.bake.flow import missing_local_platform
 from hatch_jaxexport.errors import ExportError
 
 SOURCE = (FIXTURES / "jxe_mistakes" / "__init__.py").read_text().splitlines()
@@ -159,7 +164,7 @@ def test_failures_of_one_cause_at_one_place_fold_into_one_message_in_one_order()
     with the count, the functions and one example, the same whatever order workers finished."""
     import random
 
-    from hatch_jaxexport.bake._diagnose import fold_failures
+    from hatch_jaxexport.bake.export.diagnose import fold_failures
 
     inconclusive = ("InconclusiveDimensionOperation: Symbolic dimension comparison 'n{}' >= "
                     "'2' is inconclusive.")

@@ -7,7 +7,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from hatch_jaxexport.bake._captured import captured_constants, captured_lines, captured_warnings
+from hatch_jaxexport.bake.export.captured import (
+    captured_constants,
+    captured_lines,
+    captured_warnings,
+)
 from hatch_jaxexport.formats.manifest import ArtifactRecord
 
 #: Module-level values the functions below close over (the names the report must find).

@@ -7,8 +7,7 @@ import re
 
 import pytest
 
-from hatch_jaxexport.bake._bake import describe_result
-from hatch_jaxexport.bake._config import (
+from hatch_jaxexport.bake.config import (
     HATCHLING_HOOK_KEYS,
     ConfigError,
     ExportOptions,
@@ -16,6 +15,7 @@ from hatch_jaxexport.bake._config import (
     parse_options,
     requirement_conflicts,
 )
+from hatch_jaxexport.bake.flow import describe_result
 
 HATCH = "tool.hatch.build.targets.wheel.hooks.jaxexport"
 
@@ -283,7 +283,7 @@ def test_merge_requirement_refuses_a_bad_requirement():
 
 ESCAPE = """
 import sys
-from hatch_jaxexport.bake._config import brief_uncaught_build_errors, parse_options
+from hatch_jaxexport.bake.config import brief_uncaught_build_errors, parse_options
 from hatch_jaxexport.errors import ConfigError, ExportError, SpecError
 try:
     parse_options({"job": 2}, "tool.jaxexport")
@@ -333,7 +333,7 @@ def test_other_uncaught_errors_keep_their_traceback(run_python):
 
 
 def test_caught_config_errors_keep_their_type_in_process():
-    from hatch_jaxexport.bake._config import brief_uncaught_build_errors
+    from hatch_jaxexport.bake.config import brief_uncaught_build_errors
 
     brief_uncaught_build_errors()
     with pytest.raises(ConfigError):
@@ -369,7 +369,7 @@ def test_executable_targets_take_the_standard_level_names_too():
 def test_executables_option():
     import platform
 
-    from hatch_jaxexport.formats._cpu_targets import default_targets, machine_name
+    from hatch_jaxexport.formats.cpu_targets import default_targets, machine_name
 
     assert parse_options({}, HATCH).executables == ()
     assert parse_options({"executables": False}, HATCH).executables == ()

@@ -1,10 +1,10 @@
-"""Identical artifact files stored once (``bake._dedupe``), on real files in a folder."""
+"""Identical artifact files stored once (``bake.workers._dedupe``), on real files in a folder."""
 
 from __future__ import annotations
 
 import hashlib
 
-from hatch_jaxexport.bake._dedupe import dedupe_files
+from hatch_jaxexport.bake.workers._dedupe import dedupe_files
 from hatch_jaxexport.formats.manifest import ConcreteRecord, Manifest, parse_manifest
 
 

@@ -6,7 +6,7 @@ import sys
 import textwrap
 
 from hatch_jaxexport.bake import discover
-from hatch_jaxexport.bake._discover import is_test_module
+from hatch_jaxexport.bake.export.discovery import is_test_module
 
 
 def test_test_modules_by_pytest_names():

@@ -10,7 +10,7 @@ import sys
 
 from conftest import FIXTURES, run
 
-from hatch_jaxexport.bake._executables import size_gap_lines
+from hatch_jaxexport.bake.executables.compiling import size_gap_lines
 
 TAIL = ("record the sizes real calls use (HATCH_JAXEXPORT_RECORD=1 while the tests run), or "
         "add executable_sizes={%s} to its @exportable")

@@ -171,7 +171,7 @@ def test_cli_errors_are_one_clear_line_without_traceback(tmp_path):
 
 def test_a_skip_reason_keeps_the_first_line_the_place_and_the_first_hint():
     """Issue 37: the manifest stays small however many skips, and still says what to do."""
-    from hatch_jaxexport.bake._orchestrate import skip_reason
+    from hatch_jaxexport.bake.workers.orchestrate import skip_reason
 
     error = ("InconclusiveDimensionOperation: Symbolic dimension comparison 'n' >= '2' is "
              "inconclusive.")

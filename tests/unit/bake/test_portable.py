@@ -22,13 +22,13 @@ import pytest
 from conftest import export_into_copy, make_venv, run
 
 from hatch_jaxexport import ExportError, SpecError, exportable
-from hatch_jaxexport.bake._portable_export import (
+from hatch_jaxexport.bake.sized.portable_export import (
     custom_call_reason,
     export_variant,
     plan_variants,
 )
 from hatch_jaxexport.errors import ArtifactError, NotPortable
-from hatch_jaxexport.formats._portable_index import (
+from hatch_jaxexport.formats.portable_index import (
     INTERFACE_SUFFIX,
     IREE_F64_FLAG,
     PORTABLE_INDEX,

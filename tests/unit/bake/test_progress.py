@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-from hatch_jaxexport.bake._bake import export_one
-from hatch_jaxexport.bake._config import ExportOptions
-from hatch_jaxexport.bake._progress import (
+from hatch_jaxexport.bake.config import ExportOptions
+from hatch_jaxexport.bake.flow import export_one
+from hatch_jaxexport.bake.workers.progress import (
     ETA_AFTER_SECONDS,
     ETA_FROM_FUNCTIONS,
     FunctionProgress,

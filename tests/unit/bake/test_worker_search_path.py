@@ -14,8 +14,8 @@ import sys
 import textwrap
 
 from hatch_jaxexport.bake import export_package
-from hatch_jaxexport.bake._bake import lacks_module
-from hatch_jaxexport.bake._search_path import SEARCH_PATH_ENV, restore_search_path
+from hatch_jaxexport.bake.export.search_path import SEARCH_PATH_ENV, restore_search_path
+from hatch_jaxexport.bake.flow import lacks_module
 from hatch_jaxexport.errors import ExportError
 
 #: pip's ``BuildEnvironment`` sitecustomize (pip 23 to 25), with its two lists filled in.

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from archspec.cpu import detect
 
-from hatch_jaxexport.formats._cpu_targets import (
+from hatch_jaxexport.formats.cpu_targets import (
     TARGET_ALIASES,
     TARGETS,
     CpuProbe,
@@ -27,8 +27,8 @@ from hatch_jaxexport.formats._cpu_targets import (
     required_features,
 )
 from hatch_jaxexport.formats.manifest import ExecutableRecord
-from hatch_jaxexport.runtime.executables import _shipped as shipped
-from hatch_jaxexport.runtime.executables._shipped import Host, _cpu_flags, mismatch
+from hatch_jaxexport.runtime.executables import shipped
+from hatch_jaxexport.runtime.executables.shipped import Host, _cpu_flags, mismatch
 
 X86_FLAGS = ("fpu lm sse sse2 pni pclmulqdq ssse3 fma cx16 sse4_1 sse4_2 movbe popcnt aes avx "
              "f16c rdrand lahf_lm abm 3dnowprefetch bmi1 avx2 bmi2 sha_ni")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from hatch_jaxexport import SpecError, exportable
-from hatch_jaxexport.formats._dtypes import accepted_dtype_names, dtype_name, is_dtype_like
+from hatch_jaxexport.formats.dtype_names import accepted_dtype_names, dtype_name, is_dtype_like
 
 
 def _scale(x):

@@ -7,7 +7,7 @@ import datetime
 import pytest
 
 from hatch_jaxexport.errors import ArtifactError
-from hatch_jaxexport.formats._jax_window import (
+from hatch_jaxexport.formats.jax_window import (
     WINDOW_DAYS,
     days_left,
     jax_release_date,
@@ -38,7 +38,7 @@ def test_the_window_is_six_months_and_its_text_says_until_when():
 
 
 def test_a_refused_artifact_of_an_expired_jax_says_rebuild_with_a_newer_jax():
-    from hatch_jaxexport.runtime.artifacts._artifacts import deserialize_checked
+    from hatch_jaxexport.runtime.artifacts.package_artifacts import deserialize_checked
 
     with pytest.raises(ArtifactError) as info:
         deserialize_checked(b"not an export", [], "mypkg", built_with="0.4.1")

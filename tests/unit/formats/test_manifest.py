@@ -215,7 +215,7 @@ def test_a_record_no_function_can_be_told_from_is_corrupt_for_every_function(
 
 
 # --------------------------------------------------------------------------------------------
-# Several records naming one file: identical modules stored once (bake/_dedupe.py)
+# Several records naming one file: identical modules stored once (bake/workers/_dedupe.py)
 
 
 def _shared_manifest(*files: tuple[str, str, int]):

@@ -1,4 +1,4 @@
-"""Every ``HATCH_JAXEXPORT_*`` variable is read by formats/_settings, with one set of spellings."""
+"""Every ``HATCH_JAXEXPORT_*`` variable is read by formats/settings, with one set of spellings."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hatch_jaxexport.formats import _settings as settings
+from hatch_jaxexport.formats import settings
 
 PACKAGE_DIR = Path(__file__).resolve().parents[3] / "hatch_jaxexport"
 
@@ -36,12 +36,12 @@ def test_unset_and_unknown_values_leave_the_default() -> None:
 
 
 def test_no_other_module_reads_a_hatch_jaxexport_variable_itself() -> None:
-    """The variables' names come from _settings: a string literal naming one elsewhere would be
+    """The variables' names come from settings: a string literal naming one elsewhere would be
     a second parser (docstrings and messages may mention them)."""
     names = {settings.STRICT_ENV, settings.TIERED_ENV, settings.CACHE_ENV, settings.SKIP_ENV}
     found = []
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
-        if path.name == "_settings.py":
+        if path.name == "settings.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and node.value in names:

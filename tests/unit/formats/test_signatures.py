@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from hatch_jaxexport.formats._signatures import (
+from hatch_jaxexport.formats.signatures import (
     SIGNATURES_VERSION,
     call_key,
     merged_calls,
@@ -61,7 +61,7 @@ def test_a_bad_call_names_the_file_the_function_and_the_fault(call, fault):
 
 def test_rebuild_gives_the_arrays_in_the_loaders_canonical_order():
     """Parameters by name, dict keys sorted: the order the build's flat function takes the
-    arrays in is the order ``runtime.call._recorded_calls.described`` hands a call's arrays."""
+    arrays in is the order ``runtime.call.recorded_calls.described`` hands a call's arrays."""
     seen = []
     values = rebuild(CALL, lambda dims, dtype: seen.append((dims, dtype)) or f"{dtype}{dims}")
     assert seen == [((3,), "float32"), ((), "int32"), ((4, 2), "float32")]

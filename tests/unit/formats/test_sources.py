@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from hatch_jaxexport.errors import ArtifactError
-from hatch_jaxexport.formats._sources import (
+from hatch_jaxexport.formats.manifest import Manifest, parse_manifest
+from hatch_jaxexport.formats.sources import (
     changed_sources,
     check_sources,
     source_fingerprint,
     stale_text,
 )
-from hatch_jaxexport.formats.manifest import Manifest, parse_manifest
 
 
 def _package(root: Path) -> Path:

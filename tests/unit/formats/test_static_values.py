@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hatch_jaxexport.formats._statics import (
+from hatch_jaxexport.formats.manifest import artifact_id
+from hatch_jaxexport.formats.statics import (
     encode_static,
     encoded_static_key,
     same_static,
@@ -25,7 +26,6 @@ from hatch_jaxexport.formats._statics import (
     static_text,
     unique_statics,
 )
-from hatch_jaxexport.formats.manifest import artifact_id
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -69,7 +69,7 @@ def test_the_key_survives_the_manifest_json_round_trip(value):
 def test_the_key_is_the_same_in_fresh_processes():
     """Two processes with other hash seeds give the key text written here (the fixture is not
     imported in this process: the baked-fixture tests import their own copy)."""
-    code = ("import jxe_statics as p; from hatch_jaxexport.formats._statics import static_key;"
+    code = ("import jxe_statics as p; from hatch_jaxexport.formats.statics import static_key;"
             "print(static_key({'axis': -1, 'extrap': (True, False), 'mode': p.Reduction.MAX, "
             "'cfg': p.Smoothing(passes=2, weight=0.25)}))")
     expected = ('{"axis":-1,"cfg":{"dataclass":"jxe_statics:Smoothing","fields":{"ends":'

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hatch_jaxexport.formats import _settings as settings
-from hatch_jaxexport.formats._structure_text import DEFAULT_WIDTH, ELLIPSIS, abbreviate_structure
+from hatch_jaxexport.formats import settings
 from hatch_jaxexport.formats.spec import parse_structure
+from hatch_jaxexport.formats.structure_text import DEFAULT_WIDTH, ELLIPSIS, abbreviate_structure
 
 E = ELLIPSIS
 

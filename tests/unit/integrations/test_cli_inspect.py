@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import run
 
-from hatch_jaxexport.formats._settings import FULL_STRUCTURES_ENV
+from hatch_jaxexport.formats.settings import FULL_STRUCTURES_ENV
 
 PACKAGE = "jxe_inspect_long"
 SOURCE = '''

@@ -19,7 +19,7 @@ from conftest import call_baked_fresh, export_into_copy
 
 from hatch_jaxexport import exportable
 from hatch_jaxexport.errors import SpecError
-from hatch_jaxexport.runtime.artifacts._aux_keys import aux_key
+from hatch_jaxexport.runtime.artifacts.aux_keys import aux_key
 
 
 class _Boxed:

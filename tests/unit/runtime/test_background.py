@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hatch_jaxexport.formats import _settings as settings
+from hatch_jaxexport.formats import settings
 from hatch_jaxexport.runtime.executables import _background as background
 
 HOLD = """

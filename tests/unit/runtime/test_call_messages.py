@@ -13,7 +13,7 @@ import pytest
 
 from hatch_jaxexport import FallbackWarning, exportable
 from hatch_jaxexport.errors import PytreeMismatch, SignatureMismatch
-from hatch_jaxexport.formats._settings import FULL_STRUCTURES_ENV
+from hatch_jaxexport.formats.settings import FULL_STRUCTURES_ENV
 from hatch_jaxexport.runtime.call import loader
 from hatch_jaxexport.runtime.call.loader import STRICT_FIX
 

@@ -116,7 +116,7 @@ def fresh(demo: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[DeserializeCou
     counter = DeserializeCounter()
     monkeypatch.setenv("HATCH_JAXEXPORT_STRICT", "1")
     monkeypatch.setattr(export, "deserialize", counter.wrap(export.deserialize))
-    from hatch_jaxexport.runtime.disk import _compile_cache as cache
+    from hatch_jaxexport.runtime.disk import cache_folders as cache
 
     cache.ensure_compilation_cache()
     monkeypatch.setattr(cache, "_executables", None)  # no warm executables: every blob loads

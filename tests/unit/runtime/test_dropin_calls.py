@@ -42,7 +42,7 @@ def baked(compose_site, monkeypatch):
 
 def _reference(fn, *args, **kwargs):
     """The source's result, every exportable inside it run from its source."""
-    from hatch_jaxexport.runtime.call._inlining import sources_inlined
+    from hatch_jaxexport.runtime.call.inlining import sources_inlined
 
     with sources_inlined():
         return fn.__wrapped__(*args, **kwargs)

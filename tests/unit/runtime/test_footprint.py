@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from conftest import TESTS
 
-from hatch_jaxexport.formats._settings import CACHE_ENV, CACHE_MAX_BYTES_ENV
-from hatch_jaxexport.runtime.disk import _footprint as footprint
-from hatch_jaxexport.runtime.disk._entry_names import NAME
+from hatch_jaxexport.formats.settings import CACHE_ENV, CACHE_MAX_BYTES_ENV
+from hatch_jaxexport.runtime.disk import footprint
+from hatch_jaxexport.runtime.disk.entry_names import NAME
 
 SHA = hashlib.sha256(b"artifact").hexdigest()
 

@@ -18,8 +18,8 @@ from conftest import export_into_copy
 
 from hatch_jaxexport import SpecError, exportable
 from hatch_jaxexport.errors import DtypeMismatch
-from hatch_jaxexport.formats._dtypes import KEY_DTYPES, UNSERIALIZABLE_KEY_DTYPES
-from hatch_jaxexport.runtime._dtypes import jax_dtype
+from hatch_jaxexport.formats.dtype_names import KEY_DTYPES, UNSERIALIZABLE_KEY_DTYPES
+from hatch_jaxexport.runtime.jax_dtypes import jax_dtype
 
 X = jnp.linspace(0.1, 1.0, 4, dtype=jnp.float32)
 K = jax.random.key(7)

@@ -198,7 +198,7 @@ def test_strict_mode_raises_artifact_error(demo, monkeypatch):
 
 
 def test_committed_arguments_choose_their_device_platform(demo, no_fallback):
-    from hatch_jaxexport.runtime.call._matching import committed_platform
+    from hatch_jaxexport.runtime.call.matching import committed_platform
 
     x = jax.device_put(jnp.ones((2, 2)), jax.devices("cpu")[0])
     assert committed_platform({"x": x}) == "cpu"

@@ -118,7 +118,7 @@ def test_vmap_of_a_native_vjp_function_traces_the_source_saying_what_to_set(
 
 
 def test_every_cell_bakes_what_its_options_ask_for() -> None:
-    from hatch_jaxexport.bake._exporter import tasks_for
+    from hatch_jaxexport.bake.export.exporter import tasks_for
     from hatch_jaxexport.runtime.call.decorator import exportable
 
     def members(**options: object) -> set[tuple[str, bool]]:

@@ -16,11 +16,11 @@ import pytest
 
 from hatch_jaxexport import exportable
 from hatch_jaxexport.errors import ArtifactError, FallbackWarning
-from hatch_jaxexport.formats._coverage import coverage, partial_coverage
-from hatch_jaxexport.formats._signatures import SIGNATURES_NAME, parse_calls
+from hatch_jaxexport.formats.coverage import coverage, partial_coverage
 from hatch_jaxexport.formats.manifest import ConcreteRecord, Manifest, parse_manifest
+from hatch_jaxexport.formats.signatures import SIGNATURES_NAME, parse_calls
 from hatch_jaxexport.runtime.call import _recorder as recorder
-from hatch_jaxexport.runtime.call._recorded_calls import describe_call, described
+from hatch_jaxexport.runtime.call.recorded_calls import describe_call, described
 
 RUNS = {"count": 0}
 

@@ -17,10 +17,10 @@ import pytest
 from conftest import TESTS, export_into_copy, run
 
 from hatch_jaxexport import ArtifactError, SpecError, exportable
-from hatch_jaxexport.bake._exporter import tasks_for
-from hatch_jaxexport.formats._mesh import PSpec, mesh_record
+from hatch_jaxexport.bake.export.exporter import tasks_for
 from hatch_jaxexport.formats.manifest import mesh_from_record, parse_manifest
-from hatch_jaxexport.runtime.artifacts._placement import CallMesh, select_variant
+from hatch_jaxexport.formats.mesh import PSpec, mesh_record
+from hatch_jaxexport.runtime.artifacts.placement import CallMesh, select_variant
 
 HERE = TESTS  # the support modules beside conftest.py
 ROOT = HERE.parent

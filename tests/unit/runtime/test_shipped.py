@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import COUNT_COMPILES, run
 
-from hatch_jaxexport.formats._cpu_targets import linux_cpu_flags, missing_features
+from hatch_jaxexport.formats.cpu_targets import linux_cpu_flags, missing_features
 from hatch_jaxexport.formats.manifest import MANIFEST_NAME
 
 pytestmark = pytest.mark.skipif(platform.machine() != "x86_64",
@@ -248,7 +248,7 @@ def test_without_shipped_executables_a_second_process_compiles_no_member(exec_si
 def test_plain_output_trees_are_read_from_the_manifest_text(tree):
     import jax
 
-    from hatch_jaxexport.runtime.artifacts._pytrees import plain_tree
+    from hatch_jaxexport.runtime.artifacts.pytrees import plain_tree
 
     expected = jax.tree_util.tree_structure(tree)
     assert plain_tree(str(expected)) == expected
@@ -259,7 +259,7 @@ def test_other_trees_need_the_artifact():
 
     import jax
 
-    from hatch_jaxexport.runtime.artifacts._pytrees import plain_tree
+    from hatch_jaxexport.runtime.artifacts.pytrees import plain_tree
 
     pair = collections.namedtuple("Pair", "a b")
     assert plain_tree(str(jax.tree_util.tree_structure(pair(0, 0)))) is None

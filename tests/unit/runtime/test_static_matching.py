@@ -16,9 +16,9 @@ from conftest import export_into_copy, import_baked
 
 from hatch_jaxexport import exportable, static
 from hatch_jaxexport.errors import SpecError, StaticValueMismatch
-from hatch_jaxexport.formats._statics import static_key
-from hatch_jaxexport.runtime.call._matching import plan_call
+from hatch_jaxexport.formats.statics import static_key
 from hatch_jaxexport.runtime.call.loader import loaded_from_artifact
+from hatch_jaxexport.runtime.call.matching import plan_call
 
 
 class Side(enum.Enum):
@@ -95,7 +95,7 @@ def test_each_structure_exports_only_its_own_values():
     assert spec.static_combinations(1) == [{"axis": 0, "side": Side.LEFT},
                                            {"axis": 0, "side": Side.RIGHT}]
     assert len(spec.static_combinations()) == 4  # not the 2 x 2 x 2 of every value everywhere
-    from hatch_jaxexport.bake._exporter import tasks_for
+    from hatch_jaxexport.bake.export.exporter import tasks_for
 
     tasks = tasks_for(_pinned(), ("cpu",))
     assert sorted((t.structure_index, t.static["axis"]) for t in tasks) == \

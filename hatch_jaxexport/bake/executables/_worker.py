@@ -1,0 +1,137 @@
+"""``python -m hatch_jaxexport.bake.executables._worker REQUEST.json``: compile one target.
+
+Started by ``compiling.compile_executables`` with the target's ``XLA_FLAGS``. For each plan it
+deserializes the artifact the export workers wrote, compiles its call for each concrete
+signature, and writes the executable's plain bytes; a signature that cannot stand alone as an
+executable (constants passed as arguments, host callbacks) is a note, not a failure: its calls
+compile the StableHLO as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import platform
+import sys
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hatch_jaxexport.bake.executables.compiling import EXECUTABLE_SUFFIX, builder_machine
+from hatch_jaxexport.bake.export.search_path import restore_search_path
+from hatch_jaxexport.formats.cpu_targets import TARGETS, executable_system, required_features
+from hatch_jaxexport.formats.manifest import ExecutableRecord, sha256_hex
+from hatch_jaxexport.runtime.jax_dtypes import has_keys
+
+
+def compile_plan(plan: Mapping[str, Any], target: str, out_dir: Path, package: str,
+                 notes: list[str]) -> list[ExecutableRecord]:
+    """Every executable of one artifact for ``target``: its call for each concrete signature
+    and, for an artifact serialized with jax's VJP (``vjp_order``), that VJP's too."""
+    import jax
+
+    from hatch_jaxexport.runtime.artifacts.pytrees import load_type
+
+    if plan["pytree_types"]:  # the function's module first, as a user's process has it: the
+        # types of the libraries it imports (flax, equinox...) are then allowed to resolve
+        importlib.import_module(plan["function"].partition(":")[0])
+    for ref in plan["pytree_types"]:
+        load_type(ref, package)
+    exported = jax.export.deserialize(bytearray((out_dir / plan["file"]).read_bytes()))
+    if has_keys([*exported.in_avals, *exported.out_avals]):
+        notes.append(f"no {target} executable for {plan['artifact']}: typed PRNG keys in its "
+                     "inputs or outputs; its calls compile the StableHLO")
+        return []
+    calls = [(0, exported)]
+    if plan.get("native_vjp"):
+        vjp = exported.vjp()
+        if any(a.dtype == jax.dtypes.float0 for a in vjp.in_avals):
+            notes.append(f"no {target} executable for the VJP of {plan['artifact']}: integer "
+                         "outputs have float0 cotangents; its eager gradients compile the "
+                         "StableHLO")
+        else:
+            calls.append((1, vjp))
+    records = []
+    for sizes in plan["sizes"]:
+        for native_vjp, call in calls:
+            record = _compile_signature(plan, target, out_dir, call, sizes, native_vjp, notes)
+            if record is not None:
+                records.append(record)
+    return records
+
+
+def _compile_signature(plan: Mapping[str, Any], target: str, out_dir: Path, exported: Any,
+                       sizes: Mapping[str, int], native_vjp: int, notes: list[str]
+                       ) -> ExecutableRecord | None:
+    """One executable: ``exported``'s call for the concrete ``sizes`` (``None``, with a note,
+    where it would not stand alone)."""
+    import jax
+    import jaxlib
+
+    from hatch_jaxexport.runtime.jaxcompat import (
+        backend_identity,
+        concrete_shape,
+        serialize_compiled,
+        x64_context,
+    )
+
+    avals = [jax.ShapeDtypeStruct(concrete_shape(a.shape, sizes), a.dtype)
+             for a in exported.in_avals]
+    args, kwargs = exported.in_tree.unflatten(avals)
+    with x64_context(plan["x64"]):
+        compiled = jax.jit(exported.call, keep_unused=True).lower(*args, **kwargs).compile()
+    blob = serialize_compiled(compiled, len(avals))
+    what = "the VJP of " if native_vjp else ""
+    if blob is None:
+        notes.append(f"no {target} executable for {what}{plan['artifact']} with "
+                     f"{dict(sizes) or 'its static shapes'}: it does not stand alone as an "
+                     "executable (constants as arguments or host callbacks); its calls compile "
+                     "the StableHLO")
+        return None
+    inputs = [[list(a.shape), a.dtype.name] for a in avals]
+    outputs = [[list(o.shape), o.dtype.name] for o in jax.tree_util.tree_leaves(
+        compiled.out_info)]
+    digest = hashlib.sha256(json.dumps([plan["sha256"], inputs, jaxlib.__version__, native_vjp])
+                            .encode()).hexdigest()
+    vjp = ".vjp" if native_vjp else ""
+    file = f"{Path(plan['file']).stem}{vjp}.{target}.{digest[:16]}{EXECUTABLE_SUFFIX}"
+    (out_dir / file).write_bytes(blob)
+    backend, version = backend_identity("cpu")
+    return ExecutableRecord(
+        artifact=plan["artifact"], artifact_sha256=plan["sha256"], target=target,
+        inputs=inputs, outputs=outputs, file=file, sha256=sha256_hex(blob), size=len(blob),
+        jax_version=jax.__version__, jaxlib_version=jaxlib.__version__, backend=backend,
+        platform_version=version, machine=builder_machine(),
+        xla_flags=list(TARGETS[target].xla_flags), cpu_features=required_features(blob),
+        native_vjp=native_vjp, system=executable_system(blob) or platform.system())
+
+
+def main(request_path: str) -> int:
+    """Entry point (``python -m hatch_jaxexport.bake.executables._worker``)."""
+    restore_search_path()  # the package's own classes are imported: see _search_path
+    request = json.loads(Path(request_path).read_text())
+    outcome: dict[str, Any] = {"records": [], "notes": []}
+    try:
+        import jax
+
+        jax.config.update("jax_enable_compilation_cache", False)  # XLA must really compile
+        for plan in request["plans"]:
+            try:
+                records = compile_plan(plan, request["target"], Path(request["out_dir"]),
+                                       request["package"], outcome["notes"])
+            except Exception as err:  # one artifact: a note, the rest still compile
+                outcome["notes"].append(f"no {request['target']} executable for "
+                                        f"{plan['artifact']}: {type(err).__name__}: {err}")
+                continue
+            outcome["records"] += [record._asdict() for record in records]
+    except Exception:
+        outcome["notes"].append(f"the {request['target']} executable compiler failed: "
+                                f"{traceback.format_exc(limit=3)}")
+    Path(request["result"]).write_text(json.dumps(outcome))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

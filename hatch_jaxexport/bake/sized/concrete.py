@@ -1,0 +1,235 @@
+"""Concrete-size artifacts: what the build bakes where a symbolic export is impossible.
+
+Build layer. Real library code is often not shape-polymorphic: ``len(x)``, ``x[2:] - x[:-2]``
+without a constraint, ``jnp.diag_indices(n)``, a Python ``if n < 100``. Its symbolic export
+fails, and before this module nothing of such a function was served. Now, for each primal
+export that failed (no mesh), the worker exports the same structure with every symbol bound,
+once per size it knows: ``concrete=``, ``executable_sizes=`` and the sizes recorded from real
+calls (``HATCH_JAXEXPORT_RECORD``). A spec-less ``@exportable`` gets exactly its recorded
+calls (the signatures file's ``calls``), and so do the calls no structure of a function
+accepted, where the loader's fallback path recorded them (``recorder.note_call``). Each
+becomes a ``ConcreteRecord``; the loader serves a call of exactly those types from it
+(``runtime.call.recorded_calls``), other sizes fall back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hatch_jaxexport.bake.executables.compiling import signatures_file, structure_size_envs
+from hatch_jaxexport.bake.export.diagnose import first_line
+from hatch_jaxexport.bake.export.exporter import ExportTask, recorded_config, task_config
+from hatch_jaxexport.formats.dimensions import evaluate_dim
+from hatch_jaxexport.formats.manifest import BLOB_SUFFIX, sha256_hex
+from hatch_jaxexport.formats.signatures import (
+    SIGNATURES_NAME,
+    Calls,
+    CallSignature,
+    Recorded,
+    call_key,
+    parse_calls,
+    rebuild,
+)
+from hatch_jaxexport.formats.spec import tree_map_leaves
+from hatch_jaxexport.runtime.jax_dtypes import jax_dtype
+from hatch_jaxexport.runtime.jaxcompat import lowering_config, lowering_context, no_locations
+
+_X64 = re.compile(r"64|complex128")
+
+
+def recorded_calls(package: str, source: str | None = None) -> Calls:
+    """The call signatures ``HATCH_JAXEXPORT_RECORD`` noted for ``package`` (``{}`` without a
+    signatures file; a bad file was already refused by ``recorded_sizes``). ``source``: the
+    signatures file of the package's source tree, read first (``signatures_file``)."""
+    path = signatures_file(package, source)
+    if not path.is_file():
+        return {}
+    return parse_calls(path.read_text(encoding="utf-8"), f"{package}/{SIGNATURES_NAME}")
+
+
+def failed_primals(failures: Sequence[Mapping[str, Any]]) -> list[ExportTask]:
+    """The unsharded primal tasks among a worker's failures, each once: those whose structure
+    may still be served at concrete sizes (their family members failed with them)."""
+    tasks = {}
+    for failure in failures:
+        task = ExportTask(**failure["task"])
+        if not task.mesh:
+            tasks[task.primal.id] = task.primal
+    return list(tasks.values())
+
+
+def structure_exported(fn: Any, task: ExportTask, env: Mapping[str, int]
+                       ) -> tuple[Any, bytes, dict[str, Any]]:
+    """Export ``task``'s structure with its symbols bound to ``env``: the ``Exported``, its
+    bytes and the jax config it records."""
+    import jax
+    from jax import export
+
+    spec = fn.export_spec
+    structure = spec.structures[task.structure_index]
+
+    def leaf(leaf_spec: Any) -> Any:
+        shape = tuple(evaluate_dim(d, env) for d in leaf_spec.shape)
+        return jax.ShapeDtypeStruct(shape, jax_dtype(leaf_spec.dtype))
+
+    config = task_config(fn, task)
+    with no_locations(), lowering_context(config):
+        values = {**{n: tree_map_leaves(leaf, t) for n, t in structure.args.items()},
+                  **task.static}
+        args, kwargs = fn.layouts[task.structure_index].split(values)
+        target = fn.__wrapped__ if spec.skip_jitting else jax.jit(
+            fn.__wrapped__, static_argnames=tuple(spec.static))
+        exported = export.export(target, platforms=[task.platform])(*args, **kwargs)
+        data = _serialized(exported)
+    return exported, data, recorded_config(config, exported.mlir_module())
+
+
+def call_exported(fn: Any, signature: CallSignature, platform: str
+                  ) -> tuple[Any, bytes, dict[str, Any]]:
+    """Export a spec-less function for one recorded call: its arrays flat (canonical order),
+    its other values baked in. The ``Exported``, its bytes and the jax config it records."""
+    import jax
+    from jax import export
+
+    from hatch_jaxexport.runtime.call.recorded_calls import flat_source
+
+    avals: list[Any] = []
+    rebuild(signature, lambda dims, dtype: avals.append(
+        jax.ShapeDtypeStruct(dims, jax_dtype(dtype))))
+    config = {**lowering_config(), **(fn.export_spec.jax_config or {})}
+    if any(_X64.search(str(a.dtype)) for a in avals):
+        config["jax_enable_x64"] = True
+    with no_locations(), lowering_context(config):
+        exported = export.export(jax.jit(flat_source(fn, signature)),
+                                 platforms=[platform])(*avals)
+        data = _serialized(exported)
+    return exported, data, recorded_config(config, exported.mlir_module())
+
+
+def _serialized(exported: Any) -> bytes:
+    """The artifact's bytes, with its first-order VJP where jax can export one, so that
+    ``jax.grad`` of a served call runs baked code as it would through the source."""
+    try:
+        return bytes(exported.serialize(vjp_order=1))
+    except Exception:  # no VJP of this computation (jax says why when grad is asked for)
+        return bytes(exported.serialize())
+
+
+def _entry(fn: Any, made: tuple[Any, bytes, dict[str, Any]], out_dir: Path, *,
+           structure_index: int, static: dict[str, Any], platform: str, sizes: dict[str, int],
+           call: str, variant: dict[str, Any]) -> dict[str, Any]:
+    """Write one concrete export (``made``: the ``Exported``, its bytes, its config) into
+    ``out_dir``; its manifest record (as a dict)."""
+    from hatch_jaxexport.runtime.artifacts import pytrees
+
+    exported, data, config = made
+    if pytrees.register_all([exported.in_tree, exported.out_tree], fn.name):
+        raise ValueError("its inputs or outputs hold pytree classes of the package, which "
+                         "concrete-size artifacts do not name")
+    inputs = [[list(a.shape), str(a.dtype)] for a in exported.in_avals]
+    key = [fn.name, structure_index, static, platform, variant, inputs, call]
+    slug = re.sub(r"[^A-Za-z0-9_]+", "_", fn.name).strip("_")[:80] or "fn"
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    file = f"{slug}-{digest}.concrete{BLOB_SUFFIX}"
+    (out_dir / file).write_bytes(data)
+    return {"function": fn.name, "structure_index": structure_index, "static": static,
+            "platform": platform, "sizes": sizes, "inputs": inputs, "call": call,
+            "file": file, "sha256": sha256_hex(data), "size": len(data),
+            "jax_config": config, "variant": variant}
+
+
+def bake_structures(fn: Any, tasks: Sequence[ExportTask], recorded: Recorded, out_dir: Path,
+                    note: Callable[[str], None]) -> list[dict[str, Any]]:
+    """The concrete-size artifacts of ``fn``'s failed primal ``tasks``: one per size known."""
+    spec = fn.export_spec
+    entries = []
+    for task in tasks:
+        envs = structure_size_envs(fn, task.structure_index, recorded,
+                                   (spec.concrete or {}, spec.executable_sizes or {}))
+        for env in (e for e in envs if e):
+            try:
+                entries.append(_entry(fn, structure_exported(fn, task, env), out_dir,
+                                      structure_index=task.structure_index,
+                                      static=task.static, platform=task.platform, sizes=env,
+                                      call="", variant=task.variant))
+            except Exception as err:  # noted; the other sizes still serve
+                note(f"{fn.name}: no concrete-size artifact of structure {task.structure_index} "
+                     f"for {env} on {task.platform}: {type(err).__name__}: {str(err)[:200]}")
+    return entries
+
+
+def bake_calls(fn: Any, calls: Sequence[CallSignature], platforms: Sequence[str],
+               out_dir: Path, note: Callable[[str], None],
+               failed: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The artifacts of a spec-less function: one per recorded call and platform; each call
+    whose export fails is noted and, with its reason, appended to ``failed`` (the manifest's
+    ``failed_calls``: the loader gives that reason when the call comes)."""
+    if not calls:
+        note(f"{fn.name} has no structure and no recorded call: nothing is baked for it (run "
+             "your tests with HATCH_JAXEXPORT_RECORD=1 to record its calls, or give it a "
+             "structure)")
+    entries = []
+    for signature in calls:
+        for platform in fn.export_spec.platforms or platforms:
+            try:
+                entries.append(_entry(fn, call_exported(fn, signature, platform), out_dir,
+                                      structure_index=-1, static={}, platform=platform, sizes={},
+                                      call=call_key(signature), variant={}))
+            except Exception as err:  # noted; its other calls still serve
+                why = f"{type(err).__name__}: {first_line(str(err), 300)}"
+                note(f"{fn.name}: no artifact for the recorded call {call_key(signature)[:160]} "
+                     f"on {platform}: {why}")
+                if failed is not None:
+                    failed.append({"function": fn.name, "call": call_key(signature),
+                                   "platform": platform, "reason": why})
+    return entries
+
+
+def worker_concrete(functions: Mapping[str, Any], request: Mapping[str, Any],
+                    failures: Sequence[Mapping[str, Any]], recorded: Recorded,
+                    note: Callable[[str], None],
+                    failed_calls: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One worker's concrete-size artifacts: those of the primal exports it saw fail, and its
+    share (every ``workers``-th, from its own index) of the functions with recorded calls
+    that no structure accepted (every spec-less function: one without any is noted)."""
+    out_dir = Path(request["out_dir"])
+    entries = []
+    by_function: dict[str, list[ExportTask]] = {}
+    for task in failed_primals(failures):
+        by_function.setdefault(task.function, []).append(task)
+    for name, tasks in by_function.items():
+        entries += bake_structures(functions[name], tasks, recorded, out_dir, note)
+    calls = recorded_calls(request["package"], request.get("signatures"))
+    wanted = [fn for fn in functions.values()
+              if not fn.export_spec.structures or calls.get(fn.name)]
+    for fn in wanted[request["worker"]::request["workers"]]:
+        entries += bake_calls(fn, calls.get(fn.name, []), request["default_platforms"],
+                              out_dir, note, failed_calls)
+    return entries
+
+
+def concrete_covered(failures: Sequence[Mapping[str, Any]], concrete: Sequence[Any]
+                     ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """Split failed exports into those whose structure (static values, platform, config
+    variant) got concrete-size artifacts, and the rest: the first are served at those sizes
+    and fail no build; the rest are failures as before."""
+    from hatch_jaxexport.formats.spec import static_key
+
+    served = {(c.function, c.structure_index, static_key(c.static), c.platform,
+               json.dumps(c.variant, sort_keys=True)) for c in concrete}
+    covered, rest = [], []
+    for failure in failures:
+        task = failure["task"]
+        key = (task["function"], task["structure_index"], static_key(task["static"]),
+               task["platform"], json.dumps(task.get("variant", {}), sort_keys=True))
+        (covered if not task.get("mesh") and key in served else rest).append(failure)
+    return covered, rest
+
+
+__all__ = ["bake_calls", "bake_structures", "call_exported", "concrete_covered", "failed_primals",
+           "recorded_calls", "structure_exported", "worker_concrete"]

@@ -1,0 +1,278 @@
+"""A family of baked artifacts: what each member computes, and the container a loader fills.
+
+A *family* is everything baked for one function x structure x static values x platform: the
+primal and its companions, each an ``Exported`` over flat arrays (``KINDS_BY_ORDER``),
+optionally also exported from ``jax.vmap`` with a symbolic batch size. Companions and their
+meaning, where ``x`` are the primal inputs, ``t``/``u`` tangents of the differentiable
+(inexact) inputs and ``c`` cotangents of the differentiable outputs:
+
+- ``primal(x) -> y``
+- ``jvp(x, t) -> J t``                      (linear in t; transposes to vjp)
+- ``vjp(x, c) -> J^T c``                    (linear in c; transposes to jvp)
+- ``jvp_jvp(x, t, u) -> f''[t, u]``         (bilinear; transposes to vjp_jvp)
+- ``vjp_jvp(x, c, u) -> (sum_k c_k f_k'') u``  (bilinear; transposes to jvp_jvp)
+
+The build exports each member from the definitions here (``member_function``); at run time a
+``Family`` holds the members that were baked, deserializes them on first use, and evaluates a
+member that was not baked (third order, ``ad_order`` too low, a skipped export) from the source,
+with a ``FallbackWarning`` (``ArtifactError`` in strict mode). The JAX primitive that maps each
+transformation to another member lives in ``runtime/artifacts/primitive.py``; this module
+imports no jax at import time, because the build orchestrator and its workers import it
+before jax is checked.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+KINDS_BY_ORDER = {0: ("primal",), 1: ("primal", "jvp", "vjp"),
+                  2: ("primal", "jvp", "vjp", "jvp_jvp", "vjp_jvp")}
+#: The reverse-mode members ``vjp_order`` adds to a family that goes through the primitive
+#: (``vjp`` serves ``jax.grad``; ``vjp_jvp`` the gradient of a gradient).
+REVERSE_KINDS_BY_ORDER = {0: (), 1: ("vjp",), 2: ("vjp", "vjp_jvp")}
+#: The symbol of the batch dimension of batched artifacts.
+BATCH_SYMBOL = "jxe_batch"
+
+
+def baked_kinds(ad_order: int, vjp_order: int) -> tuple[str, ...]:
+    """The members baked for a family: ``ad_order``'s, plus the reverse-mode members that
+    ``vjp_order`` asks for (orders above 2 bake the second-order ones; higher derivatives
+    trace the source)."""
+    kinds = list(KINDS_BY_ORDER[ad_order])
+    kinds += [k for k in REVERSE_KINDS_BY_ORDER[min(vjp_order, 2)] if k not in kinds]
+    return tuple(kinds)
+
+
+def option_advice(kind: str, vjp_baked: bool) -> str:
+    """What to set in ``@exportable`` so that the build bakes ``kind`` (a ``jvp`` needed
+    while no ``vjp`` was baked may be reverse mode, which ``vjp_order`` serves too)."""
+    if kind == "jvp" and vjp_baked:
+        return "set ad_order=1 in @exportable(...)"
+    if kind in ("jvp", "vjp"):
+        return "set ad_order=1 (or vjp_order=1 for reverse mode only) in @exportable(...)"
+    if kind == "jvp_jvp":
+        return "set ad_order=2 in @exportable(...)"
+    return "set ad_order=2 (or vjp_order=2 for reverse mode only) in @exportable(...)"
+
+
+# --------------------------------------------------------------------------------------------
+# The members of a family, defined from a flat primal function (used to export them at build
+# time and to evaluate missing ones from source at run time).
+
+
+def inexact_indices(dtypes: Sequence[Any]) -> tuple[int, ...]:
+    """Positions of the differentiable (floating or complex) entries."""
+    import jax.numpy as jnp
+
+    return tuple(i for i, d in enumerate(dtypes) if jnp.issubdtype(d, jnp.inexact))
+
+
+def on_inexact(f_flat: Callable[..., Sequence[Any]], x: Sequence[Any], din: Sequence[int],
+               dout: Sequence[int] | None = None) -> Callable[..., tuple[Any, ...]]:
+    """``f_flat`` as a function of its differentiable inputs ``din`` alone, the others fixed at
+    their values in ``x``, returning the outputs ``dout`` (all of them when ``None``): what
+    ``jax.jvp``/``jax.vjp`` differentiate, since integer inputs and outputs have no tangents."""
+    def restricted(*xd: Any) -> tuple[Any, ...]:
+        full = list(x)
+        for i, value in zip(din, xd, strict=True):
+            full[i] = value
+        out = f_flat(*full)
+        return tuple(out) if dout is None else tuple(out[j] for j in dout)
+    return restricted
+
+
+def member_function(kind: str, f_flat: Callable[..., tuple[Any, ...]], n_in: int,
+                    din: tuple[int, ...], dout: tuple[int, ...]) -> Callable[..., tuple[Any, ...]]:
+    """The flat function a family member computes, built from the flat primal ``f_flat``."""
+    import jax
+
+    nd = len(din)
+
+    def jvp(*a: Any) -> tuple[Any, ...]:
+        x, t = a[:n_in], a[n_in:n_in + nd]
+        primals = tuple(x[i] for i in din)
+        return tuple(jax.jvp(on_inexact(f_flat, x, din, dout), primals, tuple(t))[1])
+
+    def vjp(*a: Any) -> tuple[Any, ...]:
+        x, c = a[:n_in], a[n_in:]
+        _, pull = jax.vjp(on_inexact(f_flat, x, din, dout), *(x[i] for i in din))
+        return tuple(pull(tuple(c)))
+
+    def second(first: Callable[..., tuple[Any, ...]], n_mid: int) -> Callable[..., Any]:
+        def member(*a: Any) -> tuple[Any, ...]:
+            x, mid, u = a[:n_in], a[n_in:n_in + n_mid], a[n_in + n_mid:]
+            inner = on_inexact(lambda *full: first(*full, *mid), x, din)
+            return tuple(jax.jvp(inner, tuple(x[i] for i in din), tuple(u))[1])
+        return member
+
+    if kind == "primal":
+        return lambda *x: tuple(f_flat(*x))
+    if kind == "jvp":
+        return jvp
+    if kind == "vjp":
+        return vjp
+    if kind == "jvp_jvp":
+        return second(jvp, nd)
+    if kind == "vjp_jvp":
+        return second(vjp, len(dout))
+    raise ValueError(f"unknown family member {kind!r}")
+
+
+def source_call(fn: Any, structure_index: int, static: dict[str, Any]) -> Callable[..., Any]:
+    """The source of an ``ExportableFunction``, called like its artifact: the static values
+    bound, the other arguments in the structure's layout."""
+    layout = fn.layouts[structure_index]
+    positional = [n for n in layout.positional if n not in static]
+
+    def source(*args: Any, **kwargs: Any) -> Any:
+        values = {**dict(zip(positional, args, strict=True)), **kwargs, **static}
+        call_args, call_kwargs = layout.split(values)
+        return fn.__wrapped__(*call_args, **call_kwargs)
+    return source
+
+
+def source_flat(fn: Any, structure_index: int, static: dict[str, Any], in_tree: Any
+                ) -> Callable[..., tuple[Any, ...]]:
+    """The source of an ``ExportableFunction`` as a flat function over the primal's inputs."""
+    import jax
+
+    source = source_call(fn, structure_index, static)
+
+    def f_flat(*flat: Any) -> tuple[Any, ...]:
+        args, kwargs = jax.tree_util.tree_unflatten(in_tree, flat)
+        return tuple(jax.tree_util.tree_leaves(source(*args, **kwargs)))
+    return f_flat
+
+
+def member_avals(kind: str, in_avals: Sequence[Any], out_avals: Sequence[Any],
+                 din: tuple[int, ...], dout: tuple[int, ...]) -> list[Any]:
+    """The flat input avals of a member, from the primal's input and output avals."""
+    x = list(in_avals)
+    t = [in_avals[i] for i in din]
+    c = [out_avals[j] for j in dout]
+    return {"primal": x, "jvp": x + t, "vjp": x + c, "jvp_jvp": x + t + t,
+            "vjp_jvp": x + c + t}[kind]
+
+
+# --------------------------------------------------------------------------------------------
+# The family
+
+
+class Family:
+    """The baked members of one artifact family, plus the source to fall back on.
+
+    The primitive's rules (``runtime/artifacts/primitive.py``) ask it whether a member is usable
+    (``has``), for a flat callable of a member's ``Exported`` (``exported_call``) and for the
+    member evaluated from source (``source``). Members other than the primal deserialize on
+    first use: most calls never differentiate or batch.
+
+    A ``jvp`` that was not baked while its partner ``vjp`` was (``vjp_order`` without
+    ``ad_order``) is *transposable* (``transposable``): the primitive binds it all the same,
+    since reverse mode only ever transposes it into the baked ``vjp``; only evaluating it
+    (forward mode) needs the source. ``wanted`` are the members the options asked for: a
+    missing one of them was skipped at build time, any other one needs an option set.
+    """
+
+    def __init__(self, name: str, members: dict[tuple[str, bool], Any], in_tree: Any,
+                 out_tree: Any, in_dtypes: Sequence[Any], out_dtypes: Sequence[Any],
+                 source_flat: Callable[..., tuple[Any, ...]],
+                 on_missing: Callable[[str], None],
+                 lapack_free: frozenset[tuple[str, bool]] = frozenset(),
+                 loaders: dict[tuple[str, bool], Callable[[], Any]] | None = None,
+                 wanted: frozenset[str] = frozenset(),
+                 eager: Callable[[tuple[str, bool], Callable[[], Any]], Any] | None = None,
+                 ) -> None:
+        self.name = name
+        self.members = members  # (kind, batched) -> Exported
+        self.loaders = dict(loaders or {})  # members deserialized on first use
+        self.broken: dict[tuple[str, bool], str] = {}  # members that failed to load, and why
+        self.in_tree, self.out_tree = in_tree, out_tree
+        self.n_in = len(in_dtypes)
+        self.din = inexact_indices(in_dtypes)
+        self.dout = inexact_indices(out_dtypes)
+        self.source_flat = source_flat
+        self.on_missing = on_missing
+        self.lapack_free = lapack_free  # members whose modules hold no LAPACK call
+        self.wanted = wanted
+        #: Makes the eager call of a baked member from ``(kind, batched)`` and a builder of its
+        #: ``jax.jit``: the loader's, through shipped and cached executables; ``None``: the
+        #: ``jax.jit`` itself.
+        self.eager = eager
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Family({self.name})"
+
+    def has(self, kind: str, batched: bool) -> bool:
+        """Whether the member is baked and usable (deserializing it on first use)."""
+        key = (kind, batched)
+        if key in self.members:
+            return True
+        with self._lock:
+            loader = self.loaders.pop(key, None)
+            if loader is None:
+                return key in self.members
+            from hatch_jaxexport.errors import ArtifactError
+
+            try:
+                self.members[key] = loader()
+            except ArtifactError as err:
+                self.broken[key] = str(err)  # reported by ``source`` when it is needed
+                return False
+            return True
+
+    def transposable(self, kind: str, batched: bool) -> bool:
+        """Whether ``kind`` is a ``jvp`` that was not baked but can be bound for reverse mode,
+        its transpose (the ``vjp``) and the primal that types it being baked."""
+        return kind == "jvp" and not self.has(kind, batched) and \
+            self.has("vjp", batched) and self.has("primal", batched)
+
+    def exported_call(self, kind: str, batched: bool) -> Callable[..., list[Any]]:
+        """A flat callable running the member's ``Exported``."""
+        import jax
+
+        exported = self.members[(kind, batched)]
+
+        def call(*flat: Any) -> list[Any]:
+            args, kwargs = jax.tree_util.tree_unflatten(exported.in_tree, flat)
+            return jax.tree_util.tree_leaves(exported.call(*args, **kwargs))
+        return call
+
+    def source(self, kind: str, batched: bool, why: str, reason: str | None = None
+               ) -> Callable[..., Any]:
+        """The member evaluated from source (a transformation no artifact covers)."""
+        import jax
+
+        member = f"{'batched ' if batched else ''}{kind} artifact"
+        broken = self.broken.get((kind, batched))
+        advice = "" if kind in self.wanted or kind == "primal" else \
+            f"; {option_advice(kind, self.has('vjp', batched))}"
+        self.on_missing(reason or (f"{why} needs the {member}, which is unusable: {broken}"
+                                   if broken else
+                                   f"{why} needs the {member}, which was not baked{advice}"))
+        fn = member_function(kind, self.source_flat, self.n_in, self.din, self.dout)
+        return jax.vmap(fn) if batched else fn
+
+
+def warn_or_raise(name: str, strict: bool) -> Callable[[str], None]:
+    """The ``on_missing`` callback of a family: a one-time notice (``runtime.notices``), or
+    ``ArtifactError``."""
+    from hatch_jaxexport.errors import ArtifactError, FallbackWarning
+    from hatch_jaxexport.runtime.notices import notify
+
+    seen: set[str] = set()
+
+    def on_missing(why: str) -> None:
+        if strict:
+            raise ArtifactError(f"{name}: {why} (HATCH_JAXEXPORT_STRICT is set)")
+        if why not in seen:
+            seen.add(why)
+            notify(f"{name}: tracing the source: {why}", FallbackWarning)
+    return on_missing
+
+
+__all__ = ["BATCH_SYMBOL", "KINDS_BY_ORDER", "REVERSE_KINDS_BY_ORDER", "Family", "baked_kinds",
+           "inexact_indices", "member_avals", "member_function", "on_inexact", "option_advice",
+           "source_call", "source_flat", "warn_or_raise"]

@@ -1,0 +1,305 @@
+"""Reading and verifying a package's baked artifacts: manifest, blobs, deserialization.
+
+The manifest is read once per package through ``importlib.resources`` (works from a zipped
+package); a function's records are validated and indexed by artifact key on that function's
+first call, the other functions' records never. A blob is read only when a call needs it and
+checked against the manifest's size and SHA-256 before jax sees it; jax.export has no integrity
+check of its own (FIELD-NOTES). Pytree node types named by the manifest are registered before
+deserializing. Every refusal is an ``ArtifactError`` that says which file and why.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import os
+import pathlib
+import threading
+from typing import Any, NamedTuple
+
+from hatch_jaxexport.errors import ArtifactError, FallbackWarning
+from hatch_jaxexport.formats.manifest import (
+    ARTIFACT_DIR,
+    MANIFEST_NAME,
+    ArtifactRecord,
+    Manifest,
+    ManifestIndex,
+    mesh_from_record,
+    mesh_text,
+    read_manifest_index,
+    sha256_hex,
+    variant_text,
+)
+from hatch_jaxexport.formats.sources import changed_sources, stale_text
+from hatch_jaxexport.formats.statics import encoded_static_key
+from hatch_jaxexport.runtime.notices import NEEDS_FIX, notify
+
+#: (function, structure key, static key, platform, mesh text, variant text, kind, batched)
+ArtifactKey = tuple[str, str, str, str, str, str, str, bool]
+
+
+class FunctionArtifacts(NamedTuple):
+    """One function's validated records, its artifacts indexed by key."""
+
+    manifest: Manifest  # the function's records only
+    by_key: dict[ArtifactKey, ArtifactRecord]
+
+
+class PackageArtifacts:
+    """A package's manifest and where its blobs are; each function's records are validated
+    the first time that function asks for them (``records``), the whole manifest only when
+    something needs all of it (``manifest``: ``inspect``)."""
+
+    def __init__(self, package: str, index: ManifestIndex, root: Any) -> None:
+        self.package, self.index = package, index
+        self.root = root  # importlib.resources Traversable
+        self._functions: dict[str, FunctionArtifacts | ArtifactError] = {}
+        self._lock = threading.Lock()
+
+    @functools.cached_property
+    def manifest(self) -> Manifest:
+        """Every record of the manifest, validated."""
+        return self.index.full()
+
+    @functools.cached_property
+    def stale(self) -> str | None:
+        """Why these artifacts are older than their sources (an export into a source tree
+        whose recorded modules changed since), else ``None``; checked once per process (the
+        modules it imported do not change under it). A wheel's manifest records no sources:
+        nothing is checked, no file is even looked at."""
+        sources = self.index.sources
+        if not sources or not isinstance(self.root, pathlib.Path):
+            return None
+        changed = changed_sources(sources, self.root.parent.parent)
+        if not changed:
+            return None
+        return stale_text(self.package, changed, sources, str(self.root))
+
+    def records(self, function: str) -> FunctionArtifacts:
+        """``function``'s records, validated once; ``ArtifactError`` (each time) if corrupt."""
+        with self._lock:
+            if function not in self._functions:
+                try:
+                    manifest = self.index.function(function)
+                    self._functions[function] = FunctionArtifacts(
+                        manifest, {record_key(r): r for r in manifest.artifacts})
+                except ArtifactError as err:
+                    self._functions[function] = err
+            found = self._functions[function]
+        if isinstance(found, ArtifactError):
+            raise ArtifactError(str(found))
+        return found
+
+    def read_blob(self, record: ArtifactRecord) -> bytes:
+        return self.read_checked(record.file, record.size, record.sha256)
+
+    def read_checked(self, file: str, size: int, sha256: str) -> bytes:
+        """A file of the artifact folder, checked against its manifest size and SHA-256."""
+        path = self.root / file
+        check_inside(path, self.root, f"artifact {file!r}")
+        data = path.read_bytes()
+        if len(data) != size or sha256_hex(data) != sha256:
+            raise ArtifactError(f"artifact {file} does not match the manifest's SHA-256 "
+                                "(damaged or modified after the build)")
+        return data
+
+
+def check_inside(path: Any, base: Any, what: str) -> None:
+    """Refuse a file-system path that resolves (through symlinks) outside ``base``."""
+    if isinstance(path, pathlib.Path) and isinstance(base, pathlib.Path):
+        real_base = pathlib.Path(os.path.realpath(base))
+        if not pathlib.Path(os.path.realpath(path)).is_relative_to(real_base):
+            raise ArtifactError(f"{what} resolves outside {real_base} (a symlink out of the "
+                                "package); refusing to read it")
+
+
+_PACKAGES: dict[str, PackageArtifacts | ArtifactError | None] = {}
+_PACKAGES_LOCK = threading.Lock()
+#: Packages whose staleness this process has warned about (once each).
+_STALE_SAID: set[str] = set()
+
+
+def artifact_key(function: str, structure: str, static_key: str, platform: str, mesh: str = "",
+                 variant: str = "", kind: str = "primal", batched: bool = False) -> ArtifactKey:
+    """The lookup key of an artifact, its fields in the order of the parameters; ``mesh`` is
+    ``mesh_key`` of its mesh variant (``""`` for the single-device one), ``variant`` the
+    ``variant_text`` of its config variant (``""`` unless baked per value, ``x64="both"``)."""
+    return (function, structure, static_key, platform, mesh, variant, kind, batched)
+
+
+def record_key(record: Any) -> ArtifactKey:
+    """The key of a manifest record (an artifact, or a skipped export: the same fields)."""
+    return artifact_key(record.function, record.structure, encoded_static_key(record.static),
+                        record.platform, mesh_key(record.mesh), variant_text(record.variant),
+                        record.kind, record.batched)
+
+
+def mesh_key(mesh: Any) -> str:
+    """The text of a manifest's mesh record, as in artifact keys (``""``: no mesh)."""
+    if not mesh:
+        return ""
+    return mesh_text(mesh_from_record(mesh))
+
+
+def read_package_artifacts(package: str) -> PackageArtifacts | None:
+    """The package's artifacts (cached), ``None`` if it has none, stale or not (``inspect``
+    says which); ``ArtifactError`` if corrupt."""
+    with _PACKAGES_LOCK:
+        if package not in _PACKAGES:
+            try:
+                _PACKAGES[package] = _read_package_artifacts(package)
+            except ArtifactError as err:
+                _PACKAGES[package] = err  # a corrupt manifest is read once, reported each call
+        found = _PACKAGES[package]
+    if isinstance(found, ArtifactError):
+        raise ArtifactError(str(found))
+    return found
+
+
+def load_package_artifacts(package: str) -> PackageArtifacts | None:
+    """The package's artifacts for calls: ``read_package_artifacts``, but ``None`` (its
+    functions trace their source) where they are stale, said once per process by one
+    notice (``runtime.notices``: a log record, a ``FallbackWarning`` where the maintainer asks
+    for warnings) naming the changed files and the command that refreshes them."""
+    found = read_package_artifacts(package)
+    if found is None or found.stale is None:
+        return found
+    with _PACKAGES_LOCK:
+        first = package not in _STALE_SAID
+        _STALE_SAID.add(package)
+    if first:
+        notify(f"hatch-jaxexport: {found.stale}", FallbackWarning, NEEDS_FIX)
+    return None
+
+
+def stale_reason(package: str) -> str | None:
+    """Why ``load_package_artifacts`` gave no artifacts for ``package`` although it has some
+    (they are stale), else ``None``."""
+    found = _PACKAGES.get(package)
+    return found.stale if isinstance(found, PackageArtifacts) else None
+
+
+def _read_package_artifacts(package: str) -> PackageArtifacts | None:
+    try:
+        package_dir = importlib.resources.files(package)
+        root = package_dir / ARTIFACT_DIR
+        manifest_path = root / MANIFEST_NAME
+        exists = manifest_path.is_file()
+    except (ModuleNotFoundError, TypeError, ValueError, AttributeError):
+        exists = False  # AttributeError: ``__main__`` of a script, which has no spec
+    if not exists:
+        return None
+    check_inside(root, package_dir, f"{package}/{ARTIFACT_DIR}")
+    check_inside(manifest_path, root, f"{package}/{ARTIFACT_DIR}/{MANIFEST_NAME}")
+    try:
+        data = manifest_path.read_bytes()
+    except OSError as err:
+        raise ArtifactError(f"cannot read the manifest of {package}: {err}") from None
+    index = read_manifest_index(data, where=f"{package}/{ARTIFACT_DIR}/{MANIFEST_NAME}")
+    return PackageArtifacts(package, index, root)
+
+
+def forget_package(package: str) -> None:
+    """Drop the cached manifest of a package (tests, reloads)."""
+    with _PACKAGES_LOCK:
+        _PACKAGES.pop(package, None)
+        _STALE_SAID.discard(package)
+
+
+def deserialize_checked(data: bytes, refs: list[str], package: str,
+                        built_with: str | None = None) -> Any:
+    """Deserialize a blob after registering its pytree types; ``ArtifactError`` on refusal
+    (which says so when the artifact's compatibility window has passed: ``_expired``)."""
+    from jax import export
+
+    from hatch_jaxexport.runtime.artifacts import pytrees
+
+    for ref in refs:
+        pytrees.load_type(ref, package)
+    try:
+        exported = export.deserialize(bytearray(data))
+    except Exception as err:  # jax raises struct.error, ValueError, IndexError...
+        raise ArtifactError(f"jax could not deserialize the artifact: "
+                            f"{type(err).__name__}: {err}{_expired(built_with)}") from None
+    import jax
+
+    try:  # a module from another jax's StableHLO fails here, not later inside a jit
+        if built_with != jax.__version__:
+            exported.mlir_module()
+    except Exception as err:
+        raise ArtifactError(f"jax could not read the artifact's StableHLO module (exported by a "
+                            f"newer jax?): {type(err).__name__}: {str(err)[:300]}"
+                            f"{_expired(built_with)}") from None
+    low = export.minimum_supported_calling_convention_version
+    high = export.maximum_supported_calling_convention_version
+    if not low <= exported.calling_convention_version <= high:
+        raise ArtifactError(f"artifact uses calling convention "
+                            f"{exported.calling_convention_version}; this jax supports "
+                            f"{low}..{high}{_expired(built_with)}")
+    return exported
+
+
+def _expired(built_with: str | None) -> str:
+    """The end of a refusal's reason when this jax was released after the window of the jax
+    that exported the artifact: it expired, and only a rebuild helps."""
+    if not built_with:
+        return ""
+    import jax
+
+    from hatch_jaxexport.formats.jax_window import jax_release_date, loads_until, window_text
+
+    released = jax_release_date(built_with)
+    running = jax_release_date(jax.__version__)
+    if loads_until(released).isoformat() >= running:
+        return ""
+    return (f"; the artifact expired for this jax {jax.__version__} (released {running}): it "
+            f"{window_text(built_with, released)}; rebuild with a newer jax")
+
+
+def _unusable(package: PackageArtifacts, record: ArtifactRecord, err: ArtifactError
+              ) -> ArtifactError:
+    import jax
+
+    return ArtifactError(
+        f"artifact {record.file} (built with jax {package.index.jax_version}, running "
+        f"jax {jax.__version__}) is unusable: {err}")
+
+
+def read_record(package: PackageArtifacts, record: ArtifactRecord) -> bytes:
+    """Read and check one artifact; ``ArtifactError`` says why it is unusable."""
+    try:
+        return package.read_blob(record)
+    except ArtifactError as err:
+        raise _unusable(package, record, err) from None
+    except OSError as err:
+        raise ArtifactError(f"cannot read artifact {record.file}: {err}") from None
+
+
+def deserialize_record(package: PackageArtifacts, record: ArtifactRecord, data: bytes) -> Any:
+    """Deserialize one checked artifact; ``ArtifactError`` says why it is unusable."""
+    try:
+        return deserialize_checked(data, record.pytree_types, package.package,
+                                   package.index.jax_version)
+    except ArtifactError as err:
+        raise _unusable(package, record, err) from None
+
+
+def load_sized(package: PackageArtifacts, entry: dict[str, Any]) -> Any:
+    """Read, check and deserialize one static-shape form of an artifact (``record.sized``);
+    ``ArtifactError`` says why it is unusable."""
+    try:
+        data = package.read_checked(entry["file"], entry["size"], entry["sha256"])
+    except OSError as err:
+        raise ArtifactError(f"cannot read artifact {entry['file']}: {err}") from None
+    return deserialize_checked(data, [], package.package, package.index.jax_version)
+
+
+def load_record(package: PackageArtifacts, record: ArtifactRecord) -> Any:
+    """Read, check and deserialize one artifact; ``ArtifactError`` says why it is unusable."""
+    return deserialize_record(package, record, read_record(package, record))
+
+
+__all__ = ["ArtifactKey", "FunctionArtifacts", "PackageArtifacts", "artifact_key", "check_inside",
+           "deserialize_checked", "deserialize_record", "forget_package",
+           "load_package_artifacts", "load_record", "load_sized", "mesh_key",
+           "read_package_artifacts", "read_record", "record_key", "stale_reason"]

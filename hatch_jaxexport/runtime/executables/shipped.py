@@ -1,0 +1,221 @@
+"""Shipped executables: a wheel's precompiled XLA executables, used only on an exact match.
+
+A first call on a fresh machine otherwise compiles the artifact's StableHLO, which costs more
+than everything else in the call. When the wheel ships an executable of the artifact for the
+call's exact argument types, and this process is the one it was compiled for (jax and jaxlib
+versions, backend and its version, machine, no ``XLA_FLAGS`` that change code generation, and
+every CPU feature it was compiled for present on this CPU, checked against what the OS reports
+before anything is loaded), the loader loads it instead of compiling. Any doubt is a "no",
+never a crash: the StableHLO path is always there. A damaged executable (its SHA-256 or jax's
+deserializer refuses it) is a ``FallbackWarning``, or an ``ArtifactError`` in strict mode.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+from hatch_jaxexport.errors import ArtifactError, FallbackWarning
+from hatch_jaxexport.formats.cpu_targets import (
+    CpuProbe,
+    codegen_xla_flags,
+    host_features,
+    linux_cpu_flags,
+    machine_name,
+    missing_features,
+)
+from hatch_jaxexport.formats.manifest import ExecutableRecord, signature_text
+from hatch_jaxexport.formats.settings import shipped_executables_wanted, strict_mode
+from hatch_jaxexport.runtime.notices import NEEDS_FIX, notify
+
+
+class Host(NamedTuple):
+    """What this process is, in the terms an ``ExecutableRecord`` records."""
+
+    jax_version: str
+    jaxlib_version: str
+    backend: str
+    platform_version: str
+    machine: str
+    #: The CPU's features in ``/proc/cpuinfo`` spelling; ``None`` where the OS does not say
+    #: (``formats.cpu_targets.host_features``).
+    cpu_flags: frozenset[str] | None
+    #: ``XLA_FLAGS`` entries that may change code generation.
+    xla_flags: tuple[str, ...]
+    #: ``platform.system()``: an executable is an object file of its OS.
+    system: str = "Linux"
+
+
+def read_proc_cpuinfo() -> str:
+    """Linux's ``/proc/cpuinfo`` (``OSError`` where there is none)."""
+    with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
+        return cpuinfo.read()
+
+
+def _cpu_flags(system: str) -> frozenset[str] | None:
+    """This CPU's features as archspec reads them from the OS, ``None`` where it cannot.
+
+    archspec (imported here: only a process that considers a shipped executable pays for it)
+    runs the first detection of this OS that works, as its own ``detected_info`` does, but
+    without its warning when one fails: a failure is only a "no". ``archspec.cpu.host()``
+    (the known model) is asked only where macOS lists no features (Apple silicon)."""
+    if system == "Linux":  # the kernel's flags line, which archspec's Linux detection reads
+        # too: read directly, 0.1 ms where importing archspec costs 2-3 ms, a third of a
+        # shipped executable's first call
+        try:
+            listed = linux_cpu_flags(read_proc_cpuinfo())
+        except OSError:
+            listed = frozenset()
+        if listed:
+            return host_features(CpuProbe(system, frozenset(listed)))
+    try:
+        import archspec.cpu
+        from archspec.cpu import detect
+
+        for factory in detect.INFO_FACTORY.get(system, ()):
+            try:
+                listed = frozenset(factory().features)
+            except Exception:
+                continue
+            if listed or system != "Darwin":
+                return host_features(CpuProbe(system, listed))
+            model = archspec.cpu.host()
+            return host_features(CpuProbe(system, listed, model.name, model.vendor,
+                                          frozenset(model.features)))
+    except Exception:  # not installed, or a machine it does not know: no features
+        return None
+    return None
+
+
+@functools.cache
+def this_host() -> Host:
+    """This process (read once: none of it changes while a process runs)."""
+    import jax
+    import jaxlib
+
+    from hatch_jaxexport.runtime.jaxcompat import backend_identity
+
+    backend, version = backend_identity("cpu")
+    system = platform.system()
+    return Host(jax.__version__, jaxlib.__version__, backend, version,
+                machine_name(platform.machine()), _cpu_flags(system),
+                tuple(codegen_xla_flags(os.environ.get("XLA_FLAGS", ""))), system)
+
+
+def mismatch(record: ExecutableRecord, host: Host) -> str | None:
+    """Why ``record`` cannot run in this process, or ``None`` when it matches exactly."""
+    for field, wanted, have in (("jax", record.jax_version, host.jax_version),
+                                ("jaxlib", record.jaxlib_version, host.jaxlib_version),
+                                ("backend", record.backend, host.backend),
+                                ("backend version", record.platform_version,
+                                 host.platform_version),
+                                ("machine", record.machine, host.machine)):
+        if wanted != have:
+            return f"compiled for {field} {wanted}, this process has {have}"
+    if host.xla_flags:
+        return f"XLA_FLAGS sets {' '.join(host.xla_flags)}, which may change code generation"
+    # The builder's OS (``ExecutableRecord.system``, from the executable's target triple): the
+    # code is its object format and calling convention. Records made before it was recorded
+    # are used on Linux only, as they always were.
+    built_on = record.system
+    if built_on and built_on != host.system:
+        return f"compiled on {built_on}, this process runs on {host.system}"
+    if not built_on and host.system != "Linux":
+        return f"the executable does not say which OS compiled it (only Linux, not " \
+            f"{host.system}, uses such executables)"
+    if host.cpu_flags is None:
+        return (f"{host.system} on {host.machine} does not say which CPU features it has "
+                "(archspec found none)")
+    if not record.cpu_features:
+        return "the executable does not say which CPU features it needs"
+    missing = missing_features(record.cpu_features, host.cpu_flags, host.machine)
+    if missing:
+        return f"this CPU lacks {', '.join(missing)}"
+    return None
+
+
+class ShippedExecutables:
+    """The shipped executables of one artifact, chosen per call signature.
+
+    Args:
+        records: The artifact's ``ExecutableRecord``s.
+        read: Reads and verifies an executable's bytes (size and SHA-256) by record.
+        out_tree: The artifact's output tree (read lazily: only a match needs it).
+        name: The function's name, for messages.
+    """
+
+    def __init__(self, records: Sequence[ExecutableRecord], read: Callable[[Any], bytes],
+                 out_tree: Callable[[], Any], name: str) -> None:
+        self.records = list(records)
+        self.read = read
+        self.out_tree = out_tree
+        self.name = name
+        self.lock = threading.Lock()
+        self.usable: list[ExecutableRecord] | None = None
+        #: Flat argument types -> the target of the executable loaded for them.
+        self.used: dict[str, str] = {}
+
+    def _usable(self) -> list[ExecutableRecord]:
+        """The records this process could run, most CPU features first."""
+        if self.usable is None:
+            host = this_host()
+            matching = [r for r in self.records if mismatch(r, host) is None]
+            self.usable = sorted(matching, key=lambda r: -len(r.cpu_features))
+        return self.usable
+
+    def compiled_for(self, leaves: Sequence[tuple[Any, str, bool]], in_tree: Any) -> Any | None:
+        """A loaded executable for these flat argument types (shape, dtype, weak), or ``None``.
+
+        Weak types do not matter: an artifact's inputs are strong, and a weak-typed array of
+        the input's dtype holds the same buffer (``entries.artifact_types``)."""
+        if not self.records or not shipped_executables_wanted():
+            return None
+        wanted = [[list(shape), dtype] for shape, dtype, _ in leaves]
+        with self.lock:
+            for record in self._usable():
+                if record.inputs == wanted:
+                    compiled = self._load(record, in_tree)
+                    if compiled is not None:
+                        self.used[signature_text(wanted)] = record.target
+                    return compiled
+        return None
+
+    def why_not(self, leaves: Sequence[tuple[Any, str, bool]]) -> str:
+        """Why no shipped executable serves these flat argument types (``compiled_for`` gave
+        ``None``): switched off, none for these types, or why this process cannot run those
+        compiled for them."""
+        if not shipped_executables_wanted():
+            return "HATCH_JAXEXPORT_EXECUTABLES=0 turns them off"
+        wanted = [[list(shape), dtype] for shape, dtype, _ in leaves]
+        for_these = [r for r in self.records if r.inputs == wanted]
+        if not for_these:
+            shipped = sorted({signature_text(r.inputs) for r in self.records})
+            return (f"none for {signature_text(wanted)}; the wheel has them for "
+                    f"{'; '.join(shipped) or 'no signature'}")
+        host = this_host()
+        reasons = [f"{r.target}: {mismatch(r, host) or 'unusable'}" for r in for_these]
+        return "; ".join(dict.fromkeys(reasons))
+
+    def _load(self, record: ExecutableRecord, in_tree: Any) -> Any | None:
+        from hatch_jaxexport.runtime.jaxcompat import compiled_from_executable
+
+        try:
+            blob = self.read(record)
+            return compiled_from_executable(blob, record.inputs, record.outputs, in_tree,
+                                            self.out_tree(), self.name)
+        except Exception as err:
+            reason = (f"{self.name}: shipped executable {record.file} is unusable "
+                      f"({type(err).__name__}: {err}); compiling the artifact instead")
+            if strict_mode():
+                raise ArtifactError(f"{reason} (HATCH_JAXEXPORT_STRICT is set)") from None
+            notify(reason, FallbackWarning, NEEDS_FIX)  # a damaged install: served all the same
+            self.records.remove(record)
+            self.usable = None
+            return None
+
+
+__all__ = ["Host", "ShippedExecutables", "mismatch", "read_proc_cpuinfo", "this_host"]

@@ -1,0 +1,396 @@
+"""The one module that touches ``jax._src``: small accessors, and version-guarded adjustments.
+
+Every other module goes through the functions here, so a jax release that moves an internal
+breaks one file. Accessors: the concrete array type, the ``Primitive`` class, the x64 flag and
+its context, the location-free tracing context, the MLIR context and ``ir`` module, the mesh of
+``with mesh:``.
+
+One adjustment: ``call_exported``'s lowering initialises LAPACK (importing ``scipy.linalg``,
+150-270 ms) for every artifact whose platforms include ``cpu``, even when the module holds no
+LAPACK call. The loader knows from the manifest which artifacts need it; while it lowers one
+that does not, the initialisation is skipped. If jax's internals differ from what this expects,
+nothing is changed and jax behaves as usual.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import inspect
+import os
+import sys
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+_SKIP_LAPACK_INIT: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "hatch_jaxexport_skip_lapack_init", default=False)
+_INSTALL_LOCK = threading.Lock()
+_installed: bool | None = None
+
+
+def concrete_array_type() -> type:
+    """jax's concrete array class (never a tracer's, whatever trace is active)."""
+    try:
+        from jax._src.array import ArrayImpl
+
+        return ArrayImpl
+    except ImportError:  # pragma: no cover - future jax
+        import jax
+        import numpy as np
+
+        with jax.ensure_compile_time_eval():
+            return type(jax.device_put(np.zeros(())))
+
+
+def primitive_type() -> type:
+    """jax's ``Primitive`` class, for the family's primitive (``runtime/artifacts/primitive.py``).
+
+    The public name is ``jax.extend.core.Primitive`` (the same class on jax 0.10.2 and 0.12),
+    but importing ``jax.extend`` imports all its submodules, pallas included: about 18 ms more
+    on the first call of a loaded function. The internal path first, the public one if it moves.
+    """
+    try:
+        from jax._src.core import Primitive
+    except ImportError:  # pragma: no cover - future jax
+        from jax.extend.core import Primitive
+    return Primitive
+
+
+def x64_context(enabled: bool) -> contextlib.AbstractContextManager[object]:
+    """Trace with 64-bit types on when ``enabled`` (a structure with x64 dtypes), else nothing."""
+    if not enabled:
+        return contextlib.nullcontext()
+    import jax
+
+    return jax.enable_x64(True)
+
+
+#: The jax config values that change what an export lowers to, recorded per function at
+#: decoration and per artifact in the manifest (docs/loader.md: how each one was checked).
+LOWERING_CONFIG = ("jax_enable_x64", "jax_default_matmul_precision")
+#: The environment variable jax reads each one's default from.
+_CONFIG_ENV = {"jax_enable_x64": "JAX_ENABLE_X64",
+               "jax_default_matmul_precision": "JAX_DEFAULT_MATMUL_PRECISION"}
+_TRUE = ("y", "yes", "t", "true", "on", "1")
+
+
+def _env_default(name: str) -> Any:
+    """A config value's default as jax reads it from the environment at its import."""
+    raw = os.environ.get(_CONFIG_ENV[name])
+    if name == "jax_enable_x64":
+        return raw is not None and raw.strip().lower() in _TRUE
+    return raw or None
+
+
+def lowering_config() -> dict[str, Any]:
+    """The values of ``LOWERING_CONFIG`` in effect here (thread-local contexts included).
+
+    Never imports jax: before jax is imported the values are jax's defaults, which it takes
+    from the environment (``JAX_ENABLE_X64`` parsed as jax parses it)."""
+    jax = sys.modules.get("jax")
+    config = getattr(jax, "config", None)
+    if config is None:
+        return {name: _env_default(name) for name in LOWERING_CONFIG}
+    return {name: getattr(config, name) for name in LOWERING_CONFIG}
+
+
+def set_lowering_config(values: Mapping[str, Any]) -> None:
+    """Set the process's global ``LOWERING_CONFIG`` values (the build's discovery only)."""
+    import jax
+
+    for name, value in values.items():
+        if getattr(jax.config, name) != value:
+            jax.config.update(name, value)
+
+
+def lowering_context(values: Mapping[str, Any]) -> contextlib.AbstractContextManager[object]:
+    """Trace under these ``LOWERING_CONFIG`` values, whatever the process's global ones are."""
+    import jax
+
+    stack = contextlib.ExitStack()
+    if "jax_enable_x64" in values:
+        stack.enter_context(jax.enable_x64(bool(values["jax_enable_x64"])))
+    if "jax_default_matmul_precision" in values:
+        stack.enter_context(jax.default_matmul_precision(values["jax_default_matmul_precision"]))
+    return stack
+
+
+def x64_flag() -> object:
+    """jax's ``jax_enable_x64`` state; its ``.value`` is the flag in the current context."""
+    from jax._src import config as jax_config
+
+    return jax_config.enable_x64
+
+
+def no_locations() -> contextlib.AbstractContextManager[object]:
+    """Trace without file locations: byte-identical blobs whatever the build path (FIELD-NOTES)."""
+    from jax._src import config as jax_config
+
+    return jax_config.traceback_in_locations_limit(0)
+
+
+def ir_context() -> contextlib.AbstractContextManager[object]:
+    """An MLIR context with jax's dialects registered, to parse StableHLO text."""
+    from jax._src.interpreters import mlir as jax_mlir
+
+    return jax_mlir.make_ir_context()
+
+
+def mlir_ir() -> object:
+    """jax's bundled MLIR Python bindings (``ir``), for reading a module's operations."""
+    from jax._src.lib.mlir import ir
+
+    return ir
+
+
+def with_mesh_physical() -> object | None:
+    """The concrete mesh entered with ``with mesh:`` (deprecated, still honoured by jax), or
+    ``None`` when there is none or this jax keeps it elsewhere."""
+    try:
+        from jax._src import mesh as mesh_lib
+
+        physical = mesh_lib.thread_resources.env.physical_mesh
+        return None if physical.empty else physical
+    except (ImportError, AttributeError):
+        return None
+
+
+def pytree_serialization(cls: type) -> tuple[str, Any] | None:
+    """``(serialized_name, serialize_auxdata)`` that
+    ``jax.export.register_pytree_node_serialization`` was given for ``cls``, or ``None`` (not
+    registered, or this jax keeps them elsewhere). jax has no public reader of its registry;
+    the structure keys of registered nodes need one."""
+    try:
+        from jax._src.export import _export
+
+        return _export.serialization_registry.get(cls)
+    except (ImportError, AttributeError):  # pragma: no cover - another jax
+        return None
+
+
+def is_lapack_target(target: str) -> bool:
+    """Whether a custom-call target is a LAPACK kernel."""
+    return "lapack" in target.lower()
+
+
+def needs_lapack(custom_calls: Sequence[str]) -> bool:
+    """Whether a module with these custom-call targets needs LAPACK initialised."""
+    return any(is_lapack_target(target) for target in custom_calls)
+
+
+def initialize_lapack() -> None:
+    """Initialise jax's LAPACK kernels (what lowering a LAPACK call does), for an executable
+    loaded without lowering; a no-op where jax has no such function."""
+    try:
+        from jax._src.lax import linalg
+    except ImportError:  # pragma: no cover - future jax
+        return
+    init = getattr(linalg, "initialize_lapack", None)
+    if callable(init):
+        init()
+
+
+def install_lapack_guard() -> bool:
+    """Wrap ``jax._src.export._export._ensure_backends_initialized``; ``False`` if not possible."""
+    global _installed
+    with _INSTALL_LOCK:
+        if _installed is not None:
+            return _installed
+        _installed = False
+        try:
+            from jax._src.export import _export
+        except ImportError:
+            return False
+        original = getattr(_export, "_ensure_backends_initialized", None)
+        if original is None or not callable(original):
+            return False
+        try:
+            params = list(inspect.signature(original).parameters)
+        except (TypeError, ValueError):
+            return False
+        if params != ["platforms"]:
+            return False
+
+        def guarded(platforms: tuple[str, ...]) -> None:
+            if _SKIP_LAPACK_INIT.get():
+                return None
+            return original(platforms)
+
+        guarded.__wrapped__ = original  # type: ignore[attr-defined]
+        _export._ensure_backends_initialized = guarded
+        _installed = True
+        return True
+
+
+@contextlib.contextmanager
+def lapack_init_skipped(skip: bool) -> Iterator[None]:
+    """Within this block, lowering an exported call skips LAPACK initialisation if ``skip``."""
+    token = _SKIP_LAPACK_INIT.set(skip and install_lapack_guard())
+    try:
+        yield
+    finally:
+        _SKIP_LAPACK_INIT.reset(token)
+
+
+def backend_identity(platform: str = "cpu") -> tuple[str, str]:
+    """The backend's platform and platform version (``("cpu", "cpu")``, a CUDA version...)."""
+    import jax
+
+    client = jax.devices(platform)[0].client
+    return str(client.platform), str(client.platform_version)
+
+
+def serialize_compiled(compiled: Any, leaves: int) -> bytes | None:
+    """The plain bytes of a compiled single-device executable (``PjRtClient.
+    serialize_executable``, no pickle, its object files in one order so that builds repeat),
+    or ``None`` when they would not stand alone: constants passed as arguments, inputs pruned
+    (``leaves`` flat inputs expected), host callbacks."""
+    try:
+        if getattr(getattr(compiled, "_params", None), "const_args", None):
+            return None
+        unloaded = compiled._executable._unloaded_executable
+        if unloaded is None or unloaded.host_callbacks or \
+                len(unloaded.input_avals) != leaves or \
+                set(unloaded.kept_var_idx) != set(range(leaves)) or \
+                len(unloaded.device_list) != 1:
+            return None
+        executable = compiled._executable.xla_executable
+        blob = bytes(executable.client.serialize_executable(executable))
+    except Exception:  # another jax's internals: no executable, the StableHLO still works
+        return None
+    from hatch_jaxexport.formats.xla_objects import canonical_order
+
+    return canonical_order(blob)  # XLA lists object files as threads finish: one order
+
+
+def compiled_from_executable(blob: bytes, inputs: Sequence[tuple[Sequence[int], str]],
+                             outputs: Sequence[tuple[Sequence[int], str]], in_tree: Any,
+                             out_tree: Any, name: str) -> Any:
+    """A ``jax.stages.Compiled`` around a serialized single-device executable, built from the
+    flat input and output types the manifest records (what ``serialize_executable`` of
+    ``jax.experimental`` would otherwise pickle). Raises on a jax whose internals differ."""
+    import dataclasses
+
+    import jax
+    import numpy as np
+    from jax._src import core, stages
+    from jax._src.interpreters import pxla
+    from jax._src.lib import xla_client
+
+    device = jax.devices("cpu")[0]
+    devices = xla_client.DeviceList((device,))
+    loaded = device.client.deserialize_executable(blob, devices)
+    in_avals = [core.ShapedArray(tuple(dims), np.dtype(dtype)) for dims, dtype in inputs]
+    out_avals = [core.ShapedArray(tuple(dims), np.dtype(dtype)) for dims, dtype in outputs]
+    single = jax.sharding.SingleDeviceSharding(device)
+    fields = dict(
+        xla_executable=loaded, device_list=devices, backend=device.client,
+        input_avals=in_avals, input_shardings=[single] * len(in_avals), output_avals=out_avals,
+        output_shardings=[single] * len(out_avals), committed=False, name=name,
+        unordered_effects=[], ordered_effects=[], keepalive=[], host_callbacks=[],
+        kept_var_idx=set(range(len(in_avals))), mut=None,
+        xla_in_layouts=[None] * len(in_avals), dispatch_in_layouts=[None] * len(in_avals),
+        xla_out_layouts=[None] * len(out_avals), all_args_info=None, pgle_profiler=None)
+    names = [field.name for field in dataclasses.fields(pxla.UnloadedMeshExecutable)]
+    unknown = [n for n in names if n not in fields]
+    if unknown:
+        raise RuntimeError(f"this jax's executables have fields {unknown} this version of "
+                           "hatch-jaxexport does not know")
+    unloaded = pxla.UnloadedMeshExecutable(**{n: fields[n] for n in names})
+    args_info = in_tree.unflatten([stages.ArgInfo(aval, False) for aval in in_avals])
+    return stages.Compiled(unloaded.load(), [], args_info, out_tree, no_kwargs=False)
+
+
+def compiled_dispatch(compiled: Any) -> Any:
+    """A ``jax.stages.Compiled``'s C++ dispatcher: what ``Compiled.__call__`` makes on its
+    first call and calls after (``_call``), made now if not yet, so the fast path calls it
+    without ``__call__``'s Python frame (about 0.4 us) and with the same argument checks.
+    ``compiled`` itself where jax offers none."""
+    call = getattr(compiled, "_call", None)
+    if callable(call):
+        return call
+    try:
+        made = compiled._executable.create_cpp_call(compiled._params)
+    except Exception:  # pragma: no cover - future jax
+        made = None
+    return made if callable(made) else compiled
+
+
+def compiled_by_position(compiled: Any, keywords: Sequence[str]) -> Any | None:
+    """A twin of ``compiled`` (the same loaded executable, nothing compiled) that takes the
+    arguments it took by keyword positionally, after its positional ones, in ``keywords``
+    order: jax's C++ dispatch then binds no keywords (a call with two saves about 0.5 us).
+    ``None`` where that would change the flat order of its inputs (jax flattens keywords in
+    sorted order, so ``keywords`` must be sorted), where it has "high" (mutable) inputs, whose
+    types name the tree, or where this jax differs."""
+    try:
+        from jax._src import stages
+
+        positional, by_keyword = compiled.args_info
+        params = compiled._params
+        if tuple(keywords) != tuple(sorted(by_keyword)) or params.is_high:
+            return None
+        return stages.Compiled(compiled._executable, params.const_args,
+                               ((*positional, *(by_keyword[k] for k in keywords)), {}),
+                               compiled.out_tree, compiled._no_kwargs)
+    except Exception:  # pragma: no cover - future jax
+        return None
+
+
+def concrete_shape(shape: Sequence[Any], sizes: Mapping[str, int]) -> tuple[int, ...]:
+    """A shape of ``jax.export`` symbolic dimensions evaluated with concrete symbol values."""
+    return tuple(dim if isinstance(dim, int) else int(dim._evaluate(dict(sizes)))
+                 for dim in shape)
+
+
+def evaluating_eagerly() -> bool:
+    """Whether operations run now, outside any trace (an eager ``jax.grad``'s rules run so:
+    their zeros can be numpy arrays instead of jax operations, each compiled on first use).
+    ``False`` when unsure."""
+    try:
+        from jax._src import core
+
+        return isinstance(core.trace_ctx.trace, core.EvalTrace)
+    except (ImportError, AttributeError):  # pragma: no cover - future jax
+        return False
+
+
+def static_shape_export(exported: Any, args: Sequence[Any], kwargs: Mapping[str, Any],
+                        platform: str) -> Any | None:
+    """``exported``'s call for these concrete argument types, as an ``Exported`` whose module
+    has no symbolic dimension left: shapes refined and shape checks folded now, at build, so a
+    loader compiles it without ``call_exported``'s refinement (a second MLIR context and the
+    shape-refinement passes, 5-10 ms of a small function's first call). Nothing is traced but
+    the artifact's own call. ``None`` where jax's internals differ from what this expects."""
+    import dataclasses
+
+    import jax
+    from jax import export
+
+    wrapped = export.export(jax.jit(exported.call), platforms=[platform])(*args, **kwargs)
+    try:
+        from jax._src.export import _export
+        from jax._src.interpreters import mlir
+
+        with mlir.make_ir_context():
+            module = mlir.ir.Module.parse(wrapped.mlir_module())
+            refined = mlir.refine_polymorphic_shapes(module)
+            with refined.context:
+                attributes = refined.operation.attributes
+                if "jax.uses_shape_polymorphism" in attributes:
+                    del attributes["jax.uses_shape_polymorphism"]
+                serialized = _export._module_to_bytecode(refined)
+        return dataclasses.replace(wrapped, mlir_module_serialized=serialized,
+                                   uses_global_constants=False)
+    except (ImportError, AttributeError, TypeError):  # pragma: no cover - another jax
+        return None
+
+
+__all__ = ["LOWERING_CONFIG", "backend_identity", "compiled_by_position", "compiled_dispatch",
+           "compiled_from_executable", "concrete_array_type", "concrete_shape",
+           "evaluating_eagerly", "initialize_lapack", "install_lapack_guard", "ir_context",
+           "is_lapack_target", "lapack_init_skipped", "lowering_config", "lowering_context",
+           "mlir_ir", "needs_lapack", "no_locations", "primitive_type", "pytree_serialization",
+           "serialize_compiled", "set_lowering_config", "static_shape_export",
+           "with_mesh_physical", "x64_context", "x64_flag"]
