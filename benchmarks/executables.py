@@ -165,7 +165,7 @@ print(json.dumps(out))
 
 
 #: Argument kind -> the expression of the scalar ``rate`` passed to ``finance.discounted_sum``,
-#: whose artifact takes a plain ``float32[]`` (``tests/unit/runtime/test_argument_kinds.py``).
+#: whose artifact takes a plain ``float32[]`` (``tests/unit/runtime/call/test_argument_kinds.py``).
 KINDS = {
     "python float": "0.05",
     "0-d float32 array": "np.asarray(0.05, np.float32)",

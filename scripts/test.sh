@@ -65,7 +65,7 @@ if py312=$(find_python312); then
   if [ "${FULL_312:-0}" = "1" ]; then suite "$py312" py312 test,docs,ecosystem "$@"
   else suite "$py312" py312 test,docs -m "not slow and not whole" tests/unit/runtime \
     tests/unit/bake tests/unit/integrations tests/unit/test_layers.py \
-    --ignore=tests/unit/runtime/test_fuzz.py "$@"; fi
+    --ignore=tests/unit/runtime/artifacts/test_fuzz.py "$@"; fi
 else
   echo "=== no Python 3.12 interpreter found: skipping the newest-jax run ==="
 fi

@@ -8,7 +8,7 @@ holding ``k``). After each write it reads every key any process has finished, wi
 own ``load``: a hit must be a whole entry whose executable computes ``x * k``; a miss must be an
 entry that eviction removed (gone from the folder: a key is written once, so it never comes
 back). Prints ``{"hits": ..., "misses": ...}`` as its last line.
-``tests/unit/runtime/test_footprint.py`` starts eight of these.
+``tests/unit/runtime/disk/test_footprint.py`` starts eight of these.
 """
 
 from __future__ import annotations

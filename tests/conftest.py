@@ -34,20 +34,28 @@ def pytest_configure(config: pytest.Config) -> None:
 #: The test files that take longest (builds, fresh venvs, many fresh processes), heaviest first,
 #: from ``--durations`` of a clean-clone run of ``scripts/test.sh``. They are collected first so
 #: that the two xdist workers (``--dist loadfile``: a file stays on one worker) start them at
-#: once and finish together: collected in path order, ``unit/runtime/test_tiers.py`` and
-#: ``test_transforms.py`` came last, and one worker ran them alone for minutes while the other
+#: once and finish together: collected in path order, ``test_tiers.py`` and ``test_transforms.py``
+#: came last, and one worker ran them alone for minutes while the other
 #: idled (longest-processing-time-first scheduling). Only the order changes, never what runs.
 LONGEST_FIRST = (
-    "tests/integration/test_peer_suites.py", "tests/integration/test_ecosystem.py",
+    "tests/integration/test_peer_suites.py",
+    "tests/integration/test_ecosystem.py",
     "tests/examples/test_getting_started.py",
-    "tests/unit/runtime/test_tiers.py", "tests/unit/runtime/test_transforms.py",
-    "tests/integration/test_hatch_hook.py", "tests/unit/runtime/test_option_matrix.py",
-    "tests/integration/test_setuptools.py", "tests/integration/test_pytest_plugin.py",
-    "tests/integration/test_merge.py", "tests/integration/test_field2.py",
-    "tests/examples/test_gpu_check.py", "tests/examples/test_example_pkg.py",
-    "tests/unit/runtime/test_sharding.py", "tests/integration/test_shipped_executables.py",
-    "tests/unit/runtime/test_fuzz.py", "tests/unit/runtime/test_argument_kinds.py",
-    "tests/unit/runtime/test_shipped.py",
+    "tests/unit/runtime/executables/test_tiers.py",
+    "tests/unit/runtime/artifacts/test_transforms.py",
+    "tests/integration/test_hatch_hook.py",
+    "tests/unit/runtime/artifacts/test_option_matrix.py",
+    "tests/integration/test_setuptools.py",
+    "tests/integration/test_pytest_plugin.py",
+    "tests/integration/test_merge.py",
+    "tests/integration/test_field2.py",
+    "tests/examples/test_gpu_check.py",
+    "tests/examples/test_example_pkg.py",
+    "tests/unit/runtime/artifacts/test_sharding.py",
+    "tests/integration/test_shipped_executables.py",
+    "tests/unit/runtime/artifacts/test_fuzz.py",
+    "tests/unit/runtime/call/test_argument_kinds.py",
+    "tests/unit/runtime/executables/test_shipped.py",
 )
 
 
@@ -71,8 +79,8 @@ WHOLE_ONLY: tuple[tuple[str, str], ...] = (
     ("tests/integration/test_manifest_scale_benchmark.py", ""),
     # the GPU check on the CPU, and IREE's tools (the portable export without jax stays in CI)
     ("tests/examples/test_gpu_check.py", ""),
-    ("tests/unit/bake/test_portable.py", "::test_wheel_runs_through_iree_without_jax"),
-    ("tests/unit/bake/test_portable.py", "::test_bundle_compiles_and_runs_with_the_iree"),
+    ("tests/unit/bake/sized/test_portable.py", "::test_wheel_runs_through_iree_without_jax"),
+    ("tests/unit/bake/sized/test_portable.py", "::test_bundle_compiles_and_runs_with_the_iree"),
     # other front ends of one build: CI builds with python -m build and reinstalls with pip
     # (uv and pip also run in the getting-started test)
     ("tests/integration/test_hatch_hook.py", "[pip install .]"),
@@ -93,9 +101,9 @@ WHOLE_ONLY: tuple[tuple[str, str], ...] = (
     ("tests/integration/test_pytest_plugin.py", "::test_artifacts_built_by_another_jax"),
     ("tests/integration/test_pytest_plugin.py", "::test_wheel_installed_in_a_fresh_venv_with"),
     # a second device count of the sharding checks and of the release check on a mesh
-    ("tests/unit/runtime/test_sharding.py", "[8-devices]"),
-    ("tests/unit/runtime/test_sharding.py", "::test_release_check_compares_sharded_artifacts_on_"
-     "a_mesh_of_their_shape[1]"),
+    ("tests/unit/runtime/artifacts/test_sharding.py", "[8-devices]"),
+    ("tests/unit/runtime/artifacts/test_sharding.py",
+     "::test_release_check_compares_sharded_artifacts_on_a_mesh_of_their_shape[1]"),
 )
 
 

@@ -1,11 +1,12 @@
 """Calls the functions of the ``jxe_addrnodes`` or ``jxe_stacked`` fixture and prints the
 results as JSON.
 
-Run by ``tests/unit/runtime/test_aux_keys.py`` and ``tests/integration/test_stacked.py`` in a
-fresh process, ``python dropin_calls.py addrnodes|stacked``, with the baked fixture on
-``sys.path`` and ``HATCH_JAXEXPORT_STRICT=1`` (any fallback to a source raises). A fresh process
-matters: ``jxe_addrnodes.Body``'s aux data prints with another memory address in each one.
-``traces`` is how often an exported body ran (0: every call was served from artifacts).
+Run by ``tests/unit/runtime/artifacts/test_aux_keys.py`` and
+``tests/integration/test_stacked.py`` in a fresh process, ``python dropin_calls.py
+addrnodes|stacked``, with the baked fixture on ``sys.path`` and ``HATCH_JAXEXPORT_STRICT=1``
+(any fallback to a source raises). A fresh process matters: ``jxe_addrnodes.Body``'s aux data
+prints with another memory address in each one. ``traces`` is how often an exported body ran
+(0: every call was served from artifacts).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Runs every transformation of every ``jxe_options`` cell, loaded vs source; prints JSON.
 
 Run in a fresh process with ``HATCH_JAXEXPORT_STRICT=1`` by
-``tests/unit/runtime/test_option_matrix.py``. Each case transforms the loaded function with a
-trace counter that must not move, then the source, and compares; a case that raises records
-the error's type and message.
+``tests/unit/runtime/artifacts/test_option_matrix.py``. Each case transforms the loaded
+function with a trace counter that must not move, then the source, and compares; a case that
+raises records the error's type and message.
 """
 
 from __future__ import annotations

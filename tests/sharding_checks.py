@@ -4,7 +4,7 @@ Run in a fresh process with ``XLA_FLAGS=--xla_force_host_platform_device_count=N
 ``jxe_sharded`` (with its artifacts) on ``PYTHONPATH``; prints one JSON object: per check, what
 ran (artifact or source), whether results equal the source's under the same mesh, the outputs'
 shardings, and the messages of warnings and errors.
-``tests/unit/runtime/test_sharding.py`` asserts on it.
+``tests/unit/runtime/artifacts/test_sharding.py`` asserts on it.
 """
 
 from __future__ import annotations

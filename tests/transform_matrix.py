@@ -1,7 +1,7 @@
 """Runs every transformation of the ``jxe_ad`` functions, loaded vs source; prints JSON results.
 
 Run in a fresh process with ``HATCH_JAXEXPORT_STRICT=1`` (any fallback to the source raises) by
-``tests/unit/runtime/test_transforms.py``. Each case computes the transformation of the
+``tests/unit/runtime/artifacts/test_transforms.py``. Each case computes the transformation of the
 loaded function with tracing of the source forbidden (a counter that must not move), then the
 same transformation of the source, and compares.
 """

@@ -46,5 +46,5 @@ def test_the_page_says_what_was_not_verified():
     text = PAGE.read_text()
     assert text.count("**not verified**") >= 3
     for test_file in ("tests/integration/test_hatch_hook.py", "tests/examples/test_gpu_page.py",
-                      "tests/unit/runtime/test_loader.py"):
+                      "tests/unit/runtime/call/test_loader.py"):
         assert test_file in text and (ROOT / test_file).exists()

@@ -35,7 +35,7 @@ from hatch_jaxexport.formats.portable_index import (
     parse_index,
 )
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 IREE_PACKAGES = ["iree-base-compiler", "iree-base-runtime", "numpy"]
 
 

@@ -200,7 +200,7 @@ def test_float64_into_float32_is_refused_with_x64_on(demo_site, run_python) -> N
     never silently cast, before anything else. Calls that fit (float32 arrays, weakly typed
     Python floats) then meet the config rule: jxe_demo was baked with x64 off, so in strict mode
     they raise the config mismatch naming ``jax_enable_x64`` (a variant baked with
-    ``x64="both"`` would serve them; tests/unit/bake/test_export_config.py)."""
+    ``x64="both"`` would serve them; tests/unit/bake/export/test_export_config.py)."""
     proc = run_python(X64, env={"PYTHONPATH": str(demo_site), "JAX_PLATFORMS": "cpu",
                                 "JAX_ENABLE_X64": "1", "HATCH_JAXEXPORT_STRICT": "1"})
     lines = proc.stdout.splitlines()

@@ -51,7 +51,7 @@ def source_grads() -> dict:
     """What the Python bodies give, traced in this process."""
     import jax
 
-    sys.path.insert(0, str(Path(__file__).parents[2] / "fixtures"))
+    sys.path.insert(0, str(Path(__file__).parents[3] / "fixtures"))
     try:
         import jxe_exec
     finally:
