@@ -107,7 +107,7 @@ def lacks_module(error: ExportError, package: str | None = None) -> bool:
 
     Not where the module missing is ``package`` itself or one of its modules: no dependency
     brings those, so the hint to install the run-time dependencies would send the user after
-    the wrong fix (as it did when isolation stripped the source folder, issue 44)."""
+    the wrong fix (build isolation that strips the source folder looks the same)."""
     text = "\n".join(error.failures)
     missing = re.findall(r"No module named '([^']+)'", text)
     if not missing:

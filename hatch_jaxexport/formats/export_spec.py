@@ -313,7 +313,7 @@ def _given(value: Any) -> str:
 
 def _check_flags(fn_name: str, flags: Mapping[str, Any]) -> None:
     """Every boolean option must be ``True`` or ``False`` (``tiered`` also ``None``): a flag is
-    recorded in the manifest, and ``vmap="yes"`` or ``vmap=0.5`` used to be read as true.
+    recorded in the manifest, and ``vmap="yes"`` or ``vmap=0.5`` would read as true.
     ``1``/``0`` and numpy bools are refused too: ``bool(...)`` is one call away."""
     for option, value in flags.items():
         if isinstance(value, bool) or (value is None and option == "tiered"):

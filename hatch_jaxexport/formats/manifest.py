@@ -27,15 +27,15 @@ _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 KNOWN_KINDS = ("primal", "jvp", "vjp", "jvp_jvp", "vjp_jvp")
 _MAX_BLOB = 2**34
-#: A mesh variant: (axis name, size) pairs in order (``sharding`` builds on it).
+#: A mesh variant: (axis name, size) pairs in order.
 MeshShape = tuple[tuple[str, int], ...]
 
 
 # The records are NamedTuples, not frozen dataclasses: creating a dataclass compiles its
-# generated methods (about 0.7 ms each here), which a process pays on its first call. For the
-# same reason this module does not postpone its annotations (``from __future__ import
-# annotations``): typing.NamedTuple compiles a string annotation into a ForwardRef per field,
-# which made importing the module 1 ms slower.
+# generated methods at class creation, which a process pays on its first call. For the same
+# reason this module does not postpone its annotations (``from __future__ import
+# annotations``): typing.NamedTuple compiles a string annotation into a ForwardRef per field
+# (``docs/performance.md`` has the import costs).
 
 
 class ArtifactRecord(NamedTuple):
@@ -577,8 +577,8 @@ class ManifestIndex:
 
     A process that calls one function of a package with hundreds validates that function's
     records only, the first time it calls it (``function``): the other records are parsed as
-    JSON but never validated, which makes a first call's share of the manifest about 0.4x of
-    validating it whole (``benchmarks/manifest_scale.py``). ``full`` validates
+    JSON but never validated, a fraction of validating it whole
+    (``benchmarks/manifest_scale.py``). ``full`` validates
     everything, as ``inspect``, ``verify`` and the build need. A record is never used before it
     is validated: every path and hash is checked on the way in, whichever way it is read.
     """

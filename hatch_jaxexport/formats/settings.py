@@ -44,8 +44,8 @@ TRACEBACK_ENV = "HATCH_JAXEXPORT_TRACEBACK"
 BACKGROUND_COMPILES_ENV = "HATCH_JAXEXPORT_BACKGROUND_COMPILES"
 #: Seconds one background compile may run before it ends itself.
 BACKGROUND_TIMEOUT_ENV = "HATCH_JAXEXPORT_BACKGROUND_TIMEOUT"
-#: ``BACKGROUND_TIMEOUT_ENV`` unset: ten minutes, far beyond the compiles measured here (seconds),
-#: so that only a runaway is ended; also the age at which a tier lock used to count as stale.
+#: ``BACKGROUND_TIMEOUT_ENV`` unset: ten minutes, far beyond a compile's usual seconds, so that
+#: only a runaway is ended.
 DEFAULT_BACKGROUND_TIMEOUT_S = 600
 
 ON_VALUES = ("1", "true", "yes", "on")

@@ -34,8 +34,8 @@ JsonScalar = str | int | float | bool | None
 
 class _Frozen:
     """Immutable value objects with written-out methods: a frozen dataclass would generate and
-    compile them when this module is imported (about 0.4 ms per class, on every
-    ``import`` of a package of exportables)."""
+    compile them when this module is imported, on every ``import`` of a package of
+    exportables."""
 
     __slots__ = ()
     _value_fields: tuple[str, ...] = ()

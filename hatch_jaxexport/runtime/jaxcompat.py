@@ -5,11 +5,11 @@ breaks one file. Accessors: the concrete array type, the ``Primitive`` class, th
 its context, the location-free tracing context, the MLIR context and ``ir`` module, the mesh of
 ``with mesh:``.
 
-One adjustment: ``call_exported``'s lowering initialises LAPACK (importing ``scipy.linalg``,
-150-270 ms) for every artifact whose platforms include ``cpu``, even when the module holds no
-LAPACK call. The loader knows from the manifest which artifacts need it; while it lowers one
-that does not, the initialisation is skipped. If jax's internals differ from what this expects,
-nothing is changed and jax behaves as usual.
+One adjustment: ``call_exported``'s lowering initialises LAPACK (importing ``scipy.linalg``, more
+than a small function's whole first call) for every artifact whose platforms include ``cpu``, even
+when the module holds no LAPACK call. The loader knows from the manifest which artifacts need it;
+while it lowers one that does not, the initialisation is skipped. If jax's internals differ from
+what this expects, nothing is changed and jax behaves as usual.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ def primitive_type() -> type:
     """jax's ``Primitive`` class, for the family's primitive (``runtime/artifacts/primitive.py``).
 
     The public name is ``jax.extend.core.Primitive`` (the same class on jax 0.10.2 and 0.12),
-    but importing ``jax.extend`` imports all its submodules, pallas included: about 18 ms more
-    on the first call of a loaded function. The internal path first, the public one if it moves.
+    but importing ``jax.extend`` imports all its submodules, pallas included, on the first
+    call of a loaded function. The internal path first, the public one if it moves.
     """
     try:
         from jax._src.core import Primitive
@@ -305,7 +305,7 @@ def compiled_from_executable(blob: bytes, inputs: Sequence[tuple[Sequence[int], 
 def compiled_dispatch(compiled: Any) -> Any:
     """A ``jax.stages.Compiled``'s C++ dispatcher: what ``Compiled.__call__`` makes on its
     first call and calls after (``_call``), made now if not yet, so the fast path calls it
-    without ``__call__``'s Python frame (about 0.4 us) and with the same argument checks.
+    without ``__call__``'s Python frame and with the same argument checks.
     ``compiled`` itself where jax offers none."""
     call = getattr(compiled, "_call", None)
     if callable(call):
@@ -320,7 +320,7 @@ def compiled_dispatch(compiled: Any) -> Any:
 def compiled_by_position(compiled: Any, keywords: Sequence[str]) -> Any | None:
     """A twin of ``compiled`` (the same loaded executable, nothing compiled) that takes the
     arguments it took by keyword positionally, after its positional ones, in ``keywords``
-    order: jax's C++ dispatch then binds no keywords (a call with two saves about 0.5 us).
+    order: jax's C++ dispatch then binds no keywords (``benchmarks/hot_calls.py`` measures it).
     ``None`` where that would change the flat order of its inputs (jax flattens keywords in
     sorted order, so ``keywords`` must be sorted), where it has "high" (mutable) inputs, whose
     types name the tree, or where this jax differs."""
@@ -361,7 +361,7 @@ def static_shape_export(exported: Any, args: Sequence[Any], kwargs: Mapping[str,
     """``exported``'s call for these concrete argument types, as an ``Exported`` whose module
     has no symbolic dimension left: shapes refined and shape checks folded now, at build, so a
     loader compiles it without ``call_exported``'s refinement (a second MLIR context and the
-    shape-refinement passes, 5-10 ms of a small function's first call). Nothing is traced but
+    shape-refinement passes, a share of a small function's first call). Nothing is traced but
     the artifact's own call. ``None`` where jax's internals differ from what this expects."""
     import dataclasses
 

@@ -2,7 +2,7 @@
 
 Build layer. Real library code is often not shape-polymorphic: ``len(x)``, ``x[2:] - x[:-2]``
 without a constraint, ``jnp.diag_indices(n)``, a Python ``if n < 100``. Its symbolic export
-fails, and before this module nothing of such a function was served. Now, for each primal
+fails. For each primal
 export that failed (no mesh), the worker exports the same structure with every symbol bound,
 once per size it knows: ``concrete=``, ``executable_sizes=`` and the sizes recorded from real
 calls (``HATCH_JAXEXPORT_RECORD``). A spec-less ``@exportable`` gets exactly its recorded

@@ -2,8 +2,8 @@
 
 Build layer. A symbolic artifact serves every size, but compiling it costs the user's process a
 shape refinement first: ``call_exported``'s lowering parses the module into a second MLIR
-context and runs the refinement passes, 5-10 ms of a small function's first call on a 2-core
-CPU (``benchmarks/executables.py``, the ``stablehlo`` column). For each size of
+context and runs the refinement passes, a share of a small function's first call
+(``benchmarks/executables.py``, the ``stablehlo`` column). For each size of
 ``executable_sizes=`` (else ``concrete=``) and each recorded call, the export worker also
 writes the artifact's call for those concrete types, refined here (``jaxcompat.
 static_shape_export``), on the artifact's platform. The loader compiles it for a first call of
@@ -32,9 +32,9 @@ def wants_sized(record: ArtifactRecord) -> bool:
     """Whether ``record`` may get static-shape forms: an unsharded ``cpu`` primal without
     pytree classes of the user's (whose nodes a second serialization would have to name).
 
-    Only ``cpu``: there the refinement is a share of a first call worth a file (a 30 ms XLA
-    compile); on an accelerator the compile is hundreds of milliseconds, and each form costs
-    the build 0.05-0.5 s (an export of the artifact's call and a refinement)."""
+    Only ``cpu``: there the refinement is a share of a first call worth a file (XLA:CPU
+    compiles a small function quickly); on an accelerator the compile dwarfs it, and each form
+    costs the build an export of the artifact's call and a refinement."""
     return (record.kind, record.batched, record.platform) == ("primal", False, "cpu") and \
         not record.mesh and not record.pytree_types
 

@@ -148,7 +148,7 @@ family_call_p.def_abstract_eval(_family_abstract_eval)
 def _family_lowering(ctx: Any, *args: Any, family: Family, kind: str, batched: bool) -> Any:
     """Inline the member's ``Exported`` call into the enclosing module.
 
-    LAPACK initialisation (importing ``scipy.linalg``, 150-270 ms) is skipped for members whose
+    LAPACK initialisation (importing ``scipy.linalg``) is skipped for members whose
     module holds no LAPACK call, which the manifest records (see ``jaxcompat``)."""
     if not family.has(kind, batched):  # a transposable jvp evaluated: forward mode
         member = family.source(kind, batched, FORWARD_MODE)

@@ -278,7 +278,7 @@ def plain_tree(text: str) -> Any | None:
     trees) describes, when it is built of dicts, lists, tuples and ``None`` only; ``None`` for
     anything else (namedtuples, dataclasses, registered classes: deserialize the artifact).
 
-    Lets a shipped executable run without reading the artifact's StableHLO (about 4 ms).
+    Lets a shipped executable run without reading the artifact's StableHLO.
     """
     import ast
 

@@ -228,9 +228,9 @@ def after_store(folder: Path) -> None:
     """Trim after the loader wrote an entry into ``folder``: the one time the cache grows.
 
     Runs where the entry was written (the store thread, or the background compile), never on a
-    call's path. A scan reads the folder's listing (about a millisecond per thousand files),
-    next to the 2-170 ms of serializing the entry. JAX's folder counts when the entry went to
-    the folder this environment names (the loader's own choice).
+    call's path. A scan reads the folder's listing, cheap next to serializing the entry. JAX's
+    folder counts when the entry went to the folder this environment names (the loader's own
+    choice).
     """
     try:
         limit = cache_max_bytes()

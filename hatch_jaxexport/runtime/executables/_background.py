@@ -67,7 +67,7 @@ def default_slots(cpus: int | None) -> int:
 
     The quick tier is already serving the program: the optimized compile is a bonus that
     should not take the cores from it (each compile keeps about one core busy, at a lower
-    priority) nor its memory (about 150 MB each, so 4 at most is about 600 MB).
+    priority) nor its memory (``docs/footprint.md`` has the figures).
     """
     return max(1, min(4, (cpus or 1) // 4))
 

@@ -1,10 +1,10 @@
 """The executable cache: a machine's compiled executables of baked artifacts, per signature.
 
 JAX's persistent compilation cache saves the XLA compile, but finding an entry needs the lowered
-module: deserializing the artifact's StableHLO, an MLIR context, lowering and shape refinement,
-15-35 ms on a 2-core CPU before the executable loads. This cache is keyed by what the loader
-knows without any of that: the artifact's SHA-256 from the manifest, the call's argument types,
-and the machine (jax and jaxlib versions, backend and its version, device kind and count, the
+module: deserializing the artifact's StableHLO, an MLIR context, lowering and shape refinement, all
+before the executable loads (``docs/performance.md`` measures it). This cache is keyed by what the
+loader knows without any of that: the artifact's SHA-256 from the manifest, the call's argument
+types, and the machine (jax and jaxlib versions, backend and its version, device kind and count, the
 CPU's model and feature flags). A warm process reads the entry and calls the executable.
 
 Entries live in the user's cache folder (``cache.executable_cache_dir``), are written atomically
@@ -86,8 +86,8 @@ def _read_cpu_fingerprint() -> str:
 @functools.cache
 def cpu_fingerprint(folder: Path) -> str:
     """The CPU's model and feature flags, hashed (XLA:CPU compiles for the host's instruction
-    set). Reading ``/proc/cpuinfo`` takes about 1 ms, so the hash is kept in ``folder`` per boot
-    (``/proc/sys/kernel/random/boot_id``: the CPU cannot change without a reboot)."""
+    set). Reading ``/proc/cpuinfo`` costs a first call time, so the hash is kept in ``folder``
+    per boot (``/proc/sys/kernel/random/boot_id``: the CPU cannot change without a reboot)."""
     try:
         with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as boot_file:
             boot = boot_file.read().strip()

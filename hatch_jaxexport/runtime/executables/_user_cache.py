@@ -83,8 +83,8 @@ class UserCache:
     def save(self, entry: Entry) -> None:
         """Cache a freshly compiled executable for the next process, once it has run.
 
-        Serializing it takes 2-3 ms for a small function and 100-170 ms for a large one
-        (``deep`` of ``benchmarks/cold_start.py``), so it runs in a thread while the call
+        Serializing a large one takes longer than its call (``deep`` of
+        ``benchmarks/cold_start.py``), so it runs in a thread while the call
         returns. The thread is not a daemon: the interpreter waits for it at exit, and the
         entry is written whole (``executables.store`` writes a temporary file, then renames).
         """

@@ -64,7 +64,7 @@ def _cpu_flags(system: str) -> frozenset[str] | None:
     without its warning when one fails: a failure is only a "no". ``archspec.cpu.host()``
     (the known model) is asked only where macOS lists no features (Apple silicon)."""
     if system == "Linux":  # the kernel's flags line, which archspec's Linux detection reads
-        # too: read directly, 0.1 ms where importing archspec costs 2-3 ms, a third of a
+        # too: read directly, far cheaper than importing archspec, a large part of a
         # shipped executable's first call
         try:
             listed = linux_cpu_flags(read_proc_cpuinfo())
