@@ -19,7 +19,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hatch_jaxexport.bake.executables.compiling import signatures_file, structure_size_envs
 from hatch_jaxexport.bake.export.diagnose import first_line
@@ -38,6 +38,9 @@ from hatch_jaxexport.formats.signatures import (
 from hatch_jaxexport.formats.spec import tree_map_leaves
 from hatch_jaxexport.runtime.jax_dtypes import jax_dtype
 from hatch_jaxexport.runtime.jaxcompat import lowering_config, lowering_context, no_locations
+
+if TYPE_CHECKING:
+    from hatch_jaxexport.bake.workers.protocol import WorkerRequest
 
 _X64 = re.compile(r"64|complex128")
 
@@ -190,25 +193,25 @@ def bake_calls(fn: Any, calls: Sequence[CallSignature], platforms: Sequence[str]
     return entries
 
 
-def worker_concrete(functions: Mapping[str, Any], request: Mapping[str, Any],
+def worker_concrete(functions: Mapping[str, Any], request: WorkerRequest,
                     failures: Sequence[Mapping[str, Any]], recorded: Recorded,
                     note: Callable[[str], None],
                     failed_calls: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """One worker's concrete-size artifacts: those of the primal exports it saw fail, and its
     share (every ``workers``-th, from its own index) of the functions with recorded calls
     that no structure accepted (every spec-less function: one without any is noted)."""
-    out_dir = Path(request["out_dir"])
+    out_dir = Path(request.out_dir)
     entries = []
     by_function: dict[str, list[ExportTask]] = {}
     for task in failed_primals(failures):
         by_function.setdefault(task.function, []).append(task)
     for name, tasks in by_function.items():
         entries += bake_structures(functions[name], tasks, recorded, out_dir, note)
-    calls = recorded_calls(request["package"], request.get("signatures"))
+    calls = recorded_calls(request.package, request.signatures)
     wanted = [fn for fn in functions.values()
               if not fn.export_spec.structures or calls.get(fn.name)]
-    for fn in wanted[request["worker"]::request["workers"]]:
-        entries += bake_calls(fn, calls.get(fn.name, []), request["default_platforms"],
+    for fn in wanted[request.worker::request.workers]:
+        entries += bake_calls(fn, calls.get(fn.name, []), request.default_platforms,
                               out_dir, note, failed_calls)
     return entries
 

@@ -63,6 +63,7 @@ from hatch_jaxexport.runtime.jaxcompat import (
 )
 
 if TYPE_CHECKING:
+    from hatch_jaxexport.bake.workers.protocol import WorkerResult
     from hatch_jaxexport.formats.manifest import ArtifactRecord
     from hatch_jaxexport.runtime.call.decorator import ExportableFunction
 
@@ -374,7 +375,7 @@ def obstacles_from_records(records: Sequence[ArtifactRecord], function: str) -> 
     return custom_call_reason(calls)
 
 
-def write_index(staging: Path, package: str, results: Sequence[Mapping[str, Any]],
+def write_index(staging: Path, package: str, results: Sequence[WorkerResult],
                 records: Sequence[ArtifactRecord], *, on_error: str, generator: str,
                 log: Callable[[str], None]) -> list[str]:
     """Write ``portable.json`` into ``staging`` after the workers ran (orchestrator side).
@@ -383,7 +384,7 @@ def write_index(staging: Path, package: str, results: Sequence[Mapping[str, Any]
     fail the build (``on_error == "fail"`` and a requested variant was refused); otherwise
     reports refusals through ``log`` as warnings and records them.
     """
-    parts = [r.get("portable") or {} for r in results]
+    parts = [r.portable or {} for r in results]
     functions: dict[str, bool] = {}
     for part in parts:
         functions.update(part.get("functions", {}))
@@ -411,8 +412,8 @@ def write_index(staging: Path, package: str, results: Sequence[Mapping[str, Any]
         "schema_version": PORTABLE_SCHEMA_VERSION,
         "package": package,
         "generator": generator,
-        "jax_version": first.get("jax_version", ""),
-        "jaxlib_version": first.get("jaxlib_version", ""),
+        "jax_version": first.jax_version,
+        "jaxlib_version": first.jaxlib_version,
         "platform": LOWERING_PLATFORM,
         "variants": variants,
         "unsupported": [{**u, "requested": True} for u in unsupported],

@@ -1,14 +1,14 @@
 """``python -m hatch_jaxexport.bake.workers._worker REQUEST.json``: one export worker process.
 
 The orchestrator (``orchestrate``) starts one per job, in a controlled environment; each exports
-its share of the package's tasks and writes blobs and a JSON result beside the request. While it
+its share of the package's tasks and writes blobs and a result beside the request (both files of
+``protocol``). While it
 works it appends the plan and one line per finished task to its progress file (``progress``),
 so the build can say which functions are done before every worker has finished.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -19,6 +19,7 @@ from hatch_jaxexport.bake.export.discovery import discover
 from hatch_jaxexport.bake.export.exporter import tasks_for
 from hatch_jaxexport.bake.export.search_path import restore_search_path
 from hatch_jaxexport.bake.workers.progress import ProgressWriter
+from hatch_jaxexport.bake.workers.protocol import WorkerRequest, WorkerResult
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats.settings import traceback_wanted
 
@@ -27,61 +28,57 @@ def main(request_path: str) -> int:
     """Entry point of one export worker process
     (``python -m hatch_jaxexport.bake.workers._worker``)."""
     restore_search_path()  # before the package is imported: see _search_path
-    request = json.loads(Path(request_path).read_text())
-    result: dict[str, Any] = {"records": [], "failures": [], "fatal": None, "seconds": {},
-                              "notes": []}
-    progress = ProgressWriter(request.get("progress"))
+    request = WorkerRequest.read(Path(request_path))
+    result = WorkerResult()
+    progress = ProgressWriter(request.progress)
     try:
         import jax
         import jaxlib
 
         jax.config.update("jax_traceback_in_locations_limit", 0)
-        result["jax_version"] = jax.__version__
-        result["jaxlib_version"] = jaxlib.__version__
-        functions = {fn.name: fn for fn in discover(request["package"], isolate_config=True)}
+        result.jax_version = jax.__version__
+        result.jaxlib_version = jaxlib.__version__
+        functions = {fn.name: fn for fn in discover(request.package, isolate_config=True)}
         tasks = [(fn, task) for fn in functions.values()
-                 for task in tasks_for(fn, tuple(request["default_platforms"]))]
-        result["task_count"] = len(tasks)
-        mine = tasks[request["worker"]::request["workers"]]
-        if request["list_only"]:
-            result["tasks"] = [task.id for _, task in tasks]
+                 for task in tasks_for(fn, request.default_platforms)]
+        result.task_count = len(tasks)
+        mine = tasks[request.worker::request.workers]
+        if request.list_only:
+            result.tasks = [task.id for _, task in tasks]
             mine = []
         else:
             progress.write({"planned": [[task.id, fn.name] for fn, task in tasks]})
         _export_mine(mine, request, result, progress)
-        if not request["list_only"]:  # where a symbolic export failed, or there is no spec
+        if not request.list_only:  # where a symbolic export failed, or there is no spec
             from hatch_jaxexport.bake.executables.compiling import recorded_sizes
             from hatch_jaxexport.bake.sized.concrete import worker_concrete
 
-            recorded = recorded_sizes(request["package"], request.get("signatures"))
-            result["failed_calls"] = []
-            result["concrete"] = worker_concrete(functions, request, result["failures"],
-                                                 recorded, result["notes"].append,
-                                                 result["failed_calls"])
-        if not request["list_only"]:  # what the executable compilers compile, per artifact
+            recorded = recorded_sizes(request.package, request.signatures)
+            result.failed_calls = []
+            result.concrete = worker_concrete(functions, request, result.failures, recorded,
+                                              result.notes.append, result.failed_calls)
+        if not request.list_only:  # what the executable compilers compile, per artifact
             from hatch_jaxexport.bake.executables.compiling import plans_for_worker
 
-            result["executable_plans"] = plans_for_worker(functions, result["records"],
-                                                          request.get("executables", []),
-                                                          request.get("signatures"))
-        if not request["list_only"]:  # static-shape StableHLO for non-JAX runtimes
+            result.executable_plans = plans_for_worker(functions, result.records,
+                                                       request.executables, request.signatures)
+        if not request.list_only:  # static-shape StableHLO for non-JAX runtimes
             from hatch_jaxexport.bake.sized.portable_export import worker_export
 
-            result["portable"] = worker_export(list(functions.values()), request["worker"],
-                                               request["workers"], request["out_dir"],
-                                               request["package"])
+            result.portable = worker_export(list(functions.values()), request.worker,
+                                            request.workers, request.out_dir, request.package)
     except ExportError as err:
-        result["fatal"] = err.failures
+        result.fatal = err.failures
     except Exception as err:  # a fault of the worker itself: its traceback only when asked for
-        described = describe_exception(err, request["package"])
-        result["fatal"] = [described["detail"] if traceback_wanted() else
-                           described["error"] + located(err, request["package"])]
+        described = describe_exception(err, request.package)
+        result.fatal = [described["detail"] if traceback_wanted() else
+                        described["error"] + located(err, request.package)]
     progress.close()
-    Path(request["result"]).write_text(json.dumps(result))
-    return 0 if result["fatal"] is None else 1
+    result.write(Path(request.result))
+    return 0 if result.fatal is None else 1
 
 
-def _export_mine(mine: list[tuple[Any, Any]], request: dict[str, Any], result: dict[str, Any],
+def _export_mine(mine: list[tuple[Any, Any]], request: WorkerRequest, result: WorkerResult,
                  progress: ProgressWriter) -> None:
     """Export this worker's tasks into the request's folder: blobs, with the static-shape
     forms of primal artifacts (``static_shapes``), and their records or failures in ``result``."""
@@ -89,7 +86,7 @@ def _export_mine(mine: list[tuple[Any, Any]], request: dict[str, Any], result: d
     from hatch_jaxexport.bake.export.exporter import export_task
     from hatch_jaxexport.bake.sized.static_shapes import sized_entries, wants_sized
 
-    out_dir = Path(request["out_dir"])
+    out_dir = Path(request.out_dir)
     recorded: dict[str, Any] = {}
     for fn, task in mine:
         started = time.perf_counter()
@@ -97,23 +94,22 @@ def _export_mine(mine: list[tuple[Any, Any]], request: dict[str, Any], result: d
             blob, record = export_task(fn, task)
         except Exception as err:
             structure = fn.export_spec.structures[task.structure_index]
-            result["failures"].append({
+            result.failures.append({
                 "task": task.to_json(), "structure": structure.key,
-                **describe_exception(err, request["package"])})
+                **describe_exception(err, request.package)})
             progress.write({"id": task.id, "function": fn.name, "record": None,
                             "failed": True, "seconds": time.perf_counter() - started})
             continue
         (out_dir / record.file).write_bytes(blob)
         if wants_sized(record):
             if fn.package not in recorded:
-                recorded[fn.package] = recorded_sizes(fn.package,
-                                                      request.get("signatures"))
+                recorded[fn.package] = recorded_sizes(fn.package, request.signatures)
             record = record._replace(sized=sized_entries(
-                fn, record, blob, out_dir, recorded[fn.package], result["notes"].append))
-        result["records"].append(record._asdict())
-        result["seconds"][record.id] = time.perf_counter() - started
+                fn, record, blob, out_dir, recorded[fn.package], result.notes.append))
+        result.records.append(record._asdict())
+        result.seconds[record.id] = time.perf_counter() - started
         progress.write({"id": task.id, "function": fn.name, "record": record._asdict(),
-                        "failed": False, "seconds": result["seconds"][record.id]})
+                        "failed": False, "seconds": result.seconds[record.id]})
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ processes, so the caller's jax configuration and imports stay untouched.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import subprocess
@@ -32,6 +31,7 @@ from hatch_jaxexport.bake.export.search_path import SEARCH_PATH_ENV, search_path
 from hatch_jaxexport.bake.sized.concrete import concrete_covered
 from hatch_jaxexport.bake.workers._dedupe import dedupe_files
 from hatch_jaxexport.bake.workers.progress import ProgressFiles
+from hatch_jaxexport.bake.workers.protocol import WorkerRequest, WorkerResult
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats import __version__
 from hatch_jaxexport.formats.jax_window import jax_release_date
@@ -97,7 +97,7 @@ def _run_workers(package: str, staging: Path, jobs: int, platforms: Sequence[str
                  list_only: bool = False,
                  progress: Callable[[dict[str, Any]], None] | None = None,
                  executables: Sequence[str] = (),
-                 signatures: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
+                 signatures: str | os.PathLike[str] | None = None) -> list[WorkerResult]:
     """Run ``jobs`` workers and collect their results, in worker order.
 
     While they run, each new line of their progress files (the plan, a finished task) goes to
@@ -118,18 +118,18 @@ def _run_workers(package: str, staging: Path, jobs: int, platforms: Sequence[str
             request = staging / f".request-{worker}.json"
             result = staging / f".result-{worker}.json"
             log = staging / f".worker-{worker}.log"
-            request.write_text(json.dumps({
-                "package": package, "default_platforms": list(platforms), "worker": worker,
-                "workers": jobs, "out_dir": str(staging), "result": str(result),
-                "list_only": list_only, "executables": list(executables),
-                "signatures": None if signatures is None else os.path.abspath(signatures),
-                "progress": str(progress_files[worker]) if progress else None}))
+            WorkerRequest(
+                package=package, default_platforms=tuple(platforms), worker=worker,
+                workers=jobs, out_dir=str(staging), result=str(result), list_only=list_only,
+                executables=tuple(executables),
+                signatures=None if signatures is None else os.path.abspath(signatures),
+                progress=str(progress_files[worker]) if progress else None).write(request)
             with log.open("wb") as output:  # a file, not a pipe: no worker blocks on output
                 proc = subprocess.Popen(
                     [python, "-m", "hatch_jaxexport.bake.workers._worker", str(request)], env=env,
                     stdout=output, stderr=subprocess.STDOUT, cwd=staging)
             procs.append((proc, result, log))
-        results: dict[int, dict[str, Any]] = {}
+        results: dict[int, WorkerResult] = {}
         while len(results) < len(procs):
             reader.poll()
             for index, (proc, result_path, log) in enumerate(procs):
@@ -151,15 +151,15 @@ def _run_workers(package: str, staging: Path, jobs: int, platforms: Sequence[str
 
 
 def _worker_result(package: str, proc: subprocess.Popen[bytes], result_path: Path,
-                   log: Path) -> dict[str, Any]:
+                   log: Path) -> WorkerResult:
     """A finished worker's result; ``ExportError`` if it died or failed fatally."""
     if not result_path.exists():
         output = log.read_text(errors="replace") if log.exists() else ""
         raise ExportError([f"export worker for {package!r} died (exit {proc.returncode}): "
                            f"{_short(output)}"])
-    result = json.loads(result_path.read_text())
-    if result["fatal"]:
-        raise ExportError([_short(f) for f in result["fatal"]])
+    result = WorkerResult.read(result_path)
+    if result.fatal:
+        raise ExportError([_short(f) for f in result.fatal])
     return result
 
 
@@ -178,7 +178,7 @@ def _stop_workers(procs: Sequence[tuple[subprocess.Popen[bytes], Path, Path]]) -
 
 
 def _warn(skipped: Sequence[str], records: Sequence[ArtifactRecord],
-          results: Sequence[dict[str, Any]], captured_warn_bytes: int,
+          results: Sequence[WorkerResult], captured_warn_bytes: int,
           emit: Callable[[str], None], concrete_only: Sequence[str] = ()) -> None:
     """The build's warning lines: skipped exports, exports served only at concrete sizes,
     large captured arrays, the workers' notes (a static-shape form that could not be made)."""
@@ -188,7 +188,7 @@ def _warn(skipped: Sequence[str], records: Sequence[ArtifactRecord],
         emit(f"warning: served only at concrete sizes (no symbolic artifact): {message}")
     for message in captured_warnings(records, captured_warn_bytes):
         emit(f"warning: {message}")
-    for message in (note for res in results for note in res.get("notes", [])):
+    for message in (note for res in results for note in res.notes):
         emit(f"warning: {message}")
 
 
@@ -228,12 +228,12 @@ def _stored_once(staging: Path, manifest: Manifest, emit: Callable[[str], None])
     return deduped
 
 
-def _concrete_results(results: Sequence[dict[str, Any]]
+def _concrete_results(results: Sequence[WorkerResult]
                       ) -> tuple[list[ConcreteRecord], tuple[FailedCall, ...]]:
     """The workers' concrete-size and recorded-call artifacts, and the recorded calls whose
     export failed (the loader gives their reason at call time)."""
-    return ([ConcreteRecord(**c) for res in results for c in res.get("concrete", [])],
-            tuple(FailedCall(**f) for res in results for f in res.get("failed_calls", [])))
+    return ([ConcreteRecord(**c) for res in results for c in res.concrete],
+            tuple(FailedCall(**f) for res in results for f in res.failed_calls))
 
 
 def export_package(package: str, out_dir: str | os.PathLike[str], *,
@@ -280,10 +280,10 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
         results = _run_workers(package, staging, jobs, platforms, search_path,
                                python or sys.executable, progress=progress,
                                executables=targets, signatures=signatures)
-        records = [ArtifactRecord(**r) for res in results for r in res["records"]]
+        records = [ArtifactRecord(**r) for res in results for r in res.records]
         concrete, failed_calls = _concrete_results(results)
         covered, failures = concrete_covered(
-            [f for res in results for f in res["failures"]], concrete)
+            [f for res in results for f in res.failures], concrete)
         messages = fold_failures(failures, detail=traceback_wanted())
         if failures and on_error == "fail":
             raise ExportError(messages, failures_headline(package, failures, messages))
@@ -296,14 +296,14 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
             raise ExportError(portable_errors)
         skipped = [_skipped_record(f) for f in [*failures, *covered]]
         compiled = compile_executables(
-            staging, package, [p for res in results for p in res.get("executable_plans", [])],
+            staging, package, [p for res in results for p in res.executable_plans],
             _worker_env(search_path), python or sys.executable, emit, executable_jaxlibs)
         manifest = _stored_once(staging, Manifest(
             package=package, generator=f"hatch-jaxexport {__version__}",
-            jax_version=results[0]["jax_version"], jaxlib_version=results[0]["jaxlib_version"],
+            jax_version=results[0].jax_version, jaxlib_version=results[0].jaxlib_version,
             artifacts=tuple(records), skipped=tuple(skipped), executables=tuple(compiled),
             concrete=tuple(concrete), sources=sources, failed_calls=failed_calls,
-            jax_released=jax_release_date(results[0]["jax_version"])), emit)
+            jax_released=jax_release_date(results[0].jax_version)), emit)
         for leftover in staging.glob(".*"):  # requests, results, logs (blobs never start with .)
             leftover.unlink()
         (staging / MANIFEST_NAME).write_bytes(manifest.to_bytes())
@@ -313,7 +313,7 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
         shutil.copytree(staging, out)
     emit(f"{package}: exported {summarize(records)}"
          + (f"; skipped {len(skipped)}" if skipped else "") + f" into {out}")
-    seconds = {k: v for res in results for k, v in res["seconds"].items()}
+    seconds = {k: v for res in results for k, v in res.seconds.items()}
     return BuildResult(manifest, out, messages, seconds, time.perf_counter() - started,
                        tuple(targets))
 
@@ -325,7 +325,7 @@ def list_tasks(package: str, *, platforms: Sequence[str] = DEFAULT_PLATFORMS,
     with tempfile.TemporaryDirectory(prefix="jaxexport-") as tmp:
         (results,) = _run_workers(package, Path(tmp), 1, platforms, search_path,
                                   python or sys.executable, list_only=True)
-    return list(results["tasks"])
+    return list(results.tasks)
 
 
 __all__ = ["BuildResult", "ExportTask", "discover", "export_package", "list_tasks"]
