@@ -21,6 +21,7 @@ from typing import Any
 
 from hatch_jaxexport.bake.executables.compiling import EXECUTABLE_SUFFIX, builder_machine
 from hatch_jaxexport.bake.export.search_path import restore_search_path
+from hatch_jaxexport.bake.protocol import CompileRequest, CompileResult
 from hatch_jaxexport.formats.cpu_targets import TARGETS, executable_system, required_features
 from hatch_jaxexport.formats.manifest import ExecutableRecord, sha256_hex
 from hatch_jaxexport.runtime.jax_dtypes import has_keys
@@ -111,25 +112,25 @@ def _compile_signature(plan: Mapping[str, Any], target: str, out_dir: Path, expo
 def main(request_path: str) -> int:
     """Entry point (``python -m hatch_jaxexport.bake.executables._worker``)."""
     restore_search_path()  # the package's own classes are imported: see _search_path
-    request = json.loads(Path(request_path).read_text())
-    outcome: dict[str, Any] = {"records": [], "notes": []}
+    request = CompileRequest.read(Path(request_path))
+    outcome = CompileResult()
     try:
         import jax
 
         jax.config.update("jax_enable_compilation_cache", False)  # XLA must really compile
-        for plan in request["plans"]:
+        for plan in request.plans:
             try:
-                records = compile_plan(plan, request["target"], Path(request["out_dir"]),
-                                       request["package"], outcome["notes"])
+                records = compile_plan(plan, request.target, Path(request.out_dir),
+                                       request.package, outcome.notes)
             except Exception as err:  # one artifact: a note, the rest still compile
-                outcome["notes"].append(f"no {request['target']} executable for "
+                outcome.notes.append(f"no {request.target} executable for "
                                         f"{plan['artifact']}: {type(err).__name__}: {err}")
                 continue
-            outcome["records"] += [record._asdict() for record in records]
+            outcome.records += [record._asdict() for record in records]
     except Exception:
-        outcome["notes"].append(f"the {request['target']} executable compiler failed: "
+        outcome.notes.append(f"the {request.target} executable compiler failed: "
                                 f"{traceback.format_exc(limit=3)}")
-    Path(request["result"]).write_text(json.dumps(outcome))
+    outcome.write(Path(request.result))
     return 0
 
 

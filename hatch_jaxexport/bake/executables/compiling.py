@@ -13,7 +13,6 @@ must match (``formats.manifest.ExecutableRecord``).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import platform as platform_module
 import subprocess
@@ -21,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hatch_jaxexport.bake.protocol import CompileRequest, CompileResult
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats.concrete_sizes import size_combinations, size_problem
 from hatch_jaxexport.formats.cpu_targets import (
@@ -289,8 +289,8 @@ def _compile_with(staging: Path, package: str, plans: Sequence[Mapping[str, Any]
         tag = hashlib.sha256(python.encode()).hexdigest()[:12]
         request = staging / f".executables-{name}-{tag}.json"
         result = staging / f".executables-{name}-{tag}.result.json"
-        request.write_text(json.dumps({"package": package, "target": name, "plans": mine,
-                                       "out_dir": str(staging), "result": str(result)}))
+        CompileRequest(package=package, target=name, plans=list(mine), out_dir=str(staging),
+                       result=str(result)).write(request)
         flags = " ".join(target.xla_flags)  # only the target's: the builder's own never leak
         proc = subprocess.run(
             [python, "-m", "hatch_jaxexport.bake.executables._worker", str(request)],
@@ -298,10 +298,10 @@ def _compile_with(staging: Path, package: str, plans: Sequence[Mapping[str, Any]
         if not result.exists():
             raise ExportError([f"the executable compiler for {name} died (exit "
                                f"{proc.returncode}): {proc.stderr.strip()[-2000:]}"])
-        outcome = json.loads(result.read_text())
-        for message in outcome["notes"]:
+        outcome = CompileResult.read(result)
+        for message in outcome.notes:
             log(f"warning: {message}")
-        records += [ExecutableRecord(**raw) for raw in outcome["records"]]
+        records += [ExecutableRecord(**raw) for raw in outcome.records]
     return records
 
 

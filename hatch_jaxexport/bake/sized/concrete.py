@@ -40,7 +40,7 @@ from hatch_jaxexport.runtime.jax_dtypes import jax_dtype
 from hatch_jaxexport.runtime.jaxcompat import lowering_config, lowering_context, no_locations
 
 if TYPE_CHECKING:
-    from hatch_jaxexport.bake.workers.protocol import WorkerRequest
+    from hatch_jaxexport.bake.protocol import WorkerRequest
 
 _X64 = re.compile(r"64|complex128")
 

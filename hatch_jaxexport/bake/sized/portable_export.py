@@ -63,7 +63,7 @@ from hatch_jaxexport.runtime.jaxcompat import (
 )
 
 if TYPE_CHECKING:
-    from hatch_jaxexport.bake.workers.protocol import WorkerResult
+    from hatch_jaxexport.bake.protocol import WorkerResult
     from hatch_jaxexport.formats.manifest import ArtifactRecord
     from hatch_jaxexport.runtime.call.decorator import ExportableFunction
 

@@ -18,8 +18,8 @@ from hatch_jaxexport.bake.export.diagnose import describe_exception, located
 from hatch_jaxexport.bake.export.discovery import discover
 from hatch_jaxexport.bake.export.exporter import tasks_for
 from hatch_jaxexport.bake.export.search_path import restore_search_path
+from hatch_jaxexport.bake.protocol import WorkerRequest, WorkerResult
 from hatch_jaxexport.bake.workers.progress import ProgressWriter
-from hatch_jaxexport.bake.workers.protocol import WorkerRequest, WorkerResult
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats.settings import traceback_wanted
 

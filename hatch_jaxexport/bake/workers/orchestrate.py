@@ -28,10 +28,10 @@ from hatch_jaxexport.bake.export.diagnose import (
 from hatch_jaxexport.bake.export.discovery import discover
 from hatch_jaxexport.bake.export.exporter import ExportTask
 from hatch_jaxexport.bake.export.search_path import SEARCH_PATH_ENV, search_path_value
+from hatch_jaxexport.bake.protocol import WorkerRequest, WorkerResult
 from hatch_jaxexport.bake.sized.concrete import concrete_covered
 from hatch_jaxexport.bake.workers._dedupe import dedupe_files
 from hatch_jaxexport.bake.workers.progress import ProgressFiles
-from hatch_jaxexport.bake.workers.protocol import WorkerRequest, WorkerResult
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats import __version__
 from hatch_jaxexport.formats.jax_window import jax_release_date

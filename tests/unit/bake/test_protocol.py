@@ -1,4 +1,4 @@
-"""The export workers' request and result files (``bake/workers/protocol.py``): typed,
+"""The export workers' request and result files (``bake/protocol.py``): typed,
 versioned, and checked where they are read."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from hatch_jaxexport.bake.workers.protocol import PROTOCOL_VERSION, WorkerRequest, WorkerResult
+from hatch_jaxexport.bake.protocol import PROTOCOL_VERSION, WorkerRequest, WorkerResult
 from hatch_jaxexport.errors import ExportError
 
 
@@ -52,3 +52,17 @@ def test_an_unreadable_result_is_an_export_error(tmp_path):
     with pytest.raises(ExportError, match=r"export worker result \.result-0\.json cannot be "
                                           r"read"):
         WorkerResult.read(tmp_path / ".result-0.json")
+
+
+def test_an_executable_compilers_files_read_back_and_name_their_kind(tmp_path):
+    from hatch_jaxexport.bake.protocol import CompileRequest, CompileResult
+
+    request = CompileRequest(package="pkg", target="x86_64-avx2", plans=[{"artifact": "a"}],
+                             out_dir=str(tmp_path), result=str(tmp_path / "r.json"))
+    request.write(tmp_path / "q.json")
+    assert CompileRequest.read(tmp_path / "q.json") == request
+    (tmp_path / "r.json").write_text(json.dumps({"version": PROTOCOL_VERSION, "records": [],
+                                                 "notes": [], "seconds": 1}))
+    with pytest.raises(ExportError, match=r"executable compiler result r\.json: missing "
+                                          r"field\(s\) none, unknown field\(s\) \['seconds'\]"):
+        CompileResult.read(tmp_path / "r.json")

@@ -1,16 +1,18 @@
-"""The export workers' protocol: what the orchestrator asks of a worker, and what it answers.
+"""The build's worker protocol: what a build asks of a worker process, and what it answers.
 
-Each is one JSON file beside the other in the build's staging folder (``.request-N.json``,
-``.result-N.json``), written and read only here. Both carry ``PROTOCOL_VERSION`` and are checked
-where they are read: a file of another version, with a field missing or one this side does not
-know (a worker from another hatch-jaxexport on the path), is an ``ExportError`` naming the file
-and what differs, never a ``KeyError`` deep in the build.
+Two kinds of worker: an export worker (``WorkerRequest``, ``WorkerResult``: ``_worker``) and an
+executable compiler (``CompileRequest``, ``CompileResult``: ``executables._worker``). Each file is
+JSON in the build's staging folder, written and read only here. Each carries ``PROTOCOL_VERSION``
+and are checked where they are read: a file of another version, with a field missing or one this
+side does not know (a worker from another hatch-jaxexport on the path), is an ``ExportError`` naming
+the file and what differs, never a ``KeyError`` deep in the build.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,7 +22,8 @@ from hatch_jaxexport.errors import ExportError
 #: The version of both files; a change of a field's name or meaning raises it.
 PROTOCOL_VERSION = 1
 
-_Message = TypeVar("_Message", "WorkerRequest", "WorkerResult")
+_Message = TypeVar("_Message", "WorkerRequest", "WorkerResult", "CompileRequest",
+                   "CompileResult")
 
 
 @dataclass(frozen=True)
@@ -89,13 +92,51 @@ class WorkerResult:
         return cls(**_checked(cls, path))
 
 
-def _write(message: WorkerRequest | WorkerResult, path: Path) -> None:
+@dataclass(frozen=True)
+class CompileRequest:
+    """One executable target's compiles: the plans (``executables.compiling.plan_for``)."""
+
+    package: str
+    #: The target's name (``formats.cpu_targets.TARGETS``).
+    target: str
+    plans: list[dict[str, Any]]
+    out_dir: str
+    result: str
+
+    def write(self, path: Path) -> None:
+        _write(self, path)
+
+    @classmethod
+    def read(cls, path: Path) -> CompileRequest:
+        return cls(**_checked(cls, path))
+
+
+@dataclass
+class CompileResult:
+    """The executables one target's compiler wrote, and its notes for the build log."""
+
+    #: ``ExecutableRecord`` fields of each executable compiled.
+    records: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def write(self, path: Path) -> None:
+        _write(self, path)
+
+    @classmethod
+    def read(cls, path: Path) -> CompileResult:
+        return cls(**_checked(cls, path))
+
+
+def _write(message: WorkerRequest | WorkerResult | CompileRequest | CompileResult,
+           path: Path) -> None:
     path.write_text(json.dumps({"version": PROTOCOL_VERSION, **dataclasses.asdict(message)}))
 
 
 def _checked(cls: type[_Message], path: Path) -> dict[str, Any]:
     """The fields of ``cls`` in the JSON file at ``path``; ``ExportError`` if they are not."""
-    what = f"export worker {cls.__name__[6:].lower()} {path.name}"
+    worker, kind = re.fullmatch(r"(Worker|Compile)(Request|Result)", cls.__name__).groups()
+    what = f"{'export worker' if worker == 'Worker' else 'executable compiler'} " \
+           f"{kind.lower()} {path.name}"
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as err:
@@ -115,4 +156,4 @@ def _checked(cls: type[_Message], path: Path) -> dict[str, Any]:
     return values
 
 
-__all__ = ["PROTOCOL_VERSION", "WorkerRequest", "WorkerResult"]
+__all__ = ["PROTOCOL_VERSION", "CompileRequest", "CompileResult", "WorkerRequest", "WorkerResult"]
