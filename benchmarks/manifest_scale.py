@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--copies", default="1,10,100")
     parser.add_argument("--repeat", type=int, default=15)
     args = parser.parse_args(argv)
-    from hatch_jaxexport.formats.manifest import parse_manifest, read_manifest_index
+    from hatch_jaxexport.formats.manifest_reader import parse_manifest, read_manifest_index
 
     with tempfile.TemporaryDirectory() as tmp:
         print("exporting example_pkg (executables for x86_64-avx2 and x86_64-avx512)",

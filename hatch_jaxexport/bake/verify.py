@@ -20,9 +20,9 @@ from hatch_jaxexport.formats.manifest import (
     Manifest,
     check_file_name,
     inventory,
-    parse_manifest,
     signature_text,
 )
+from hatch_jaxexport.formats.manifest_reader import parse_manifest
 
 _CHUNK = 1 << 20
 

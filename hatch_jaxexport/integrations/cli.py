@@ -248,7 +248,7 @@ def _inspect(args: argparse.Namespace) -> int:
                      record.platform, member_name(record.kind, record.batched),
                      str(record.vjp_order), f"{record.size:,}"))
     if any(record.mesh for record in manifest.artifacts):  # sharded variants: a mesh column
-        from hatch_jaxexport.formats.manifest import mesh_from_record
+        from hatch_jaxexport.formats.manifest_reader import mesh_from_record
 
         meshes = ["mesh"] + [" x ".join(f"{a}={s}" for a, s in mesh_from_record(r.mesh) or ())
                              or "-" for r in sorted(manifest.artifacts, key=lambda r: r.id)]
@@ -343,7 +343,7 @@ def _print_executables(manifest: Any) -> None:
 
 def _merge(args: argparse.Namespace) -> int:
     from hatch_jaxexport.bake.executables.merge import merge_wheels
-    from hatch_jaxexport.formats.manifest import parse_manifest
+    from hatch_jaxexport.formats.manifest_reader import parse_manifest
 
     out = merge_wheels(args.wheels, args.out)
     import zipfile

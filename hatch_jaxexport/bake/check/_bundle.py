@@ -31,9 +31,9 @@ from hatch_jaxexport.formats.manifest import (
     ConcreteRecord,
     Manifest,
     inventory,
-    parse_manifest,
     sha256_hex,
 )
+from hatch_jaxexport.formats.manifest_reader import parse_manifest
 from hatch_jaxexport.runtime.call.decorator import ExportableFunction
 
 

@@ -384,7 +384,7 @@ def _mesh_unavailable(mesh: Mapping[str, Any]) -> str:
     """Why a sharded artifact's numerics cannot run in this process ("" if they can)."""
     import jax
 
-    from hatch_jaxexport.formats.manifest import mesh_from_record
+    from hatch_jaxexport.formats.manifest_reader import mesh_from_record
     from hatch_jaxexport.formats.mesh import describe_mesh, mesh_size
 
     shape = mesh_from_record(mesh)

@@ -296,7 +296,7 @@ def orphan_reason(plan: Plan, case: Case) -> str:
     if owner.platform not in platforms:
         return (f"{owner.function}{where} is no longer exported for {owner.platform} "
                 f"(now: {', '.join(platforms)})")
-    from hatch_jaxexport.formats.manifest import mesh_from_record
+    from hatch_jaxexport.formats.manifest_reader import mesh_from_record
     from hatch_jaxexport.formats.mesh import describe_mesh
 
     variant = mesh_from_record(owner.mesh)

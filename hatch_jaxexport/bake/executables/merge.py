@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hatch_jaxexport.errors import ExportError
-from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, MANIFEST_NAME, Manifest, parse_manifest
+from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, MANIFEST_NAME, Manifest
+from hatch_jaxexport.formats.manifest_reader import parse_manifest
 
 _MANIFEST_SUFFIX = f"/{ARTIFACT_DIR}/{MANIFEST_NAME}"
 

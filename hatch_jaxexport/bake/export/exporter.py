@@ -13,13 +13,8 @@ import re
 from typing import Any
 
 from hatch_jaxexport.bake.export.captured import captured_constants
-from hatch_jaxexport.formats.manifest import (
-    BLOB_SUFFIX,
-    ArtifactRecord,
-    artifact_id,
-    mesh_from_record,
-    sha256_hex,
-)
+from hatch_jaxexport.formats.manifest import BLOB_SUFFIX, ArtifactRecord, artifact_id, sha256_hex
+from hatch_jaxexport.formats.manifest_reader import mesh_from_record
 from hatch_jaxexport.formats.mesh import mesh_record
 from hatch_jaxexport.formats.spec import LeafSpec, Structure, static_key, tree_map_leaves
 from hatch_jaxexport.formats.statics import encode_static

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hatch_jaxexport.formats.manifest import MeshShape, mesh_from_record
+from hatch_jaxexport.formats.manifest import MeshShape
+from hatch_jaxexport.formats.manifest_reader import mesh_from_record
 from hatch_jaxexport.formats.mesh import is_broadcast, mesh_size, parse_leaf_spec
 from hatch_jaxexport.formats.spec import ClassNode, LeafSpec, Structure
 from hatch_jaxexport.runtime.artifacts.placement import named

@@ -23,12 +23,14 @@ from hatch_jaxexport.formats.manifest import (
     MANIFEST_NAME,
     ArtifactRecord,
     Manifest,
+    sha256_hex,
+    variant_text,
+)
+from hatch_jaxexport.formats.manifest_reader import (
     ManifestIndex,
     mesh_from_record,
     mesh_text,
     read_manifest_index,
-    sha256_hex,
-    variant_text,
 )
 from hatch_jaxexport.formats.sources import changed_sources, stale_text
 from hatch_jaxexport.formats.statics import encoded_static_key

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hatch_jaxexport.errors import ArtifactError, CallMismatch
-from hatch_jaxexport.formats.manifest import ArtifactRecord, member_name, mesh_text, variant_text
+from hatch_jaxexport.formats.manifest import ArtifactRecord, member_name, variant_text
+from hatch_jaxexport.formats.manifest_reader import mesh_text
 from hatch_jaxexport.formats.settings import STRICT_ENV, strict_mode
 from hatch_jaxexport.formats.spec import static_key
 from hatch_jaxexport.runtime.artifacts.package_artifacts import (

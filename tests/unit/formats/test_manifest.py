@@ -7,7 +7,8 @@ import json
 import pytest
 
 from hatch_jaxexport import ArtifactError
-from hatch_jaxexport.formats.manifest import SCHEMA_VERSION, check_file_name, parse_manifest
+from hatch_jaxexport.formats.manifest import SCHEMA_VERSION, check_file_name
+from hatch_jaxexport.formats.manifest_reader import parse_manifest
 
 
 @pytest.fixture
@@ -179,7 +180,7 @@ def test_an_executable_listed_twice_is_refused(exec_manifest_json):
 
 
 def test_the_index_validates_one_function_and_full_validates_every_record(manifest_json):
-    from hatch_jaxexport.formats.manifest import read_manifest_index
+    from hatch_jaxexport.formats.manifest_reader import read_manifest_index
 
     victim = next(r for r in manifest_json["artifacts"] if r["function"] == "jxe_demo.funcs:poly")
     victim["sha256"] = "not a digest"
@@ -207,7 +208,7 @@ def test_the_index_validates_one_function_and_full_validates_every_record(manife
 ])
 def test_a_record_no_function_can_be_told_from_is_corrupt_for_every_function(
         manifest_json, mutate, message):
-    from hatch_jaxexport.formats.manifest import read_manifest_index
+    from hatch_jaxexport.formats.manifest_reader import read_manifest_index
 
     mutate(manifest_json)
     with pytest.raises(ArtifactError, match=message):

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from hatch_jaxexport.errors import ArtifactError
-from hatch_jaxexport.formats.manifest import Manifest, parse_manifest
+from hatch_jaxexport.formats.manifest import Manifest
+from hatch_jaxexport.formats.manifest_reader import parse_manifest
 from hatch_jaxexport.formats.sources import (
     changed_sources,
     check_sources,

@@ -129,7 +129,7 @@ def test_a_damaged_static_shape_form_falls_back_to_the_symbolic_artifact(sized_s
 
 def test_the_manifest_refuses_a_static_shape_form_outside_the_folder(sized_site):
     from hatch_jaxexport.errors import ArtifactError
-    from hatch_jaxexport.formats.manifest import parse_manifest
+    from hatch_jaxexport.formats.manifest_reader import parse_manifest
 
     raw = json.loads((sized_site / "jxe_sized" / "_jaxexport" / "manifest.json").read_text())
     (record,) = [r for r in raw["artifacts"] if r["function"] == "jxe_sized:scaled"

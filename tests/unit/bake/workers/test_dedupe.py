@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 
 from hatch_jaxexport.bake.workers._dedupe import dedupe_files
-from hatch_jaxexport.formats.manifest import ConcreteRecord, Manifest, parse_manifest
+from hatch_jaxexport.formats.manifest import ConcreteRecord, Manifest
+from hatch_jaxexport.formats.manifest_reader import parse_manifest
 
 
 def _manifest(folder, contents: dict[str, bytes]) -> Manifest:

@@ -18,7 +18,7 @@ from conftest import TESTS, export_into_copy, run
 
 from hatch_jaxexport import ArtifactError, SpecError, exportable
 from hatch_jaxexport.bake.export.exporter import tasks_for
-from hatch_jaxexport.formats.manifest import mesh_from_record, parse_manifest
+from hatch_jaxexport.formats.manifest_reader import mesh_from_record, parse_manifest
 from hatch_jaxexport.formats.mesh import PSpec, mesh_record
 from hatch_jaxexport.runtime.artifacts.placement import CallMesh, select_variant
 

@@ -17,7 +17,8 @@ import pytest
 from hatch_jaxexport import exportable
 from hatch_jaxexport.errors import ArtifactError, FallbackWarning
 from hatch_jaxexport.formats.coverage import coverage, partial_coverage
-from hatch_jaxexport.formats.manifest import ConcreteRecord, Manifest, parse_manifest
+from hatch_jaxexport.formats.manifest import ConcreteRecord, Manifest
+from hatch_jaxexport.formats.manifest_reader import parse_manifest
 from hatch_jaxexport.formats.signatures import SIGNATURES_NAME, parse_calls
 from hatch_jaxexport.runtime.call import _recorder as recorder
 from hatch_jaxexport.runtime.call.recorded_calls import describe_call, described

@@ -1,0 +1,404 @@
+"""Reading a manifest: every record parsed and validated, for the build, ``inspect`` and the loader.
+
+``parse_manifest`` validates a whole manifest (the build, ``inspect``, ``verify``);
+``read_manifest_index`` validates one function's records the first time a process calls it
+(``ManifestIndex``). Every problem is an ``ArtifactError`` naming the record and the field. The
+records themselves, and writing them, are ``manifest``'s.
+"""
+
+import functools
+import json
+import re
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+from hatch_jaxexport.errors import ArtifactError
+from hatch_jaxexport.formats.manifest import (
+    KNOWN_KINDS,
+    MANIFEST_NAME,
+    SCHEMA_VERSION,
+    SHA256_HEX,
+    ArtifactRecord,
+    ConcreteRecord,
+    ExecutableRecord,
+    FailedCall,
+    Manifest,
+    MeshShape,
+    SkippedRecord,
+    check_file_name,
+)
+from hatch_jaxexport.formats.sources import check_sources
+
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+#: The largest artifact file a manifest may list.
+_MAX_BLOB = 2**34
+
+
+def _check_captured(entries: list[Any], where: str) -> None:
+    """Validate a record's ``captured_constants``: each entry exactly name, shape, dtype, bytes."""
+    for i, entry in enumerate(entries):
+        problem = None
+        if not isinstance(entry, Mapping) or set(entry) != {"name", "shape", "dtype", "bytes"}:
+            problem = "must be an object with exactly 'name', 'shape', 'dtype' and 'bytes'"
+        elif not (entry["name"] is None or isinstance(entry["name"], str)):
+            problem = "'name' must be a string or null"
+        elif not isinstance(entry["shape"], list) or not all(
+                isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                for d in entry["shape"]):
+            problem = "'shape' must be a list of ints >= 0"
+        elif not isinstance(entry["dtype"], str):
+            problem = "'dtype' must be a string"
+        elif not isinstance(entry["bytes"], int) or isinstance(entry["bytes"], bool) \
+                or entry["bytes"] < 0:
+            problem = "'bytes' must be an int >= 0"
+        if problem:
+            raise ArtifactError(f"corrupt manifest: {where}.captured_constants[{i}] {problem}, "
+                                f"got {entry!r:.80}")
+
+
+
+def _from_json(cls: type, raw: Any, where: str) -> Any:
+    if not isinstance(raw, Mapping):
+        raise ArtifactError(f"corrupt manifest: {where} must be an object, got "
+                            f"{type(raw).__name__}")
+    values = {}
+    for name, (expected, text, items) in _field_types(cls).items():
+        if name not in raw and name in cls._field_defaults:
+            continue  # a field added later: older manifests lack it
+        if name not in raw:
+            raise ArtifactError(f"corrupt manifest: {where} lacks {name!r}")
+        value = raw[name]
+        ok = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
+        if ok and items is str:
+            ok = all(isinstance(item, str) for item in value)
+        if not ok:
+            raise ArtifactError(f"corrupt manifest: {where}.{name} must be "
+                                f"{text}, got {value!r:.80}")
+        values[name] = value
+    return cls(**values)
+
+
+@functools.cache
+def _field_types(cls: type) -> dict[str, tuple[type, str, Any]]:
+    """Per field of a record type: the JSON type its value must have, the annotation as text
+    (for errors), and the type of its items (``list[str]``: each must be a ``str``)."""
+    found = {}
+    for name in cls._fields:
+        annotation = cls.__annotations__[name]
+        origin = typing.get_origin(annotation) or annotation
+        items = typing.get_args(annotation)[0] if origin is list else None
+        text = annotation.__name__ if isinstance(annotation, type) else \
+            repr(annotation).replace("typing.", "")
+        found[name] = (origin, text, items)
+    return found
+
+
+def mesh_text(shape: MeshShape | None) -> str:
+    """``data=2,model=2`` (the lookup key of a variant); ``""`` for a single device."""
+    return ",".join(f"{name}={size}" for name, size in shape or ())
+
+
+def mesh_from_record(record: Mapping[str, Any] | None) -> MeshShape | None:
+    """The variant a manifest ``mesh`` field names; ``ValueError`` if malformed."""
+    if not record:
+        return None
+    if set(record) != {"axes", "sizes"}:
+        raise ValueError(f"a mesh must have exactly 'axes' and 'sizes', got {sorted(record)}")
+    axes, sizes = record["axes"], record["sizes"]
+    if not isinstance(axes, list) or not isinstance(sizes, list) or len(axes) != len(sizes) \
+            or not axes:
+        raise ValueError("a mesh's 'axes' and 'sizes' must be lists of the same, non-zero length")
+    for name, size in zip(axes, sizes, strict=True):
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"mesh axis name {name!r:.40} is not an identifier")
+        if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= 2**20:
+            raise ValueError(f"mesh axis {name!r} has size {size!r:.40}; expected an int >= 1")
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"mesh axis names repeat: {axes}")
+    return tuple(zip(axes, sizes, strict=True))
+
+
+#: Config values a manifest may record, and the JSON types of their values.
+CONFIG_TYPES: dict[str, tuple[type, ...]] = {
+    "jax_enable_x64": (bool,), "jax_default_matmul_precision": (str, type(None))}
+#: Config values a function may be baked once per value of (``x64="both"``).
+VARIANT_CONFIG = ("jax_enable_x64",)
+
+
+def _check_config(values: Mapping[str, Any], where: str, variant: bool = False) -> None:
+    """A record's ``jax_config`` (or ``variant``): known names, values of the right type.
+
+    A name this version does not know is refused: comparing only some of what an artifact
+    was exported under could run it where it does not fit."""
+    for name, value in values.items():
+        known = VARIANT_CONFIG if variant else CONFIG_TYPES
+        if name not in known:
+            raise ArtifactError(f"corrupt manifest: {where} names {name!r:.60}, not one of "
+                                f"{', '.join(known)} (a newer hatch-jaxexport wrote it?)")
+        if not isinstance(value, CONFIG_TYPES[name]):
+            raise ArtifactError(f"corrupt manifest: {where}: {name} = {value!r:.60} has the "
+                                "wrong type")
+
+
+def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
+    """Parse and validate manifest bytes, every record of it; every problem is an
+    ``ArtifactError``."""
+    return read_manifest_index(data, where=where).full()
+
+
+def read_manifest_index(data: bytes, *, where: str = MANIFEST_NAME) -> "ManifestIndex":
+    """Parse manifest bytes and validate the header and what ties each record to its function;
+    the records themselves are validated by ``ManifestIndex.function`` or ``full``."""
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise ArtifactError(f"corrupt manifest {where}: not valid JSON ({err})") from None
+    if not isinstance(raw, dict):
+        raise ArtifactError(f"corrupt manifest {where}: expected an object")
+    version = raw.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ArtifactError(f"corrupt manifest {where}: schema_version must be an int >= 1, "
+                            f"got {version!r:.80}")
+    if version > SCHEMA_VERSION:
+        raise ArtifactError(f"manifest {where} has schema version {version}, newer than this "
+                            f"hatch-jaxexport reads ({SCHEMA_VERSION}); upgrade hatch-jaxexport")
+    for key in ("package", "generator", "jax_version", "jaxlib_version"):
+        if not isinstance(raw.get(key), str):
+            raise ArtifactError(f"corrupt manifest {where}: {key!r} must be a string")
+    for key in ("artifacts", "skipped"):
+        if not isinstance(raw.get(key), list):
+            raise ArtifactError(f"corrupt manifest {where}: {key!r} must be a list")
+    for key in ("executables", "concrete", "failed_calls"):
+        if not isinstance(raw.setdefault(key, []), list):
+            raise ArtifactError(f"corrupt manifest: {key!r} must be a list")
+    raw["sources"] = check_sources(raw.get("sources"), where)
+    released = raw.setdefault("jax_released", "")
+    if not isinstance(released, str) or (released and not _ISO_DATE.match(released)):
+        raise ArtifactError(f"corrupt manifest {where}: 'jax_released' must be a date "
+                            f"(YYYY-MM-DD), got {released!r:.80}")
+    for key, owner in (("artifacts", "function"), ("skipped", "function"),
+                       ("executables", "artifact"), ("concrete", "function"),
+                       ("failed_calls", "function")):
+        for i, item in enumerate(raw[key]):
+            _owner_of(item, owner, f"{key}[{i}]")
+    return ManifestIndex(raw, where)
+
+
+def _owner_of(item: Any, field: str, where: str) -> str:
+    """The function a raw record belongs to (``field``: its ``function``, or the ``artifact``
+    id of an executable, which starts with ``<function>/``), checked as ``_from_json`` would."""
+    if not isinstance(item, Mapping):
+        raise ArtifactError(f"corrupt manifest: {where} must be an object, got "
+                            f"{type(item).__name__}")
+    if field not in item:
+        raise ArtifactError(f"corrupt manifest: {where} lacks {field!r}")
+    if not isinstance(item[field], str):
+        raise ArtifactError(f"corrupt manifest: {where}.{field} must be str, got "
+                            f"{item[field]!r:.80}")
+    return item[field].split("/", 1)[0]
+
+
+class ManifestIndex:
+    """A parsed manifest whose records are validated one function at a time.
+
+    A process that calls one function of a package with hundreds validates that function's
+    records only, the first time it calls it (``function``): the other records are parsed as
+    JSON but never validated, a fraction of validating it whole
+    (``benchmarks/manifest_scale.py``). ``full`` validates
+    everything, as ``inspect``, ``verify`` and the build need. A record is never used before it
+    is validated: every path and hash is checked on the way in, whichever way it is read.
+    """
+
+    __slots__ = ("generator", "jax_released", "jax_version", "jaxlib_version", "package", "raw",
+                 "schema_version", "sources", "where")
+
+    def __init__(self, raw: dict[str, Any], where: str) -> None:
+        self.raw, self.where = raw, where
+        self.package: str = raw["package"]
+        self.generator: str = raw["generator"]
+        self.jax_version: str = raw["jax_version"]
+        self.jaxlib_version: str = raw["jaxlib_version"]
+        self.schema_version: int = raw["schema_version"]
+        #: What a source-tree export was made from (``{}`` for a wheel's).
+        self.sources: dict[str, Any] = raw["sources"]
+        self.jax_released: str = raw["jax_released"]
+
+    def function(self, name: str) -> Manifest:
+        """The records of function ``name`` (artifacts, skipped exports, executables) as a
+        manifest of their own, validated as ``full`` validates them; ``ArtifactError`` if one
+        of them is corrupt."""
+        def mine(key: str, field: str) -> list[tuple[int, Any]]:
+            return [(i, item) for i, item in enumerate(self.raw[key])
+                    if _owner_of(item, field, key) == name]
+
+        return self._validated(mine("artifacts", "function"), mine("skipped", "function"),
+                               mine("executables", "artifact"), mine("concrete", "function"),
+                               mine("failed_calls", "function"))
+
+    def full(self) -> Manifest:
+        """Every record, validated, and no id or file listed twice across functions."""
+        return self._validated(*(list(enumerate(self.raw[key])) for key in (
+            "artifacts", "skipped", "executables", "concrete", "failed_calls")))
+
+    def _validated(self, artifacts: list[tuple[int, Any]], skipped: list[tuple[int, Any]],
+                   executables: list[tuple[int, Any]], concrete: list[tuple[int, Any]],
+                   failed_calls: list[tuple[int, Any]]) -> Manifest:
+        seen = _Claims()
+        records = _checked_artifacts(artifacts, skipped, seen)
+        return Manifest(package=self.package, generator=self.generator,
+                        jax_version=self.jax_version, jaxlib_version=self.jaxlib_version,
+                        artifacts=records[0], skipped=records[1],
+                        schema_version=self.schema_version,
+                        executables=_parse_executables(executables, seen),
+                        concrete=_parse_concrete(concrete, seen), sources=self.sources,
+                        jax_released=self.jax_released,
+                        failed_calls=tuple(_from_json(FailedCall, item, f"failed_calls[{i}]")
+                                           for i, item in failed_calls))
+
+
+def _checked_artifacts(raw_artifacts: list[tuple[int, Any]], raw_skipped: list[tuple[int, Any]],
+                       seen: "_Claims"
+                       ) -> tuple[tuple[ArtifactRecord, ...], tuple[SkippedRecord, ...]]:
+    """Artifact and skipped records from their ``(index, JSON)`` pairs, validated; ``seen``
+    collects the ids, files and calls taken (a second record for one is corrupt)."""
+    artifacts = tuple(_from_json(ArtifactRecord, item, f"artifacts[{i}]")
+                      for i, item in raw_artifacts)
+    skipped = tuple(_from_json(SkippedRecord, item, f"skipped[{i}]") for i, item in raw_skipped)
+    for record in (*artifacts, *skipped):
+        if record.kind not in KNOWN_KINDS:
+            raise ArtifactError(f"corrupt manifest: unknown artifact kind {record.kind!r:.40}")
+        if record.mesh:
+            try:
+                mesh_from_record(record.mesh)
+            except ValueError as err:
+                raise ArtifactError(f"corrupt manifest: bad mesh of {record.function:.80}: "
+                                    f"{err}") from None
+        _check_config(record.variant, f"variant of {record.function:.80}", variant=True)
+    for (i, _), record in zip(raw_artifacts, artifacts, strict=True):
+        _check_config(record.jax_config, f"jax_config of {record.function:.80}")
+        check_file_name(record.file)
+        _check_captured(record.captured_constants, f"artifacts[{i}]")
+        if not SHA256_HEX.match(record.sha256):
+            raise ArtifactError(f"corrupt manifest: artifacts[{i}].sha256 is not a SHA-256 hex")
+        if not 0 <= record.size <= _MAX_BLOB:
+            raise ArtifactError(f"corrupt manifest: artifacts[{i}].size {record.size} is out "
+                                "of range")
+        call_key = json.dumps([record.function, record.structure, record.static,
+                               record.platform, record.kind, record.batched, record.mesh,
+                               record.variant],
+                              sort_keys=True)
+        _claim(seen, "artifact", record.id, (record.file, record.sha256, record.size), call_key)
+        _checked_sized(record.sized, f"artifacts[{i}].sized", seen)
+    return artifacts, skipped
+
+
+def _checked_sized(entries: list[Any], where: str, seen: "_Claims") -> None:
+    """Validate a record's ``sized`` entries, and claim the files they name."""
+    for j, entry in enumerate(entries):
+        if not isinstance(entry, Mapping) or set(entry) != {"inputs", "file", "sha256", "size"}:
+            raise ArtifactError(f"corrupt manifest: {where}[{j}] must have exactly inputs, "
+                                "file, sha256 and size")
+        check_file_name(entry["file"])
+        size = entry["size"]
+        if not (isinstance(entry["sha256"], str) and SHA256_HEX.match(entry["sha256"])) or \
+                not (isinstance(size, int) and not isinstance(size, bool)
+                     and 0 <= size <= _MAX_BLOB) or \
+                not (isinstance(entry["inputs"], list)
+                     and all(_is_leaf_type(leaf) for leaf in entry["inputs"])):
+            raise ArtifactError(f"corrupt manifest: {where}[{j}] has a malformed sha256, size "
+                                "or inputs")
+        seen.claim_file(f"{where}[{j}]", entry["file"], entry["sha256"], size)
+
+
+def _parse_executables(raw: list[tuple[int, Any]], seen: "_Claims"
+                       ) -> tuple[ExecutableRecord, ...]:
+    """Executable records from their ``(index, JSON)`` pairs, validated like the artifacts
+    (``seen``: the file names and ids taken so far)."""
+    records = []
+    for i, item in raw:
+        record = _from_json(ExecutableRecord, item, f"executables[{i}]")
+        check_file_name(record.file)
+        if not (SHA256_HEX.match(record.sha256) and SHA256_HEX.match(record.artifact_sha256)):
+            raise ArtifactError(f"corrupt manifest: executables[{i}] has a malformed SHA-256")
+        if not 0 <= record.size <= _MAX_BLOB:
+            raise ArtifactError(f"corrupt manifest: executables[{i}].size is out of range")
+        if record.native_vjp not in (0, 1):
+            raise ArtifactError(f"corrupt manifest: executables[{i}].native_vjp must be 0 or 1, "
+                                f"got {record.native_vjp}")
+        for name in ("inputs", "outputs"):
+            if not all(_is_leaf_type(leaf) for leaf in getattr(record, name)):
+                raise ArtifactError(f"corrupt manifest: executables[{i}].{name} must be "
+                                    "[[dims...], dtype] pairs")
+        _claim(seen, "executable", record.id, (record.file, record.sha256, record.size))
+        records.append(record)
+    return tuple(records)
+
+
+def _parse_concrete(raw: list[tuple[int, Any]], seen: "_Claims"
+                    ) -> tuple[ConcreteRecord, ...]:
+    """Concrete-size artifact records from their ``(index, JSON)`` pairs, validated like the
+    artifacts (``seen``: the file names and ids taken so far)."""
+    records = []
+    for i, item in raw:
+        record = _from_json(ConcreteRecord, item, f"concrete[{i}]")
+        check_file_name(record.file)
+        _check_config(record.jax_config, f"jax_config of {record.function:.80}")
+        _check_config(record.variant, f"variant of {record.function:.80}", variant=True)
+        if not SHA256_HEX.match(record.sha256) or not 0 <= record.size <= _MAX_BLOB or \
+                not all(_is_leaf_type(leaf) for leaf in record.inputs) or \
+                not all(isinstance(v, int) and not isinstance(v, bool)
+                        for v in record.sizes.values()):
+            raise ArtifactError(f"corrupt manifest: concrete[{i}] has a malformed sha256, size, "
+                                "sizes or inputs")
+        _claim(seen, "concrete artifact", record.id, (record.file, record.sha256, record.size))
+        records.append(record)
+    return tuple(records)
+
+
+class _Claims:
+    """The ids, lookup keys and files a manifest's records took so far, while validating it.
+
+    An id or key listed twice would let one record shadow another: refused. A file may be
+    named by several records where they give it the same SHA-256 and size: the build stores
+    identical modules once (``bake.workers._dedupe``), and the loader reads each record's bytes by
+    its ``file`` and checks them against that record's hash. A file named with two different
+    hashes is a true conflict (one of them must fail to load): refused."""
+
+    __slots__ = ("files", "keys")
+
+    def __init__(self) -> None:
+        self.keys: set[str] = set()
+        self.files: dict[str, tuple[str, int]] = {}
+
+    def claim_file(self, what: str, name: str, sha256: str, size: int) -> None:
+        """Take file ``name``, holding ``sha256`` and ``size``; ``ArtifactError`` if another
+        record took it with other contents."""
+        known = self.files.setdefault(name, (sha256, size))
+        if known != (sha256, size):
+            raise ArtifactError(
+                f"corrupt manifest: {what} names file {name}, which another record lists with "
+                f"other contents: expected SHA-256 {known[0][:16]}... and {known[1]:,} bytes, "
+                f"given {sha256[:16]}... and {size:,} bytes")
+
+
+def _claim(seen: _Claims, what: str, record_id: str, file: tuple[str, str, int],
+           *keys: str) -> None:
+    """Take a record's id, lookup ``keys`` and ``file`` (name, SHA-256, size) into ``seen``;
+    ``ArtifactError`` if the id or a key was taken already, or the file with other contents."""
+    if record_id in seen.keys or any(key in seen.keys for key in keys):
+        raise ArtifactError(f"corrupt manifest: {what} {record_id} listed twice")
+    seen.claim_file(f"{what} {record_id}", *file)
+    seen.keys |= {record_id, *keys}
+
+
+def _is_leaf_type(leaf: Any) -> bool:
+    """``[[8, 4], "float32"]``: non-negative int dims and a dtype name."""
+    return (isinstance(leaf, list) and len(leaf) == 2 and isinstance(leaf[1], str)
+            and isinstance(leaf[0], list)
+            and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                    for d in leaf[0]))
+
+
+__all__ = ["CONFIG_TYPES", "ManifestIndex", "VARIANT_CONFIG", "mesh_from_record", "mesh_text",
+           "parse_manifest", "read_manifest_index"]
