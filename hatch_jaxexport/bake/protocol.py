@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from hatch_jaxexport.errors import ExportError
 
@@ -29,6 +28,9 @@ _Message = TypeVar("_Message", "WorkerRequest", "WorkerResult", "CompileRequest"
 @dataclass(frozen=True)
 class WorkerRequest:
     """One worker's share of a package's export."""
+
+    #: How messages name this kind of file.
+    kind: ClassVar[str] = "export worker request"
 
     package: str
     #: Platforms of the functions whose spec names none.
@@ -61,6 +63,9 @@ class WorkerRequest:
 @dataclass
 class WorkerResult:
     """What one worker exported, or why it could not (``fatal``)."""
+
+    #: How messages name this kind of file.
+    kind: ClassVar[str] = "export worker result"
 
     #: ``ArtifactRecord`` fields of each artifact exported, with their export time by id.
     records: list[dict[str, Any]] = field(default_factory=list)
@@ -96,6 +101,9 @@ class WorkerResult:
 class CompileRequest:
     """One executable target's compiles: the plans (``executables.compiling.plan_for``)."""
 
+    #: How messages name this kind of file.
+    kind: ClassVar[str] = "executable compiler request"
+
     package: str
     #: The target's name (``formats.cpu_targets.TARGETS``).
     target: str
@@ -114,6 +122,9 @@ class CompileRequest:
 @dataclass
 class CompileResult:
     """The executables one target's compiler wrote, and its notes for the build log."""
+
+    #: How messages name this kind of file.
+    kind: ClassVar[str] = "executable compiler result"
 
     #: ``ExecutableRecord`` fields of each executable compiled.
     records: list[dict[str, Any]] = field(default_factory=list)
@@ -134,9 +145,7 @@ def _write(message: WorkerRequest | WorkerResult | CompileRequest | CompileResul
 
 def _checked(cls: type[_Message], path: Path) -> dict[str, Any]:
     """The fields of ``cls`` in the JSON file at ``path``; ``ExportError`` if they are not."""
-    worker, kind = re.fullmatch(r"(Worker|Compile)(Request|Result)", cls.__name__).groups()
-    what = f"{'export worker' if worker == 'Worker' else 'executable compiler'} " \
-           f"{kind.lower()} {path.name}"
+    what = f"{cls.kind} {path.name}"
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as err:
