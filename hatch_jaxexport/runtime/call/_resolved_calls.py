@@ -226,9 +226,6 @@ class ResolvedCalls:
         self.fast: dict[Any, tuple[Callable[..., Any], tuple[int, ...] | None]] = {}
         self.hot: HotCall | None = None
         self.hot_misses = 0
-        #: The eager calls of the members of transformations (the vjp of a ``jax.grad``),
-        #: which ``call_report`` lists with the targets' own.
-        self.members: list[Any] = []
         #: First calls served outside the eager calls (``ServedCall`` each: concrete-size and
         #: recorded artifacts, the source), in call order, and the keys already reported.
         self.reports: list[Any] = []
@@ -242,7 +239,6 @@ class ResolvedCalls:
             self.fast.clear()
             self.hot = None
             self.hot_misses = 0
-            self.members = []
             self.reports = []
             self.reported = set()
 
@@ -255,6 +251,15 @@ class ResolvedCalls:
                 if found is None:
                     found = self.targets[key] = resolve()
         return found
+
+    def replace_target(self, key: Any, target: Any) -> Any:
+        """Resolve ``key`` to ``target`` from now on (an artifact found unusable on first use
+        gives way to the source), forgetting the fast path's entries made before."""
+        with self.lock:
+            self.targets[key] = target
+            self.fast.clear()
+            self.hot = None
+        return target
 
     def uncovered(self, make: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
         """The source's calls for calls no artifact serves (``SourceCalls``), made once."""
@@ -280,11 +285,6 @@ class ResolvedCalls:
                 return False
             self.reported.add(key)
             return True
-
-    def remember_member(self, call: Any) -> None:
-        """Report ``call``, an eager call of a transformation's member, with the function's."""
-        with self.lock:
-            self.members.append(call)
 
     def remember_hot(self, hot: HotCall) -> None:
         """Try ``hot`` first on later calls of its form (``hot_call``)."""

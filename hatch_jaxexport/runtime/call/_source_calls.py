@@ -32,10 +32,8 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from hatch_jaxexport.errors import FallbackWarning
 from hatch_jaxexport.runtime.call.inlining import sources_inlined
-from hatch_jaxexport.runtime.executables.entries import ServedCall
-from hatch_jaxexport.runtime.notices import level_of, notify, report
+from hatch_jaxexport.runtime.call.refusals import no_artifact_notice, tell_traced
 
 if TYPE_CHECKING:
     from hatch_jaxexport.runtime.call._function_record import FunctionRecord
@@ -186,14 +184,22 @@ def run_source(fn: FunctionRecord, given: tuple[tuple[Any, ...], dict[str, Any]]
     return result
 
 
-def tell_traced(fn: FunctionRecord, reason: str, notice: str) -> None:
-    """The first time a function runs its source for ``reason``: a ``traced`` entry in its
-    report (``call_report()``, ``HATCH_JAXEXPORT_REPORT``) and the ``notice`` on the logger
-    (a warning only where the maintainer asks), at ``WARNING`` for a ``NeedsFix`` reason."""
-    if fn.calls.first_report(("traced", reason)):
-        report(fn.calls.reports, ServedCall(fn.name, "-", "traced", None, reason))
-        if notice:  # "": told elsewhere (stale sources: once per package)
-            notify(notice, FallbackWarning, level_of(reason))
+def source_without_static(fn: FunctionRecord, structure_index: int, static: dict[str, Any],
+                          reason: str) -> Callable[..., Any]:
+    """The source, called like a structure's artifact (its static values bound, not passed),
+    through ``run_source`` with ``reason`` (``refusals.no_artifact``'s: strict mode has refused
+    already): what a concrete-size dispatch runs for sizes the build did not bake."""
+    import jax
+
+    from hatch_jaxexport.runtime.artifacts.family import source_call
+
+    source = source_call(fn, structure_index, static)
+    jitted = source if fn.export_spec.skip_jitting else jax.jit(source)
+    notice = no_artifact_notice(fn, reason)
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return run_source(fn, (args, kwargs), reason, notice, jitted)
+    return run
 
 
-__all__ = ["SourceCalls", "run_source", "source_calls", "tell_traced"]
+__all__ = ["SourceCalls", "run_source", "source_calls", "source_without_static"]

@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 from hatch_jaxexport.errors import ArtifactError
 from hatch_jaxexport.formats.coverage import call_text
 from hatch_jaxexport.formats.manifest import ConcreteRecord, signature_text
-from hatch_jaxexport.formats.settings import STRICT_ENV, strict_mode
 from hatch_jaxexport.formats.signatures import CallSignature, call_key, rebuild
 from hatch_jaxexport.formats.statics import static_values_text
-from hatch_jaxexport.runtime.call._source_calls import run_source
+from hatch_jaxexport.runtime.call._source_calls import run_source, source_without_static
+from hatch_jaxexport.runtime.call.refusals import no_artifact, no_artifact_notice
 from hatch_jaxexport.runtime.executables.entries import ServedCall
 from hatch_jaxexport.runtime.notices import NeedsFix, report
 
@@ -237,14 +237,16 @@ def served_first(fn: FunctionRecord, record: ConcreteRecord, run: Callable[[], A
 
 class ConcreteDispatch:
     """A structure's target when only concrete-size artifacts of it were baked: the call's
-    flat argument types pick one (a dict lookup); other types go to ``on_miss(types)``, which
-    warns and returns the traced source (cached per types) or raises (strict mode)."""
+    flat argument types pick one (a dict lookup); other types run the traced source with the
+    structure's static values bound (``source_without_static``, cached per types), or are
+    refused in strict mode (``refusals.no_artifact``)."""
 
     from_concrete = True
 
     def __init__(self, fn: FunctionRecord, package: Any, records: Sequence[ConcreteRecord],
-                 on_miss: Callable[[str], Callable[..., Any]]) -> None:
-        self._fn, self._package, self._on_miss = fn, package, on_miss
+                 structure_index: int, static: dict[str, Any]) -> None:
+        self._fn, self._package = fn, package
+        self._structure_index, self._static = structure_index, static
         self._records = {tuple((tuple(d), t) for d, t in r.inputs): r for r in records}
         self._calls: dict[Types | None, Callable[..., Any]] = {}
         #: The traced source for calls under a transformation the artifacts cannot run.
@@ -279,9 +281,14 @@ class ConcreteDispatch:
                                 call.traced(args, kwargs))  # type: ignore[index]
         except NotImplementedError as err:  # forward mode: the artifact has none (_ConcreteCall)
             if self._transformed is None:
-                self._transformed = self._on_miss(
+                self._transformed = self._source(
                     f"its concrete-size artifact cannot run under this transformation ({err})")
             return self._transformed(*args, **kwargs)
+
+    def _source(self, reason: str) -> Callable[..., Any]:
+        """The source for calls no concrete-size artifact serves (strict mode refuses)."""
+        return source_without_static(self._fn, self._structure_index, self._static,
+                                     no_artifact(self._fn, reason))
 
     def _resolve(self, types: Types | None) -> Callable[..., Any]:
         record = self._records.get(types) if types is not None else None
@@ -298,9 +305,9 @@ class ConcreteDispatch:
                     self._calls[types] = call
                 return call
         shown = "?" if types is None else signature_text([[list(d), t] for d, t in types])
-        call = self._on_miss(reason or f"the build baked it only at concrete sizes "
+        call = self._source(reason or f"the build baked it only at concrete sizes "
                              f"({self.sizes_text()}), not for {shown}")
-        with self._lock:  # reached only when on_miss did not raise (not strict)
+        with self._lock:  # reached only when not refused (strict mode raises)
             self._calls[types] = call
         return call
 
@@ -390,11 +397,8 @@ def call_unstructured(fn: FunctionRecord, args: tuple[Any, ...],
         else:
             _remember_fast(fn, call.plain, arrays, args, kwargs)  # arrays only: no tracer
             return result
-    if strict_mode():
-        raise ArtifactError(f"{fn.name}: no usable baked artifact ({STRICT_ENV} is set): "
-                            f"{reason}")
-    return run_source(fn, (args, kwargs), reason, f"{fn.name}: no usable baked artifact, "
-                      f"tracing the source instead: {reason}")
+    reason = no_artifact(fn, reason)
+    return run_source(fn, (args, kwargs), reason, no_artifact_notice(fn, reason))
 
 
 def _remember_fast(fn: FunctionRecord, call: Callable[..., Any], arrays: Sequence[Any],

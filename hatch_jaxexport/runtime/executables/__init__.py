@@ -1,9 +1,10 @@
 """Runtime room 2, executables: where a resolved call's compiled executable comes from.
 
-In the order a first call tries them: ``shipped`` (precompiled in the wheel for this exact
+``artifact_calls`` builds a chosen artifact's call (an ``EagerCall``, ``eager_call``). In the
+order a first call tries them: ``shipped`` (precompiled in the wheel for this exact
 machine), ``_executable_cache`` (the per-user cache), then ``tiers`` (the quick tier or a
 compile, and ``_background``'s optimized compile that replaces a quick one). It may import
 ``artifacts``, ``disk`` and the runtime's shared modules, never ``call``.
 """
 
-__all__ = ["eager_call", "entries", "shipped", "tiers"]
+__all__ = ["artifact_calls", "eager_call", "entries", "shipped", "tiers"]

@@ -177,31 +177,31 @@ class BackgroundJob:
         #: ``time.monotonic()`` of the last change of state.
         self.since = time.monotonic()
 
-    def _settle(self, state: str, error: str = "") -> None:
+    def _mark(self, state: str, error: str = "") -> None:
         self.state, self.error, self.since = state, error, time.monotonic()
 
     def try_start(self, count: int) -> bool:
         """Start the compile if a slot is free; ``False`` (still queued) if none is."""
         if self.entry.exists() or key_lock_held(self.lock):
-            self._settle("elsewhere")
+            self._mark("elsewhere")
             return True
         try:
             slot = take_slot(self.folder, count)
         except OSError as err:
-            self._settle("failed", str(err))
+            self._mark("failed", str(err))
             return True
         if slot is None:
             return False
         if not take_key_lock(self.lock):
             slot.release()
-            self._settle("elsewhere")
+            self._mark("elsewhere")
             return True
         try:
             self._spawn(slot)
         except OSError as err:
             slot.release()
             self.lock.unlink(missing_ok=True)
-            self._settle("failed", str(err))
+            self._mark("failed", str(err))
         return True
 
     def _spawn(self, slot: Slot) -> None:
@@ -218,7 +218,7 @@ class BackgroundJob:
             slot.release()  # the child's copy of the descriptor keeps the lock
         else:
             _HELD.append((self.proc, slot))
-        self._settle("running")
+        self._mark("running")
 
 
 _QUEUE: deque[tuple[BackgroundJob, int]] = deque()
@@ -232,7 +232,7 @@ def submit(job: BackgroundJob, count: int | None = None) -> BackgroundJob:
     use first); its ``state`` tells which. ``count``: the slots (default ``slot_count()``)."""
     count = slot_count() if count is None else count
     if count < 1:  # no background compiles at all (tiering is off then: never reached)
-        job._settle("failed", f"{BACKGROUND_COMPILES_ENV}=0 allows none")
+        job._mark("failed", f"{BACKGROUND_COMPILES_ENV}=0 allows none")
         return job
     with _WAKE:
         _release_ended()

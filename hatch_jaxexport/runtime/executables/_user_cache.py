@@ -37,11 +37,6 @@ class UserCache:
         #: nothing is stored and no tier is built (the optimized one would have nowhere to go).
         self.writable = executable_cache_writable()
 
-    def detach(self) -> None:
-        """Neither read nor write entries any more: the call runs the source (a fallback),
-        whose executables are not the artifact's."""
-        self.folder = None
-
     def key(self, sig: Any, convention: str | None = None) -> str:
         """The entry key of signature ``sig`` (``convention`` ``"quick"`` for its quick tier)."""
         assert self.folder is not None

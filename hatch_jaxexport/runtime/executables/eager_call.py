@@ -92,13 +92,14 @@ class EagerCall:
         if jitted is None:
             with self.lock:
                 if self._jitted is None:
-                    made = self._make_jitted()
-                    if getattr(made, "not_an_artifact", False):  # the source, as a fallback
-                        self.cache.detach()
-                        self.tiered = False
-                    self._jitted = made
+                    self._jitted = self._make_jitted()
                 jitted = self._jitted
         return jitted
+
+    def member_calls(self) -> list[EagerCall]:
+        """The eager calls of the transformations' members built so far (the vjp of a
+        ``jax.grad``), where ``make_jitted`` keeps them (``artifact_calls.ArtifactJit``)."""
+        return list(getattr(self._make_jitted, "members", ()))
 
     @property
     def tiers(self) -> dict[Any, str]:

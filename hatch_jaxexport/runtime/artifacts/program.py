@@ -1,0 +1,111 @@
+"""One chosen artifact as a program jax can run: its blob read and checked, deserialized once.
+
+The call room chooses a record (``call.choice``); the executables room builds its call
+(``executables.artifact_calls``) from an ``ArtifactProgram``, which reads the blob when it is
+made (a damaged install is found before anything is built on it) and deserializes it only
+when something needs the ``Exported``: a warm start that runs a cached executable never does.
+A blob that passes its hash but that jax cannot read raises ``UnusableArtifact`` where it is
+first needed; the loader catches it and runs the source instead.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from hatch_jaxexport.errors import ArtifactError
+from hatch_jaxexport.formats.manifest import ArtifactRecord
+from hatch_jaxexport.runtime.artifacts.package_artifacts import (
+    PackageArtifacts,
+    deserialize_record,
+    load_sized,
+    read_record,
+)
+from hatch_jaxexport.runtime.artifacts.pytrees import plain_tree
+
+
+class UnusableArtifact(ArtifactError):
+    """A chosen artifact jax cannot read (found on first use): the loader, which catches it,
+    runs the source for the call instead (an ``ArtifactError`` in strict mode)."""
+
+
+class ArtifactProgram:
+    """A chosen artifact of a package: its checked blob and, once needed, its ``Exported``.
+
+    ``eager`` deserializes now (a blob another jax wrote, a sharded or pytree-typed one: found
+    unusable before the call is built); otherwise on first use. ``ArtifactError`` from the
+    constructor: the blob is missing or fails its hash.
+    """
+
+    def __init__(self, package: PackageArtifacts, record: ArtifactRecord, eager: bool) -> None:
+        self.package, self.record = package, record
+        self._blob = read_record(package, record)
+        self._exported: Any = deserialize_record(package, record, self._blob) if eager else None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def read(cls, package: PackageArtifacts, record: ArtifactRecord, sharded: bool
+             ) -> ArtifactProgram:
+        """The program of ``record``, its hash checked now; deserialized now only where that
+        finds an unusable blob early enough to matter (another jax wrote it) or where the
+        call needs the ``Exported`` at once (sharded, pytree-typed), else on first use."""
+        import jax  # the call path only: importing a baked package never imports jax
+
+        lazy = not sharded and not record.pytree_types and \
+            package.index.jax_version == jax.__version__
+        return cls(package, record, eager=not lazy)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the ``Exported`` is in memory already."""
+        return self._exported is not None
+
+    def exported(self) -> Any:
+        """The artifact's ``Exported`` (deserialized once); ``UnusableArtifact`` if jax cannot
+        read it."""
+        if self._exported is None:
+            with self._lock:
+                if self._exported is None:
+                    try:
+                        self._exported = deserialize_record(self.package, self.record,
+                                                            self._blob)
+                    except ArtifactError as err:
+                        raise UnusableArtifact(str(err)) from None
+        return self._exported
+
+    def out_tree(self) -> Any:
+        """The tree the artifact's call returns: from the manifest's record where it says it
+        (no need to read the StableHLO), else from the ``Exported``."""
+        if self._exported is None and (tree := plain_tree(self.record.out_tree)) is not None:
+            return tree
+        return self.exported().out_tree
+
+    def eager_lowerable(self) -> Callable[[tuple[Any, ...]], Callable[..., Any] | None]:
+        """What an eager first call of given flat argument types lowers (``EagerCall``'s
+        ``eager_lowerable``): ``jax.jit`` of the static-shape form of the record for exactly
+        those types where the wheel has one (the build refined its shapes), else of the
+        artifact's call (``None`` when that is unusable: the primitive's path falls back)."""
+        import jax  # the call path only: importing a baked package never imports jax
+
+        sized = {leaf_types(entry["inputs"]): entry for entry in self.record.sized}
+
+        def eager_lowerable(types: tuple[Any, ...]) -> Callable[..., Any] | None:
+            if (entry := sized.get(types)) is not None:
+                try:
+                    return jax.jit(load_sized(self.package, entry).call)
+                except ArtifactError:
+                    pass  # the symbolic artifact serves the same call
+            try:
+                return jax.jit(self.exported().call)
+            except ArtifactError:
+                return None
+        return eager_lowerable
+
+
+def leaf_types(leaves: Any) -> tuple[Any, ...]:
+    """``((8, 4), "float32"), ...``: manifest ``[[dims...], dtype]`` leaves as a lookup key."""
+    return tuple((tuple(dims), dtype) for dims, dtype in leaves)
+
+
+__all__ = ["ArtifactProgram", "UnusableArtifact", "leaf_types"]

@@ -1,0 +1,202 @@
+"""Building the call of a chosen artifact: the step between choosing it and running it.
+
+The call room chooses a record (``call.choice``) and hands down a ``CallSite``: what the build
+needs of the function and the call, as values. ``build_artifact_call`` makes an unsharded
+artifact's ``EagerCall`` (eager calls through shipped, cached or compiled executables) whose
+``jax.jit`` function ``ArtifactJit`` builds on first need: the artifact's own call, its
+serialized VJP (``native_vjp``), or the transformation family's primitive (``family``,
+``primitive``), each member of which gets an ``EagerCall`` of its own. A sharded artifact's
+call is the family's primitive, built now. Nothing here calls back into the call room: an
+artifact that turns out unusable raises ``UnusableArtifact``, which the loader catches.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hatch_jaxexport.formats.manifest import ArtifactRecord, member_name
+from hatch_jaxexport.formats.statics import static_values_text
+from hatch_jaxexport.runtime.artifacts.family import Family, warn_or_raise
+from hatch_jaxexport.runtime.artifacts.native_vjp import NativeVjpCall
+from hatch_jaxexport.runtime.artifacts.package_artifacts import PackageArtifacts, load_record
+from hatch_jaxexport.runtime.artifacts.program import ArtifactProgram
+from hatch_jaxexport.runtime.disk.cache_folders import ensure_compilation_cache
+from hatch_jaxexport.runtime.executables.eager_call import EagerCall
+from hatch_jaxexport.runtime.executables.shipped import ShippedExecutables
+from hatch_jaxexport.runtime.executables.tiers import tiering_wanted
+from hatch_jaxexport.runtime.jaxcompat import needs_lapack
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """What building a chosen artifact's call needs of the function and the call."""
+
+    function: str
+    package: str
+    platform: str
+    #: The key of the artifact's family in ``package.records(function).by_key``, without the
+    #: member: ``(function, structure, static values, platform, mesh, variant)``.
+    family_key: tuple[str, ...]
+    #: The function's ``tiered=`` option (``None``: the default).
+    tiered: bool | None
+    #: Whether the artifact runs through the transformation family (its options baked
+    #: derivatives or batching) rather than as one ``jax.jit`` of its call.
+    uses_family: bool
+    #: The members the function's options ask the build for (``family.baked_kinds``).
+    wanted_kinds: frozenset[str]
+    strict: bool
+    #: Given the primal's input tree, the source as a flat function (``family.source_flat``):
+    #: what runs a transformation no member serves.
+    source_flat: Callable[[Any], Callable[..., tuple[Any, ...]]]
+
+    @property
+    def mesh(self) -> str:
+        return self.family_key[4]
+
+
+def build_artifact_call(site: CallSite, package: PackageArtifacts, record: ArtifactRecord
+                        ) -> Callable[..., Any]:
+    """The call of ``record``: an ``EagerCall`` (unsharded) or the family's primitive
+    (sharded). ``ArtifactError``: the blob is damaged (``UnusableArtifact``: jax cannot read
+    it, found now for a blob another jax wrote or a sharded one)."""
+    program = ArtifactProgram.read(package, record, sharded=bool(site.mesh))
+    ensure_compilation_cache()
+    jit = ArtifactJit(site, program)
+    if site.mesh:  # sharded variants: always through the family, never tiered
+        return jit()
+    call = EagerCall(jit, job(site, record), tiering_wanted(site.platform, site.tiered,
+                                                            record.size),
+                     needs_lapack(record.custom_calls), _shipped(site, package, record,
+                                                                 program.out_tree),
+                     program.eager_lowerable())
+    jit.primal = call
+    return call
+
+
+class ArtifactJit:
+    """An ``EagerCall``'s ``make_jitted`` for a chosen artifact: its ``jax.jit`` function,
+    built on first need (a warm start that runs cached executables never needs it).
+    ``members`` are the eager calls of the transformations' members built so far (the vjp of
+    a ``jax.grad``), which ``call_report`` lists with the function's."""
+
+    def __init__(self, site: CallSite, program: ArtifactProgram) -> None:
+        self.site, self.program = site, program
+        #: The artifact's own eager call (a native VJP's gradients run its primal through it).
+        self.primal: Callable[..., Any] | None = None
+        self.members: list[EagerCall] = []
+
+    def __call__(self) -> Callable[..., Any]:
+        import jax  # the call path only: importing a baked package never imports jax
+
+        exported = self.program.exported()  # UnusableArtifact: the loader runs the source
+        if not self.site.uses_family:
+            if self.program.record.vjp_order and not self.site.mesh:
+                return self._native_vjp(exported)
+            return jax.jit(exported.call)
+        # the primitive registers itself with jax at import: only a family call imports it
+        from hatch_jaxexport.runtime.artifacts.primitive import jitted_primal
+
+        return jitted_primal(self._family(exported))
+
+    def _native_vjp(self, exported: Any) -> NativeVjpCall:
+        """The call of an artifact serialized with jax's VJP, whose eager gradients run the
+        primal's eager call and an eager call of the VJP; what it cannot serve (``vmap``,
+        forward mode, a second derivative) says so in our words, then traces the source or,
+        in strict mode, raises."""
+        site, record = self.site, self.program.record
+
+        def vjp_call() -> EagerCall:
+            import jax
+
+            vjp_job = job(site, record, "native-vjp")
+            vjp_job["label"] += " vjp"  # jax's serialized VJP of the primal artifact
+            leaves = len(exported.in_avals)
+            shipped = _shipped(site, self.program.package, record, lambda: flat_tree(leaves),
+                               native_vjp=1)
+            call = EagerCall(lambda: jax.jit(exported.vjp().call), job=vjp_job, tiered=False,
+                             lapack=needs_lapack(record.custom_calls), shipped=shipped)
+            self.members.append(call)
+            return call
+
+        assert self.primal is not None
+        return NativeVjpCall(exported, self.primal, vjp_call,
+                             source_flat=site.source_flat(exported.in_tree),
+                             on_missing=warn_or_raise(site.function, site.strict))
+
+    def _family(self, exported: Any) -> Family:
+        """The transformation family of the primal artifact (its members load on first use)."""
+        site, package, record = self.site, self.program.package, self.program.record
+        members = {("primal", False): exported}
+        lapack_free = {("primal", False)} if not needs_lapack(record.custom_calls) else set()
+        loaders = {}
+        for (*rest, kind, batched), member in package.records(site.function).by_key.items():
+            if tuple(rest) == site.family_key and (kind, batched) != ("primal", False):
+                loaders[(kind, batched)] = functools.partial(load_record, package, member)
+                if not needs_lapack(member.custom_calls):
+                    lapack_free.add((kind, batched))
+        return Family(
+            name=site.function, members=members, in_tree=exported.in_tree,
+            out_tree=exported.out_tree, in_dtypes=[a.dtype for a in exported.in_avals],
+            out_dtypes=[a.dtype for a in exported.out_avals],
+            source_flat=site.source_flat(exported.in_tree),
+            on_missing=warn_or_raise(site.function, site.strict),
+            lapack_free=frozenset(lapack_free), loaders=loaders, wanted=site.wanted_kinds,
+            eager=None if site.mesh else self._member_call)
+
+    def _member_call(self, member: tuple[str, bool], make_jitted: Callable[[], Any]
+                     ) -> EagerCall:
+        """A family member's eager call (``Family.eager``): through shipped executables and
+        the executable cache, like the primal's."""
+        site, package = self.site, self.program.package
+        record = package.records(site.function).by_key[(*site.family_key, *member)]  # type: ignore[index]
+        shipped = _shipped(site, package, record, lambda: flat_tree(len(record.out_avals)))
+        call = EagerCall(make_jitted, job(site, record, "flat"), False,
+                         needs_lapack(record.custom_calls), shipped)
+        self.members.append(call)
+        return call
+
+
+def job(site: CallSite, record: ArtifactRecord, convention: str = "") -> dict[str, str]:
+    """What an ``EagerCall`` needs to find the artifact again and key its cache entries; the
+    convention (``flat`` for a family member, ``native-vjp`` for jax's serialized VJP) keeps
+    different calls of one artifact apart."""
+    found = {"package": site.package, "file": record.file, "sha256": record.sha256,
+             "platform": site.platform, "function": site.function,
+             "label": served_label(record)}
+    if convention:
+        found["convention"] = convention
+    return found
+
+
+def served_label(record: ArtifactRecord) -> str:
+    """What tells the report lines of one function's artifacts apart: ``(mode='max')`` for
+    its static values, `` vjp`` for the member of a transformation that ran."""
+    statics = f"({static_values_text(record.static)})" if record.static else ""
+    member = member_name(record.kind, record.batched)
+    return statics + ("" if member == "primal" else f" {member}")
+
+
+def _shipped(site: CallSite, package: PackageArtifacts, record: ArtifactRecord,
+             out_tree: Callable[[], Any], native_vjp: int = 0) -> ShippedExecutables | None:
+    """The wheel's precompiled executables of ``record`` (of its serialized VJP with
+    ``native_vjp=1``; ``None`` when it ships none); ``out_tree`` gives the tree the call
+    returns (read only when one is used)."""
+    records = [e for e in package.records(site.function).manifest.executables
+               if e.artifact == record.id and e.artifact_sha256 == record.sha256
+               and e.native_vjp == native_vjp]
+    if not records:
+        return None
+    return ShippedExecutables(records, package.read_blob, out_tree, site.function)
+
+
+def flat_tree(leaves: int) -> Any:
+    """The tree of a member's flat outputs (``Family.exported_call`` returns a list)."""
+    import jax
+
+    return jax.tree_util.tree_structure([0] * leaves)
+
+
+__all__ = ["ArtifactJit", "CallSite", "build_artifact_call", "flat_tree", "job", "served_label"]
