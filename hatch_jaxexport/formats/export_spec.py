@@ -17,7 +17,7 @@ import numpy as np
 
 from hatch_jaxexport.errors import SpecError
 from hatch_jaxexport.formats.options import KNOWN_PLATFORMS
-from hatch_jaxexport.formats.spec import AuxKeyer, Structure, parse_structure
+from hatch_jaxexport.formats.spec import AuxKeyer, Structure
 from hatch_jaxexport.formats.statics import (
     ALLOWED_STATIC,
     StaticPin,
@@ -27,6 +27,7 @@ from hatch_jaxexport.formats.statics import (
     static_text,
     unique_statics,
 )
+from hatch_jaxexport.formats.structure_reader import parse_structure
 
 
 class SpecOptions(NamedTuple):

@@ -19,13 +19,8 @@ from hatch_jaxexport.formats.dimensions import (
     parse_constraint,
     parse_shape,
 )
-from hatch_jaxexport.formats.spec import (
-    ClassNode,
-    LeafSpec,
-    RegisteredNode,
-    parse_dtype,
-    parse_structure,
-)
+from hatch_jaxexport.formats.spec import ClassNode, LeafSpec, RegisteredNode
+from hatch_jaxexport.formats.structure_reader import parse_dtype, parse_structure
 
 
 @pytest.mark.parametrize(("raw", "dims"), [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hatch_jaxexport.formats import settings
-from hatch_jaxexport.formats.spec import parse_structure
+from hatch_jaxexport.formats.structure_reader import parse_structure
 from hatch_jaxexport.formats.structure_text import DEFAULT_WIDTH, ELLIPSIS, abbreviate_structure
 
 E = ELLIPSIS
