@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import subprocess
 import sys
+import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -74,6 +76,9 @@ WHOLE_ONLY: tuple[tuple[str, str], ...] = (
     # executables are another jaxlib's, stay in CI
     ("tests/integration/test_merge.py", "::test_builders_with_other_targets_and_jaxlibs"),
     ("tests/integration/test_shipped_executables.py", "::test_one_wheel_serves_several_jaxlib"),
+    # the getting-started page's commands: the build, install and calls of test_example_pkg
+    # and test_readme_commands (both in CI), as the page writes them
+    ("tests/examples/test_getting_started.py", ""),
     # benchmark smoke runs: the benchmarks run by their own commands
     ("tests/integration/test_build_benchmark.py", ""),
     ("tests/integration/test_manifest_scale_benchmark.py", ""),
@@ -107,19 +112,89 @@ WHOLE_ONLY: tuple[tuple[str, str], ...] = (
 )
 
 
+#: The process-starting tests that run on every jax CI covers (``-m across_jax``): on Python
+#: 3.12 with the newest jax, CI runs these and the fast loop (``not slow``), not every slow
+#: unit test again. Each file exercises a jax API that changes between releases: exporting and
+#: loading (``jax.export``), every transformation of a loaded artifact, serialized VJPs,
+#: pytree serialization, executables compiled, cached and shipped.
+ACROSS_JAX = (
+    "tests/unit/bake/export/test_export.py",
+    "tests/unit/runtime/call/test_loader.py",
+    "tests/unit/runtime/artifacts/test_transforms.py",
+    "tests/unit/runtime/artifacts/test_native_vjp.py",
+    "tests/unit/runtime/artifacts/test_pytrees.py",
+    "tests/unit/runtime/executables/test_executables.py",
+    "tests/unit/runtime/executables/test_shipped.py",
+)
+
+
 def _whole_only(nodeid: str) -> bool:
     """Whether a test is one of ``WHOLE_ONLY``."""
     return any(nodeid.startswith(path) and part in nodeid[len(path):]
                for path, part in WHOLE_ONLY)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the ``WHOLE_ONLY`` tests ``whole``; collect the ``LONGEST_FIRST`` files first,
+#: What starts a process (a build's workers, a fresh interpreter, a venv): a test that uses
+#: one of these names, directly or through its fixtures or its module's helpers, is ``slow``.
+PROCESS_STARTERS = frozenset({
+    "subprocess", "Popen", "run", "run_python", "make_venv", "call_baked_fresh",
+    "export_into_copy", "export_package", "list_tasks", "main", "bake", "warmup_package",
+    "compile_executables",
+    "pytester", "project_wheel", "example_wheel",
+})
+
+
+def _code_names(code: types.CodeType) -> set[str]:
+    """The global and attribute names a code object and the functions nested in it use."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _code_names(const)
+    return names
+
+
+def starts_processes(item: pytest.Item, fixtures: dict[str, Any]) -> bool:
+    """Whether ``item`` starts a process: it, a fixture it uses (``fixtures``: every
+    conftest's and its module's) or a helper of its module names one of ``PROCESS_STARTERS``."""
+    module = getattr(item, "module", None)
+    if module is None:
+        return False
+    found = {**fixtures, **{name: value for name, value in vars(module).items()
+                            if callable(value)}}
+    todo = [getattr(item, "function", None), *(found.get(n) for n in item.fixturenames)]
+    seen: set[int] = set()
+    while todo:
+        obj = todo.pop()
+        if isinstance(obj, type):  # a helper class: its methods
+            todo += [method for method in vars(obj).values() if callable(method)]
+            continue
+        code = getattr(inspect.unwrap(obj), "__code__", None) if obj is not None else None
+        if code is None or id(code) in seen:
+            continue
+        seen.add(id(code))
+        names = _code_names(code)
+        if names & PROCESS_STARTERS:
+            return True
+        todo += [found[n] for n in names if n in found]
+    return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the ``WHOLE_ONLY`` tests ``whole`` and the tests that start processes ``slow``
+    (``-m "not slow" tests/unit`` is the fast loop); collect the ``LONGEST_FIRST`` files first,
     heaviest first; the rest keep their order (a stable sort: the tests of a file keep
     theirs)."""
+    fixtures = {name: value for plugin in config.pluginmanager.get_plugins()
+                if isinstance(plugin, types.ModuleType)
+                and plugin.__name__.rsplit(".", 1)[-1] == "conftest"
+                for name, value in vars(plugin).items() if hasattr(value, "_fixture_function")}
     for item in items:
         if _whole_only(item.nodeid):
             item.add_marker(pytest.mark.whole)
+        if item.get_closest_marker("slow") is None and starts_processes(item, fixtures):
+            item.add_marker(pytest.mark.slow)
+        if item.nodeid.split("::")[0] in ACROSS_JAX:
+            item.add_marker(pytest.mark.across_jax)
     rank = {path: index for index, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
 
