@@ -39,6 +39,11 @@ class CallMismatch(Exception):
     subclass, which also is the builtin exception that kind raised before (``TypeError``,
     ``ValueError``), so existing ``except`` clauses keep working."""
 
+    #: Whether the source refuses the call too (its arguments do not bind to the function's
+    #: signature): no structure or recording could serve it, and strict mode's refusal says so
+    #: instead of suggesting one.
+    source_refuses: bool = False
+
 
 class SignatureMismatch(CallMismatch, TypeError):
     """Arguments that do not bind to the function's signature (missing, unknown, too many, a

@@ -212,7 +212,8 @@ def _jvp_of_primal(family: Family, batched: bool, primals: Sequence[Any],
     dxi = _x_tangents(family, tangents, primals)
     tan = None if dxi is None else call_member(
         family, "jvp", batched, [*primals[:family.n_in], *dxi],
-        "forward-mode differentiation (jax.jvp, jax.grad, jax.jacfwd...)")
+        "differentiation (forward mode, jax.jvp or jax.jacfwd, or reverse mode, jax.grad or "
+        "jax.vjp, which jax linearizes through it)")
     out_t: list[Any] = []
     k = 0
     for j, out in enumerate(outs):

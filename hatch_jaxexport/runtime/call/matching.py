@@ -413,7 +413,9 @@ def plan_call(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str, Any])
                         if p.kind == p.KEYWORD_ONLY]
         if "'" not in text and keyword_only:
             text += f" ({', '.join(map(repr, keyword_only))} must be passed by keyword)"
-        raise SignatureMismatch(f"{spec.name}: {text}; it takes {_signature_text(fn)}") from None
+        refusal = SignatureMismatch(f"{spec.name}: {text}; it takes {_signature_text(fn)}")
+        refusal.source_refuses = True
+        raise refusal from None
     bound.apply_defaults()
     arguments = bound.arguments
     for param in fn.signature.parameters.values():

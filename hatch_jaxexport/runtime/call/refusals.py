@@ -33,10 +33,17 @@ def no_artifact(fn: FunctionRecord, reason: str) -> str:
     return reason
 
 
+#: What a strict refusal of a call the source refuses too adds: the call is at fault.
+SOURCE_REFUSES = " (the source refuses this call too: no structure or recording can serve it)"
+
+
 def refuse_uncovered(refusal: CallMismatch) -> None:
-    """In strict mode, raise ``refusal`` (a call no structure accepts) with ``STRICT_FIX``."""
+    """In strict mode, raise ``refusal`` (a call no structure accepts) with ``STRICT_FIX``, the
+    ways to serve it; or, for a call the source refuses too (it does not bind to the function's
+    signature), with ``SOURCE_REFUSES``: no structure or recording would serve it."""
     if strict_mode():
-        refusal.args = (f"{refusal}{STRICT_FIX}", *refusal.args[1:])
+        fix = SOURCE_REFUSES if refusal.source_refuses else STRICT_FIX
+        refusal.args = (f"{refusal}{fix}", *refusal.args[1:])
         raise refusal
 
 
@@ -64,5 +71,5 @@ def tell_traced(fn: FunctionRecord, reason: str, notice: str) -> None:
             notify(notice, FallbackWarning, level_of(reason))
 
 
-__all__ = ["STRICT_FIX", "no_artifact", "no_artifact_notice", "refuse_uncovered", "tell_traced",
-           "uncovered_notice"]
+__all__ = ["SOURCE_REFUSES", "STRICT_FIX", "no_artifact", "no_artifact_notice", "refuse_uncovered",
+           "tell_traced", "uncovered_notice"]

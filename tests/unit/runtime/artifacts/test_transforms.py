@@ -95,9 +95,10 @@ def test_transformations_beyond_what_was_baked_trace_the_source_with_a_warning(
         "jax.jacrev...) needs the vjp_jvp artifact, which was not baked; set ad_order=2 (or "
         "vjp_order=2 for reverse mode only) in @exportable(...)"]
     assert out["jvp_ad0"] == [
-        "jxe_ad.array0: tracing the source: forward-mode differentiation (jax.jvp, jax.grad, "
-        "jax.jacfwd...) needs the jvp artifact, which was not baked; set ad_order=1 (or "
-        "vjp_order=1 for reverse mode only) in @exportable(...)"]
+        "jxe_ad.array0: tracing the source: differentiation (forward mode, jax.jvp or "
+        "jax.jacfwd, or reverse mode, jax.grad or jax.vjp, which jax linearizes through it) "
+        "needs the jvp artifact, which was not baked; set ad_order=1 (or vjp_order=1 for "
+        "reverse mode only) in @exportable(...)"]
     assert out["vmap_ad0"] == []  # sequential fallback: no source needed
     assert out["grad_native_vjp"] == []  # jax's own vjp_order mechanism
     assert out["grad_int_arg"] == []
@@ -108,7 +109,8 @@ def test_strict_mode_names_the_transformation_that_needed_a_missing_artifact(ad_
     assert out["hessian_ad1"].startswith("ArtifactError: jxe_ad.array1: a second-order "
                                          "derivative (jax.hessian")
     assert "needs the vjp_jvp artifact" in out["hessian_ad1"]
-    assert out["jvp_ad0"].startswith("ArtifactError: jxe_ad.array0: forward-mode")
+    assert out["jvp_ad0"].startswith("ArtifactError: jxe_ad.array0: differentiation (forward "
+                                     "mode")
     assert out["vmap_ad0"] == []
 
 

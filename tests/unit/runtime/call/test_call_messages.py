@@ -12,10 +12,11 @@ import jax.numpy as jnp
 import pytest
 
 from hatch_jaxexport import FallbackWarning, exportable
-from hatch_jaxexport.errors import PytreeMismatch, SignatureMismatch
+from hatch_jaxexport.errors import CallMismatch, PytreeMismatch, SignatureMismatch
 from hatch_jaxexport.formats.settings import FULL_STRUCTURES_ENV
 from hatch_jaxexport.runtime.call import loader
 from hatch_jaxexport.runtime.call.loader import STRICT_FIX
+from hatch_jaxexport.runtime.call.refusals import SOURCE_REFUSES
 
 
 def _fallbacks(caught: list[warnings.WarningMessage]) -> list[warnings.WarningMessage]:
@@ -211,4 +212,23 @@ def test_an_unknown_keyword_is_named_before_the_argument_it_left_missing(monkeyp
     with pytest.raises(TypeError, match="unexpected keyword argument 'inputs'") as info:
         _keyed(inputs=jnp.ones(3))  # not strict: the source's own error, ours as a note
     assert any("unexpected keyword argument 'inputs'" in note
+               for note in getattr(info.value, "__notes__", []))
+
+
+def test_strict_refusal_of_a_call_the_source_refuses_too_suggests_no_structure(strict):
+    """Too many positional arguments: no structure or recording could serve the call, so the
+    refusal says the source refuses it too instead of suggesting one."""
+    with pytest.raises(SignatureMismatch) as info:
+        shifted(jnp.ones(3), 1.0, 2.0)
+    message = str(info.value)
+    assert message.startswith("test_call_messages:shifted: too many positional arguments")
+    assert message.endswith(SOURCE_REFUSES) and STRICT_FIX not in message
+
+
+def test_without_strict_mode_a_call_the_source_refuses_raises_the_sources_error(monkeypatch):
+    monkeypatch.delenv("HATCH_JAXEXPORT_STRICT", raising=False)
+    with pytest.raises(TypeError) as info:
+        shifted(jnp.ones(3), 1.0, 2.0)
+    assert not isinstance(info.value, CallMismatch)  # the source's own error
+    assert any("shifted: too many positional arguments" in note
                for note in getattr(info.value, "__notes__", []))
