@@ -84,8 +84,8 @@ WHOLE_ONLY: tuple[tuple[str, str], ...] = (
     ("tests/integration/test_manifest_scale_benchmark.py", ""),
     # the GPU check on the CPU, and IREE's tools (the portable export without jax stays in CI)
     ("tests/examples/test_gpu_check.py", ""),
-    ("tests/unit/bake/sized/test_portable.py", "::test_wheel_runs_through_iree_without_jax"),
-    ("tests/unit/bake/sized/test_portable.py", "::test_bundle_compiles_and_runs_with_the_iree"),
+    ("tests/unit/bake/concrete/test_portable.py", "::test_wheel_runs_through_iree_without_jax"),
+    ("tests/unit/bake/concrete/test_portable.py", "::test_bundle_compiles_and_runs_with_the_iree"),
     # other front ends of one build: CI builds with python -m build and reinstalls with pip
     # (uv and pip also run in the getting-started test)
     ("tests/integration/test_hatch_hook.py", "[pip install .]"),

@@ -2,12 +2,12 @@
 
 ``config`` (a build's options, validated), ``flow`` (the one export flow every integration calls)
 and ``protocol`` (what a build and its worker processes exchange) at the top, then the rooms in the
-order a build runs: ``export/`` (discover, export one function), ``sized/`` (fixed-size artifacts),
-``executables/`` (precompiled executables), ``workers/`` (the subprocess workers and the folder they
-fill), ``check/`` (the release check); beside them ``verify`` and ``warmup`` (commands on an
-installed package). It may import ``runtime``, ``formats`` and ``errors``, never ``integrations``.
-Importing it imports no jax; the names below are its API: its rooms and modules, and the facade of
-one package's export.
+order a build runs: ``export/`` (discover, export one function), ``concrete/`` (concrete-size
+artifacts), ``executables/`` (precompiled executables), ``workers/`` (the subprocess workers and the
+folder they fill), ``check/`` (the release check); beside them ``verify`` and ``warmup`` (commands
+on an installed package). It may import ``runtime``, ``formats`` and ``errors``, never
+``integrations``. Importing it imports no jax; the names below are its API: its rooms and modules,
+and the facade of one package's export.
 """
 
 from hatch_jaxexport.bake.workers.orchestrate import (
@@ -17,6 +17,5 @@ from hatch_jaxexport.bake.workers.orchestrate import (
     list_tasks,
 )
 
-__all__ = ["BuildResult", "check", "config", "discover", "executables", "export",
-           "export_package", "flow", "list_tasks", "protocol", "sized", "verify", "warmup",
-           "workers"]
+__all__ = ["BuildResult", "check", "concrete", "config", "discover", "executables", "export",
+           "export_package", "flow", "list_tasks", "protocol", "verify", "warmup", "workers"]

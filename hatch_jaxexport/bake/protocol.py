@@ -74,19 +74,19 @@ class WorkerResult:
     failures: list[dict[str, Any]] = field(default_factory=list)
     #: Why the worker could not work at all (the build fails); ``None`` when it could.
     fatal: list[str] | None = None
-    #: Lines for the build log (a static-shape form that could not be made...).
+    #: Lines for the build log (a concrete-size form that could not be made...).
     notes: list[str] = field(default_factory=list)
     jax_version: str = ""
     jaxlib_version: str = ""
     #: Every task of the package (all workers'), and their ids where only listing.
     task_count: int = 0
     tasks: list[str] = field(default_factory=list)
-    #: ``ConcreteRecord`` and ``FailedCall`` fields of the fixed-size artifacts (``sized``).
+    #: ``ConcreteRecord`` and ``FailedCall`` fields of the concrete-size artifacts (``sized``).
     concrete: list[dict[str, Any]] = field(default_factory=list)
     failed_calls: list[dict[str, Any]] = field(default_factory=list)
     #: What the executable compilers compile, per artifact (``executables.compiling``).
     executable_plans: list[dict[str, Any]] = field(default_factory=list)
-    #: This worker's portable variants (``sized.portable_export``), ``None`` for none.
+    #: This worker's portable variants (``concrete.portable_export``), ``None`` for none.
     portable: dict[str, Any] | None = None
 
     def write(self, path: Path) -> None:

@@ -121,19 +121,19 @@ def verify_report(package: str) -> VerifyReport:
     for record in manifest.artifacts:
         listed.add(record.file)
         problems += _check_blob(root, record.file, record.size, record.sha256, record.id)
-        for entry in record.sized:  # its static-shape forms (bake/sized/static_shapes.py)
+        for entry in record.sized:  # its concrete-size forms (bake/concrete/forms.py)
             listed.add(entry["file"])
             problems += _check_blob(root, entry["file"], entry["size"], entry["sha256"],
                                     f"{record.id} {signature_text(entry['inputs'])}")
         problems += [f"{record.id}: {problem}" for ref in record.pytree_types
                      if (problem := _foreign_type_problem(ref, package))]
-    for concrete in manifest.concrete:  # concrete-size artifacts (bake/sized/concrete.py)
+    for concrete in manifest.concrete:  # concrete-size artifacts (bake/concrete/exports.py)
         listed.add(concrete.file)
         problems += _check_blob(root, concrete.file, concrete.size, concrete.sha256,
                                 concrete.id)
     problems += _check_executables(root, manifest, listed)
     # portable.json and the files it lists
-    from hatch_jaxexport.bake.sized.portable_bundle import verify_files
+    from hatch_jaxexport.bake.concrete.portable_bundle import verify_files
 
     portable_listed, portable_problems = verify_files(root, _check_blob)
     listed |= portable_listed

@@ -1,4 +1,4 @@
-"""``@exportable(concrete=...)``: validating the sizes of the static-shape variants.
+"""``@exportable(concrete=...)``: validating the sizes of the concrete-size variants.
 
 Separate from ``portable`` (which writes and bundles the variants) so that decorating a
 function imports only this.

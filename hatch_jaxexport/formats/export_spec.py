@@ -75,7 +75,9 @@ class ExportSpec(NamedTuple):
     ad_order: int = 0
     vmap: bool = False
     tiered: bool | None = None
-    #: Dimension symbol -> sizes of the portable static-shape variants (``portable``).
+    #: Dimension symbol -> the sizes the function's concrete-size artifacts are baked at:
+    #: served where its symbolic export fails, its concrete-size forms, and the portable
+    #: variants (``portable``).
     concrete: Mapping[str, tuple[int, ...]] | None = None
     #: Precompiled executables: ``None`` follows the build's ``executables`` option, ``False``
     #: none, ``True`` the builder's targets, or these targets (``formats.cpu_targets``).

@@ -73,7 +73,7 @@ class ArtifactRecord(NamedTuple):
     #: Of a function baked once per config value (``x64="both"``): which one this is, e.g.
     #: ``{"jax_enable_x64": true}``; ``{}`` for a function with one variant.
     variant: dict[str, Any] = {}  # noqa: RUF012 - read only, like every field
-    #: Static-shape forms of a primal artifact, one per size its function names
+    #: Concrete-size forms of a primal artifact, one per size its function names
     #: (``executable_sizes=``, else ``concrete=``) or its calls recorded: each ``inputs`` (the
     #: flat ``[[dims...], dtype]`` it takes), ``file``, ``sha256``, ``size``. A first call of
     #: exactly those types that no executable serves compiles one of these instead of the
@@ -313,7 +313,7 @@ class Inventory(NamedTuple):
     recorded: int
     #: The artifacts' bytes, each record counted (two records may share one file).
     bytes: int
-    #: Distinct files the manifest lists (artifacts, static-shape forms, concrete-size
+    #: Distinct files the manifest lists (artifacts, concrete-size forms, concrete-size
     #: artifacts, executables) and their bytes: what the artifacts add to the wheel, besides
     #: the manifest itself.
     files: int

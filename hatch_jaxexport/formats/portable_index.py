@@ -2,7 +2,7 @@
 
 Layer 1 (pure: no jax, no I/O beyond parsing the bytes it is handed). A package whose
 ``@exportable`` functions ask for ``concrete=`` sizes carries, next to ``manifest.json`` in its
-``_jaxexport/`` folder, three files per static-shape variant:
+``_jaxexport/`` folder, three files per concrete-size variant:
 
 - ``<variant>-<digest>.mlir``: StableHLO text, debug info stripped;
 - ``<variant>-<digest>.mlirbc``: the StableHLO *portable artifact* (VHLO bytecode with a
@@ -11,9 +11,9 @@ Layer 1 (pure: no jax, no I/O beyond parsing the bytes it is handed). A package 
   flattening order, the entry point and the IREE compile flags.
 
 ``portable.json`` (its own schema, see :data:`PORTABLE_SCHEMA_VERSION`) indexes the variants with
-their sizes and SHA-256, and records what could not be made portable and why. This module holds
-the names, suffixes, versions and flags that the writer (``bake/sized/portable_export.py``) and the
-readers (``bake/sized/portable_bundle.py``, ``jaxexport verify``) share, and :func:`parse_index`,
+their sizes and SHA-256, and records what could not be made portable and why. This module holds the
+names, suffixes, versions and flags that the writer (``bake/concrete/portable_export.py``) and the
+readers (``bake/concrete/portable_bundle.py``, ``jaxexport verify``) share, and :func:`parse_index`,
 which validates a document before anything trusts it.
 """
 
@@ -37,10 +37,10 @@ BYTECODE_SUFFIX = ".mlirbc"
 INTERFACE_SUFFIX = ".interface.json"
 #: The platform portable variants are lowered for (plain StableHLO: IREE compiles it anywhere).
 LOWERING_PLATFORM = "cpu"
-#: Custom calls that are JAX's own shape checks (absent from static-shape exports).
+#: Custom calls that are JAX's own shape checks (absent from concrete-size exports).
 SHAPE_CHECKS = frozenset({"shape_assertion"})
 #: Custom calls jax emits only for symbolic shapes (``stablehlo.dynamic_reduce_window``...):
-#: static-shape exports lower the same operations to plain StableHLO.
+#: concrete-size exports lower the same operations to plain StableHLO.
 SYMBOLIC_ONLY_PREFIX = "stablehlo.dynamic_"
 #: IREE flags for every variant (``iree-compile`` and ``iree.compiler.compile_str``).
 IREE_BASE_FLAGS = ("--iree-input-type=stablehlo",)

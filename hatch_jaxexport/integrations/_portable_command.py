@@ -1,7 +1,7 @@
 """The ``jaxexport portable`` command: list a package's portable variants, or write a bundle.
 
 Integration layer: the argument parser and the printing; reading the installed files and writing
-the bundle live in ``bake/sized/portable_bundle.py``. Importing this module imports no jax, so
+the bundle live in ``bake/concrete/portable_bundle.py``. Importing this module imports no jax, so
 ``jaxexport --help`` stays fast.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hatch_jaxexport.bake.sized.portable_bundle import (
+from hatch_jaxexport.bake.concrete.portable_bundle import (
     load_index,
     read_file,
     select_variants,
@@ -27,7 +27,7 @@ def add_command(sub: Any) -> None:
     """Add ``portable`` to the CLI's subparsers."""
     cmd = sub.add_parser(
         "portable", help="list a package's portable StableHLO variants, or write a bundle",
-        description="List the static-shape StableHLO variants an installed PACKAGE carries "
+        description="List the concrete-size StableHLO variants an installed PACKAGE carries "
         "(baked for @exportable functions with concrete= sizes) and what could not be made "
         "portable. With --function and --out, write a ready-to-compile bundle for non-JAX "
         "runtimes: the .mlir/.mlirbc files, the interface JSON and a README with the IREE "
@@ -56,7 +56,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json_bytes(index).decode())
         return 0
-    print(f"{index['package']}: {len(index['variants'])} portable variant(s) (static-shape "
+    print(f"{index['package']}: {len(index['variants'])} portable variant(s) (concrete-size "
           f"StableHLO lowered for {index['platform']}), built with jax {index['jax_version']}")
     rows = [("function", "variant", "inputs", "outputs", "bytes (.mlir)")]
     for variant in index["variants"]:

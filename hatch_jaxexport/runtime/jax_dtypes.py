@@ -54,7 +54,7 @@ def dtype_text(dtype: Any) -> str:
 
 def has_keys(avals: Any) -> bool:
     """Whether any of an artifact's avals is a typed key: a compiled executable's or a
-    static-shape module's record names dtypes numpy must read back, which a key's cannot."""
+    concrete-size module's record names dtypes numpy must read back, which a key's cannot."""
     return any(is_key(a.dtype) for a in avals)
 
 

@@ -521,7 +521,7 @@ def test_front_end_builds_a_wheel_that_runs_without_tracing(
         listed = [a["file"] for a in manifest["artifacts"]]
         listed += [form["file"] for a in manifest["artifacts"] for form in a["sized"]]
         assert sorted(files) == sorted(listed)  # each file listed once, none unlisted
-        assert any(a["sized"] for a in manifest["artifacts"])  # static-shape forms shipped
+        assert any(a["sized"] for a in manifest["artifacts"])  # concrete-size forms shipped
         assert len(files) >= 18 and not manifest["skipped"]
         python = make_venv(tmp_path / "venv", *runtime_requirements, wheel)
     assert not (source / "src" / "example_pkg" / "_jaxexport").exists()

@@ -401,8 +401,8 @@ def _mesh_unavailable(mesh: Mapping[str, Any]) -> str:
 
 def fresh_concrete(fn: ExportableFunction, source: ConcreteSource) -> Any:
     """The ``Exported`` the build would bake now for ``source``: its structure bound to its
-    sizes, or its recorded call (``bake.sized.concrete``, the build's own code)."""
-    from hatch_jaxexport.bake.sized.concrete import call_exported, structure_exported
+    sizes, or its recorded call (``bake.concrete.exports``, the build's own code)."""
+    from hatch_jaxexport.bake.concrete.exports import call_exported, structure_exported
 
     if source.task is not None:
         return structure_exported(fn, source.task, source.sizes)[0]

@@ -31,10 +31,10 @@ from hatch_jaxexport.bake.check._bundle import (
     source_info,
     source_location,
 )
+from hatch_jaxexport.bake.concrete.exports import recorded_calls
 from hatch_jaxexport.bake.executables.compiling import recorded_sizes, structure_size_envs
 from hatch_jaxexport.bake.export.discovery import discover
 from hatch_jaxexport.bake.export.exporter import ExportTask, tasks_for
-from hatch_jaxexport.bake.sized.concrete import recorded_calls
 from hatch_jaxexport.errors import CheckError, ExportError
 from hatch_jaxexport.formats.manifest import (
     ArtifactRecord,

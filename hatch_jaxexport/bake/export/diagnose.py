@@ -36,8 +36,8 @@ _NOT_AN_INT = re.compile(r"'_DimExpr' object cannot be interpreted as an integer
 _SLICE_BOUNDS = (re.compile(r"min\(([A-Za-z_]\w*), (\d+)\)"),
                  re.compile(r"min\((\d+), ([A-Za-z_]\w*)\)"),
                  re.compile(r"max\(0, ([A-Za-z_]\w*) - (\d+)\)"))
-#: The second way out of code that is not shape-polymorphic: fixed sizes.
-BAKE_FIXED = ("or bake fixed sizes: record them with HATCH_JAXEXPORT_RECORD=1 while your tests "
+#: The second way out of code that is not shape-polymorphic: concrete sizes.
+BAKE_FIXED = ("or bake concrete sizes: record them with HATCH_JAXEXPORT_RECORD=1 while your tests "
               "run, or list them in concrete=/executable_sizes= (the build then serves those "
               "sizes from concrete-size artifacts, other sizes trace the source)")
 _CALLBACK = re.compile(r"calls back into Python|host callback|callback", re.IGNORECASE)

@@ -4,7 +4,7 @@ Build layer. A function baked once per recorded call, per static value or per si
 byte-identical modules (a static flag the computation ignores at that size, two recorded calls
 that differ only in a value the source does not read), and the export writes each under a name
 of its own. Before the manifest is written, every artifact file (symbolic artifacts, their
-static-shape forms, concrete-size and recorded-call artifacts) whose SHA-256 and size equal
+concrete-size forms, concrete-size and recorded-call artifacts) whose SHA-256 and size equal
 another's is removed and its records point at the file kept (the smallest name, so a rebuild
 keeps the same one). The manifest allows several records to name one file only with the same
 SHA-256 and size (``formats.manifest``), and the loader reads and checks each record's bytes

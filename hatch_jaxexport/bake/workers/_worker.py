@@ -50,8 +50,8 @@ def main(request_path: str) -> int:
             progress.write({"planned": [[task.id, fn.name] for fn, task in tasks]})
         _export_mine(mine, request, result, progress)
         if not request.list_only:  # where a symbolic export failed, or there is no spec
+            from hatch_jaxexport.bake.concrete.exports import worker_concrete
             from hatch_jaxexport.bake.executables.compiling import recorded_sizes
-            from hatch_jaxexport.bake.sized.concrete import worker_concrete
 
             recorded = recorded_sizes(request.package, request.signatures)
             result.failed_calls = []
@@ -62,8 +62,8 @@ def main(request_path: str) -> int:
 
             result.executable_plans = plans_for_worker(functions, result.records,
                                                        request.executables, request.signatures)
-        if not request.list_only:  # static-shape StableHLO for non-JAX runtimes
-            from hatch_jaxexport.bake.sized.portable_export import worker_export
+        if not request.list_only:  # concrete-size StableHLO for non-JAX runtimes
+            from hatch_jaxexport.bake.concrete.portable_export import worker_export
 
             result.portable = worker_export(list(functions.values()), request.worker,
                                             request.workers, request.out_dir, request.package)
@@ -80,11 +80,11 @@ def main(request_path: str) -> int:
 
 def _export_mine(mine: list[tuple[Any, Any]], request: WorkerRequest, result: WorkerResult,
                  progress: ProgressWriter) -> None:
-    """Export this worker's tasks into the request's folder: blobs, with the static-shape
+    """Export this worker's tasks into the request's folder: blobs, with the concrete-size
     forms of primal artifacts (``static_shapes``), and their records or failures in ``result``."""
+    from hatch_jaxexport.bake.concrete.forms import sized_entries, wants_sized
     from hatch_jaxexport.bake.executables.compiling import recorded_sizes
     from hatch_jaxexport.bake.export.exporter import export_task
-    from hatch_jaxexport.bake.sized.static_shapes import sized_entries, wants_sized
 
     out_dir = Path(request.out_dir)
     recorded: dict[str, Any] = {}

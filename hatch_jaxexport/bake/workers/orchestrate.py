@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from hatch_jaxexport.bake.concrete.exports import concrete_covered
 from hatch_jaxexport.bake.executables.compiling import compile_executables, resolve_targets
 from hatch_jaxexport.bake.export.captured import captured_warnings
 from hatch_jaxexport.bake.export.diagnose import (
@@ -29,7 +30,6 @@ from hatch_jaxexport.bake.export.discovery import discover
 from hatch_jaxexport.bake.export.exporter import ExportTask
 from hatch_jaxexport.bake.export.search_path import SEARCH_PATH_ENV, search_path_value
 from hatch_jaxexport.bake.protocol import WorkerRequest, WorkerResult
-from hatch_jaxexport.bake.sized.concrete import concrete_covered
 from hatch_jaxexport.bake.workers._dedupe import dedupe_files
 from hatch_jaxexport.bake.workers.progress import ProgressFiles
 from hatch_jaxexport.errors import ExportError
@@ -181,7 +181,7 @@ def _warn(skipped: Sequence[str], records: Sequence[ArtifactRecord],
           results: Sequence[WorkerResult], captured_warn_bytes: int,
           emit: Callable[[str], None], concrete_only: Sequence[str] = ()) -> None:
     """The build's warning lines: skipped exports, exports served only at concrete sizes,
-    large captured arrays, the workers' notes (a static-shape form that could not be made)."""
+    large captured arrays, the workers' notes (a concrete-size form that could not be made)."""
     for message in skipped:
         emit(f"warning: skipped {message}")
     for message in concrete_only:
@@ -288,7 +288,7 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
         if failures and on_error == "fail":
             raise ExportError(messages, failures_headline(package, failures, messages))
         _warn(messages, records, results, captured_warn_bytes, emit, fold_failures(covered))
-        from hatch_jaxexport.bake.sized.portable_export import write_index
+        from hatch_jaxexport.bake.concrete.portable_export import write_index
 
         portable_errors = write_index(staging, package, results, records, on_error=on_error,
                                       generator=f"hatch-jaxexport {__version__}", log=emit)

@@ -286,8 +286,9 @@ def deserialize_record(package: PackageArtifacts, record: ArtifactRecord, data: 
         raise _unusable(package, record, err) from None
 
 
-def load_sized(package: PackageArtifacts, entry: dict[str, Any]) -> Any:
-    """Read, check and deserialize one static-shape form of an artifact (``record.sized``);
+def load_concrete(package: PackageArtifacts, entry: dict[str, Any]) -> Any:
+    """Read, check and deserialize one concrete-size module (``entry``: its ``file``, ``size``
+    and ``sha256``; a record's concrete-size form or a concrete-size artifact);
     ``ArtifactError`` says why it is unusable."""
     try:
         data = package.read_checked(entry["file"], entry["size"], entry["sha256"])
@@ -302,6 +303,6 @@ def load_record(package: PackageArtifacts, record: ArtifactRecord) -> Any:
 
 
 __all__ = ["ArtifactKey", "FunctionArtifacts", "PackageArtifacts", "artifact_key", "check_inside",
-           "deserialize_checked", "deserialize_record", "forget_package",
-           "load_package_artifacts", "load_record", "load_sized", "mesh_key",
-           "read_package_artifacts", "read_record", "record_key", "stale_reason"]
+           "deserialize_checked", "deserialize_record", "forget_package", "load_concrete",
+           "load_package_artifacts", "load_record", "mesh_key", "read_package_artifacts",
+           "read_record", "record_key", "stale_reason"]

@@ -19,7 +19,7 @@ from hatch_jaxexport.formats.manifest import ArtifactRecord
 from hatch_jaxexport.runtime.artifacts.package_artifacts import (
     PackageArtifacts,
     deserialize_record,
-    load_sized,
+    load_concrete,
     read_record,
 )
 from hatch_jaxexport.runtime.artifacts.pytrees import plain_tree
@@ -83,7 +83,7 @@ class ArtifactProgram:
 
     def eager_lowerable(self) -> Callable[[tuple[Any, ...]], Callable[..., Any] | None]:
         """What an eager first call of given flat argument types lowers (``EagerCall``'s
-        ``eager_lowerable``): ``jax.jit`` of the static-shape form of the record for exactly
+        ``eager_lowerable``): ``jax.jit`` of the concrete-size form of the record for exactly
         those types where the wheel has one (the build refined its shapes), else of the
         artifact's call (``None`` when that is unusable: the primitive's path falls back)."""
         import jax  # the call path only: importing a baked package never imports jax
@@ -93,7 +93,7 @@ class ArtifactProgram:
         def eager_lowerable(types: tuple[Any, ...]) -> Callable[..., Any] | None:
             if (entry := sized.get(types)) is not None:
                 try:
-                    return jax.jit(load_sized(self.package, entry).call)
+                    return jax.jit(load_concrete(self.package, entry).call)
                 except ArtifactError:
                     pass  # the symbolic artifact serves the same call
             try:

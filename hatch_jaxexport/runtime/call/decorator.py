@@ -211,7 +211,7 @@ def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_or
         vmap: Also bake batched artifacts, so ``jax.vmap`` runs as one call.
         tiered: Tiered compilation of eager first calls (quick tier, optimized in the
             background): ``None`` follows ``HATCH_JAXEXPORT_TIERED`` and the platform default.
-        concrete: Dimension symbol to sizes (``{"n": [64, 1024]}``): also bake static-shape
+        concrete: Dimension symbol to sizes (``{"n": [64, 1024]}``): also bake concrete-size
             StableHLO (non-JAX runtimes such as IREE; where symbolic export fails, served).
         mesh: Also bake sharded variants: a dict of axis sizes (``{"data": 2, "model": 2}``)
             bakes the single-device variant and that mesh; a list names the variants exactly

@@ -206,10 +206,10 @@ class _ConcreteCall:
 def _jitted(package: Any, record: ConcreteRecord) -> _ConcreteCall:
     """A concrete artifact's call (``_ConcreteCall``), its blob checked; ``ArtifactError`` if
     not."""
-    from hatch_jaxexport.runtime.artifacts.package_artifacts import load_sized
+    from hatch_jaxexport.runtime.artifacts.package_artifacts import load_concrete
 
     entry = {"file": record.file, "size": record.size, "sha256": record.sha256}
-    return _ConcreteCall(load_sized(package, entry), record)
+    return _ConcreteCall(load_concrete(package, entry), record)
 
 
 #: Why a concrete-size artifact's call is compiled in the process (``ServedCall.not_shipped``).

@@ -1,4 +1,4 @@
-"""Static-shape forms of primal artifacts (``bake/sized/static_shapes.py``): the build writes
+"""Concrete-size forms of primal artifacts (``bake/concrete/forms.py``): the build writes
 one per size a function names, refined at build; the loader compiles it for a first call of
 exactly those types (no shape refinement in the user's process) and the symbolic artifact for
 any other."""

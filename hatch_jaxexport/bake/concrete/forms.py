@@ -1,4 +1,4 @@
-"""Static-shape StableHLO of primal artifacts, for the sizes a function names or was called with.
+"""Concrete-size StableHLO of primal artifacts, for the sizes a function names or was called with.
 
 Build layer. A symbolic artifact serves every size, but compiling it costs the user's process a
 shape refinement first: ``call_exported``'s lowering parses the module into a second MLIR
@@ -24,12 +24,12 @@ from hatch_jaxexport.formats.manifest import ArtifactRecord, sha256_hex
 from hatch_jaxexport.formats.signatures import Recorded
 from hatch_jaxexport.runtime.jax_dtypes import has_keys
 
-#: The suffix of a static-shape module's file (a ``jax.export`` serialization, like artifacts).
+#: The suffix of a concrete-size module's file (a ``jax.export`` serialization, like artifacts).
 SIZED_SUFFIX = ".sized.jaxexport"
 
 
 def wants_sized(record: ArtifactRecord) -> bool:
-    """Whether ``record`` may get static-shape forms: an unsharded ``cpu`` primal without
+    """Whether ``record`` may get concrete-size forms: an unsharded ``cpu`` primal without
     pytree classes of the user's (whose nodes a second serialization would have to name).
 
     Only ``cpu``: there the refinement is a share of a first call worth a file (XLA:CPU
@@ -41,7 +41,7 @@ def wants_sized(record: ArtifactRecord) -> bool:
 
 def sized_entries(fn: Any, record: ArtifactRecord, blob: bytes, out_dir: Path,
                   recorded: Recorded | None, note: Callable[[str], None]) -> list[dict[str, Any]]:
-    """Write the static-shape forms of ``record`` (its ``blob``) into ``out_dir``; their
+    """Write the concrete-size forms of ``record`` (its ``blob``) into ``out_dir``; their
     manifest entries. A size that fails to export is noted (``note``) and left out: the
     symbolic artifact still serves it."""
     import jax
@@ -61,7 +61,7 @@ def sized_entries(fn: Any, record: ArtifactRecord, blob: bytes, out_dir: Path,
         try:
             exported = exported or export.deserialize(bytearray(blob))
             if has_keys([*exported.in_avals, *exported.out_avals]):
-                note(f"{record.id}: no static-shape modules: typed PRNG keys in its inputs or "
+                note(f"{record.id}: no concrete-size modules: typed PRNG keys in its inputs or "
                      "outputs (a first call compiles the symbolic artifact)")
                 return entries
             avals = [jax.ShapeDtypeStruct(concrete_shape(a.shape, sizes), a.dtype)
@@ -73,7 +73,7 @@ def sized_entries(fn: Any, record: ArtifactRecord, blob: bytes, out_dir: Path,
                 return entries
             data = bytes(fixed.serialize())
         except Exception as err:  # the artifact still serves the size, compiled as usual
-            note(f"{record.id}: no static-shape module for {sizes}: "
+            note(f"{record.id}: no concrete-size module for {sizes}: "
                  f"{type(err).__name__}: {str(err)[:200]}")
             continue
         inputs = [[list(a.shape), a.dtype.name] for a in avals]

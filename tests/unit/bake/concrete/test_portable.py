@@ -1,4 +1,4 @@
-"""Portable variants (``concrete=``): static-shape StableHLO for runtimes without JAX.
+"""Portable variants (``concrete=``): concrete-size StableHLO for runtimes without JAX.
 
 Fast tests: the option's validation, the interface JSON, refusals, the build's portable.json,
 ``verify`` and the ``portable`` command. The slow test builds example_pkg's wheel, installs it
@@ -22,7 +22,7 @@ import pytest
 from conftest import export_into_copy, make_venv, run
 
 from hatch_jaxexport import ExportError, SpecError, exportable
-from hatch_jaxexport.bake.sized.portable_export import (
+from hatch_jaxexport.bake.concrete.portable_export import (
     custom_call_reason,
     export_variant,
     plan_variants,
@@ -399,7 +399,7 @@ def test_wheel_runs_through_iree_without_jax(tmp_path, example_wheel, runtime_ve
         manifest = json.loads(archive.read("example_pkg/_jaxexport/manifest.json"))
         index = json.loads(archive.read("example_pkg/_jaxexport/portable.json"))
     assert [v["variant"] for v in index["variants"]] == ["deep_stack_batch8", "mlp_apply_batch4"]
-    # manifest.json, the blobs and their static-shape forms; portable.json and 3 files a variant
+    # manifest.json, the blobs and their concrete-size forms; portable.json and 3 files a variant
     sized = sum(len(a.get("sized", [])) for a in manifest["artifacts"])
     assert len(names) == 1 + len(manifest["artifacts"]) + sized + 1 + 3 * 2
     script = tmp_path / "runner.py"

@@ -218,7 +218,7 @@ iree_host {vmfb} {interface['iree']['function']} \\
 
 _README_HEAD = """# Portable bundle: `{function}`
 
-Static-shape StableHLO of `{function}` from package `{package}`, exported with jax {jax} by
+Concrete-size StableHLO of `{function}` from package `{package}`, exported with jax {jax} by
 {generator}. It runs without JAX: compile it with a StableHLO compiler such as IREE
 (`pip install iree-base-compiler iree-base-runtime` gives `iree-compile` and `iree-run-module`)
 and call the entry point with the inputs listed below. Only these shapes are supported: other

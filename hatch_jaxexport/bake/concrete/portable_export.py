@@ -1,7 +1,7 @@
-"""Exporting portable variants at build time: static-shape StableHLO for non-JAX compilers.
+"""Exporting portable variants at build time: concrete-size StableHLO for non-JAX compilers.
 
 Build layer. ``@exportable(..., concrete={"n": [64, 1024]})`` asks, next to the ``jax.export``
-artifacts, for one static-shape specialisation per structure x static values x combination of
+artifacts, for one concrete-size specialisation per structure x static values x combination of
 concrete sizes (:func:`plan_variants`). Each variant is exported with ``jax.export`` for ``cpu``
 with concrete shapes (no symbolic dimensions, so no ``shape_assertion`` custom calls) by
 :func:`export_variant`, which also writes its interface JSON; a worker writes the files
@@ -103,7 +103,7 @@ def plan_variants(fn: ExportableFunction) -> list[VariantPlan]:
     taken: set[str] = set()
     for index, structure in enumerate(spec.structures):
         if not structure.symbols <= set(concrete):
-            continue  # a structure with an unbound symbol has no static-shape variant
+            continue  # a structure with an unbound symbol has no concrete-size variant
         for env in size_combinations(structure, concrete):
             for static in spec.static_combinations(index):
                 parts = [short_name(fn.name)]
