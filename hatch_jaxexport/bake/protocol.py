@@ -1,7 +1,7 @@
 """The build's worker protocol: what a build asks of a worker process, and what it answers.
 
 Two kinds of worker: an export worker (``WorkerRequest``, ``WorkerResult``: ``_worker``) and an
-executable compiler (``CompileRequest``, ``CompileResult``: ``executables._worker``). Each file is
+executable compiler (``CompileRequest``, ``CompileResult``: ``executables._compiler``). Each file is
 JSON in the build's staging folder, written and read only here. Each carries ``PROTOCOL_VERSION``
 and are checked where they are read: a file of another version, with a field missing or one this
 side does not know (a worker from another hatch-jaxexport on the path), is an ``ExportError`` naming

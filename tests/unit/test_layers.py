@@ -180,6 +180,16 @@ def cycles_in(graph: dict[str, list[str]]) -> list[str]:
     return cycles
 
 
+def test_no_two_modules_have_one_name() -> None:
+    """A module's name says what it holds: two files of one name (``_worker.py`` in two rooms)
+    would make a traceback, a log line or ``python -m`` ambiguous to a reader."""
+    names: dict[str, list[str]] = {}
+    for module, path in MODULES.items():
+        if path.stem != "__init__":
+            names.setdefault(path.stem, []).append(module)
+    assert {name: found for name, found in names.items() if len(found) > 1} == {}
+
+
 def test_the_module_graph_has_no_cycle() -> None:
     assert cycles_in(import_graph()) == []
 

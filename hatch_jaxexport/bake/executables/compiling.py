@@ -293,7 +293,7 @@ def _compile_with(staging: Path, package: str, plans: Sequence[Mapping[str, Any]
                        result=str(result)).write(request)
         flags = " ".join(target.xla_flags)  # only the target's: the builder's own never leak
         proc = subprocess.run(
-            [python, "-m", "hatch_jaxexport.bake.executables._worker", str(request)],
+            [python, "-m", "hatch_jaxexport.bake.executables._compiler", str(request)],
             env={**env, "XLA_FLAGS": flags}, cwd=staging, capture_output=True, text=True)
         if not result.exists():
             raise ExportError([f"the executable compiler for {name} died (exit "

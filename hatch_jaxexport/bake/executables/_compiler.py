@@ -1,4 +1,4 @@
-"""``python -m hatch_jaxexport.bake.executables._worker REQUEST.json``: compile one target.
+"""``python -m hatch_jaxexport.bake.executables._compiler REQUEST.json``: compile one target.
 
 Started by ``compiling.compile_executables`` with the target's ``XLA_FLAGS``. For each plan it
 deserializes the artifact the export workers wrote, compiles its call for each concrete
@@ -110,7 +110,7 @@ def _compile_signature(plan: Mapping[str, Any], target: str, out_dir: Path, expo
 
 
 def main(request_path: str) -> int:
-    """Entry point (``python -m hatch_jaxexport.bake.executables._worker``)."""
+    """Entry point (``python -m hatch_jaxexport.bake.executables._compiler``)."""
     restore_search_path()  # the package's own classes are imported: see _search_path
     request = CompileRequest.read(Path(request_path))
     outcome = CompileResult()
