@@ -27,7 +27,7 @@ import os
 import pickle
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -164,8 +164,11 @@ def _plain_tree(treedef: Any) -> bool:
     return True
 
 
-def load(folder: Path, key: str) -> Any | None:
-    """The cached executable (a ``jax.stages.Compiled``), ``None`` on a miss."""
+def load(folder: Path, key: str, trees: Callable[[], tuple[Any, Any]] | None = None
+         ) -> Any | None:
+    """The cached executable (a ``jax.stages.Compiled``), ``None`` on a miss. An entry whose
+    trees name the package's classes holds none: ``trees`` gives them (the call's input tree,
+    the artifact's output tree, rebuilt by jax's registered serialization), else it misses."""
     path = entry_path(folder, key)
     try:
         data = path.read_bytes()
@@ -180,6 +183,10 @@ def load(folder: Path, key: str) -> Any | None:
 
         outer = _restricted(pickle.Unpickler)(io.BytesIO(data[len(MAGIC):]))
         payload, in_tree, out_tree = outer.load()
+        if in_tree is None:  # trees of the package's classes: never pickled
+            if trees is None:
+                return None
+            in_tree, out_tree = trees()
         backend = jax.devices()[0].client
         inner = _restricted(se._JaxPjrtUnpickler)(io.BytesIO(payload), backend)
         unloaded, args_info_flat, no_kwargs = inner.load()
@@ -219,14 +226,15 @@ def compile_fresh(lowered: Any, compiler_options: dict[str, Any] | None = None
 def store(folder: Path, key: str, compiled: Any) -> bool:
     """Write ``compiled`` (a ``jax.stages.Compiled`` that XLA compiled in this process, see
     ``compile_fresh``) as the entry ``key``; ``False`` if it cannot be cached (constants as
-    arguments, pytree classes, a jax without the API) or the folder cannot be written (one
+    arguments, a jax without the API); trees that name the package's classes are left out
+    (``load`` is given them) or the folder cannot be written (one
     ``CacheWarning`` per process: a full disk or a read-only home never fails a call)."""
     try:
         from jax.experimental import serialize_executable as se
 
         payload, in_tree, out_tree = se.serialize(compiled)
         if not (_plain_tree(in_tree) and _plain_tree(out_tree)):
-            return False
+            in_tree = out_tree = None  # the package's classes: the reader supplies the trees
         data = MAGIC + pickle.dumps((payload, in_tree, out_tree), protocol=5)
     except Exception:
         return False

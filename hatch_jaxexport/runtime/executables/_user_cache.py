@@ -8,6 +8,7 @@ fresh compile once it has run. The entries themselves are ``_executable_cache``'
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from hatch_jaxexport.runtime.executables import _executable_cache as executables
@@ -23,15 +24,18 @@ class UserCache:
             (a member's flat call and the function's structured call of one artifact are
             different executables: the convention is part of the key).
         lapack: Whether the artifact calls LAPACK (initialised before an entry runs).
+        out_tree: The artifact's output tree (read only for an entry whose trees name the
+            package's classes: those are rebuilt from the artifact, never unpickled).
     """
 
-    def __init__(self, job: dict[str, str], lapack: bool) -> None:
+    def __init__(self, job: dict[str, str], lapack: bool,
+                 out_tree: Callable[[], Any] | None = None) -> None:
         from hatch_jaxexport.runtime.disk.cache_folders import (
             executable_cache_dir,
             executable_cache_writable,
         )
 
-        self.job, self.lapack = job, lapack
+        self.job, self.lapack, self.out_tree = job, lapack, out_tree
         self.folder = executable_cache_dir()
         #: Whether new entries can be written (a read-only cache is still read): without it
         #: nothing is stored and no tier is built (the optimized one would have nowhere to go).
@@ -49,26 +53,30 @@ class UserCache:
         """The cache entry of this signature's quick tier."""
         return "quick-" + self.key(sig, "quick")
 
-    def load(self, key: str) -> Any | None:
-        """The executable cached under ``key``, ``None`` if there is none (or no folder)."""
+    def load(self, key: str, in_tree: Any = None) -> Any | None:
+        """The executable cached under ``key``, ``None`` if there is none (or no folder);
+        ``in_tree``: the call's input tree, for an entry that holds none."""
         if self.folder is None:
             return None
         if self.lapack:
             initialize_lapack()
-        return executables.load(self.folder, key)
+        out_tree = self.out_tree
+        trees = None if in_tree is None or out_tree is None else lambda: (in_tree, out_tree())
+        return executables.load(self.folder, key, trees)
 
     def drop(self, key: str) -> None:
         """Remove an entry that is stale now (a quick tier once the optimized one is in)."""
         if self.folder is not None:
             executables.entry_path(self.folder, key).unlink(missing_ok=True)
 
-    def cached(self, sig: Any, tiered: bool) -> tuple[str | None, Entry | None]:
+    def cached(self, sig: Any, tiered: bool, in_tree: Any = None
+               ) -> tuple[str | None, Entry | None]:
         """The signature's key and its cached entry (``None`` if not cached); a cached quick
-        tier is stale once the optimized executable is there."""
+        tier is stale once the optimized executable is there. ``in_tree``: the call's."""
         if self.folder is None:
             return None, None
         key = self.key(sig)
-        compiled = self.load(key)
+        compiled = self.load(key, in_tree)
         if compiled is None:
             return key, None
         if tiered:

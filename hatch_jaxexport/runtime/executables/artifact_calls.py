@@ -71,7 +71,7 @@ def build_artifact_call(site: CallSite, package: PackageArtifacts, record: Artif
                                                             record.size),
                      needs_lapack(record.custom_calls), _shipped(site, package, record,
                                                                  program.out_tree),
-                     program.eager_lowerable())
+                     program.eager_lowerable(), out_tree=program.out_tree)
     jit.primal = call
     return call
 

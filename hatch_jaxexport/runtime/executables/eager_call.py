@@ -59,18 +59,20 @@ class EagerCall:
         eager_lowerable: Given a signature's flat argument types, what its eager first call
             lowers where that can be simpler than ``make_jitted()``'s function
             (``FreshCompile``); ``None``: that function.
+        out_tree: The artifact's output tree, read where a cached executable's trees name the
+            package's classes (``UserCache``).
     """
 
     def __init__(self, make_jitted: Callable[[], Callable[..., Any]], job: dict[str, str],
                  tiered: bool, lapack: bool, shipped: Any = None,
-                 eager_lowerable: Callable[[Any], Callable[..., Any] | None] | None = None
-                 ) -> None:
+                 eager_lowerable: Callable[[Any], Callable[..., Any] | None] | None = None,
+                 out_tree: Callable[[], Any] | None = None) -> None:
         self._make_jitted = make_jitted
         self._jitted: Callable[..., Any] | None = None
         self.job = job
         self.platform = job["platform"]
         self.shipped = shipped
-        self.cache = UserCache(job, lapack)
+        self.cache = UserCache(job, lapack, out_tree)
         self.tiered = tiered and self.cache.folder is not None and self.cache.writable
         self.quick = QuickTier(self.cache, job)
         self.compile = FreshCompile(lambda: self.jitted, eager_lowerable, lapack)
@@ -189,9 +191,11 @@ class EagerCall:
                     entry = self.entries[sig] = Entry(compiled, "shipped", None)
                     return entry
                 not_shipped = self.shipped.why_not(artifact_types(sig)[1])
-            key, entry = self.cache.cached(sig, self.tiered)
+            in_tree = self.signature.flatten((args, kwargs))[1]
+            key, entry = self.cache.cached(sig, self.tiered, in_tree)
             if entry is None and self.tiered and key is not None:
-                entry = self.quick.entry(sig, key, lambda: self.compile.lower(sig, args, kwargs))
+                entry = self.quick.entry(sig, key, lambda: self.compile.lower(sig, args, kwargs),
+                                         in_tree)
             elif entry is None:
                 lowered = self.compile.lower(sig, args, kwargs)  # may find the source instead
                 entry = self.compile.entry(lowered, key if self.folder is not None else None)

@@ -31,6 +31,9 @@ class Entry:
         self.not_shipped: str | None = None
         #: Seconds of the signature's first call (its executable found or compiled, and run).
         self.seconds: float | None = None
+        #: The call's input tree: what an optimized entry whose trees name the package's
+        #: classes is read back with (``UserCache.load``).
+        self.in_tree: Any = None
 
 
 class ServedCall(NamedTuple):

@@ -97,17 +97,22 @@ class QuickTier:
     def __init__(self, cache: UserCache, job: dict[str, str]) -> None:
         self.cache, self.job = cache, job
 
-    def entry(self, sig: Any, key: str, lower: Callable[[], Any]) -> Entry:
+    def entry(self, sig: Any, key: str, lower: Callable[[], Any], in_tree: Any = None
+              ) -> Entry:
         """A first call's quick executable (cached, or compiled from ``lower()``), with its
-        optimized compile started."""
+        optimized compile started; ``in_tree``: the call's input tree."""
         quick_key = self.cache.quick_key(sig)
-        quick = self.cache.load(quick_key)
+        quick = self.cache.load(quick_key, in_tree)
         if quick is not None:
-            return Entry(quick, "cached-quick", key, self.start_optimizer(key, sig),
-                         quick_key=quick_key)
-        quick, fresh = executables.compile_fresh(lower(), QUICK_OPTIONS[self.job["platform"]])
-        return Entry(quick, "quick", key, self.start_optimizer(key, sig),
-                     save_key=quick_key if fresh else None, quick_key=quick_key)
+            entry = Entry(quick, "cached-quick", key, self.start_optimizer(key, sig),
+                          quick_key=quick_key)
+        else:
+            quick, fresh = executables.compile_fresh(lower(),
+                                                     QUICK_OPTIONS[self.job["platform"]])
+            entry = Entry(quick, "quick", key, self.start_optimizer(key, sig),
+                          save_key=quick_key if fresh else None, quick_key=quick_key)
+        entry.in_tree = in_tree
+        return entry
 
     def start_optimizer(self, key: str, sig: Any) -> Pending | None:
         """Hand the optimized compile of ``sig`` to ``_background``: started now, queued for a
@@ -144,7 +149,7 @@ class QuickTier:
         code = self.outcome(pending)
         if code is None:
             return entry
-        compiled = self.cache.load(pending.key) if code == 0 else None
+        compiled = self.cache.load(pending.key, entry.in_tree) if code == 0 else None
         if compiled is not None:
             if pending.job.proc is not None:
                 pending.job.log.unlink(missing_ok=True)

@@ -13,6 +13,10 @@ import pytest
 SCRIPT = """
 import json, sys
 import numpy as np, jax
+compiles = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, secs, **kw: compiles.append(event)
+    if event == "/jax/core/compile/backend_compile_duration" else None)
 from jxe_demo import funcs
 from hatch_jaxexport.runtime.call.loader import tiered_calls
 x = np.arange(6, dtype=np.float32)
@@ -22,10 +26,14 @@ for name, call in [("scale", lambda: funcs.scale(x.reshape(2, 3))),
                    ("poly_exact", lambda: funcs.poly(x, "exact")),
                    ("poly_fast_again", lambda: funcs.poly(x, "fast")),
                    ("scale_other_shape", lambda: funcs.scale(np.ones((4, 5), np.float32))),
-                   ("swap", lambda: funcs.swap(funcs.Pair(x[:2], x[2:4])))]:
+                   ("swap", lambda: funcs.swap(funcs.Pair(x[:2], x[2:4]))),
+                   ("stats", lambda: funcs.stats(x))]:
     out["results"][name] = [np.asarray(a).tolist() for a in jax.tree_util.tree_leaves(call())]
 out["tiers"] = {name: sorted(t for c in tiered_calls(getattr(funcs, name))
-                            for t in c.tiers.values()) for name in ("scale", "poly", "swap")}
+                            for t in c.tiers.values())
+                for name in ("scale", "poly", "swap", "stats")}
+out["stats_type"] = type(funcs.stats(x)).__name__
+out["compiles"] = len(compiles)
 out["deserialized"] = any(c._jitted is not None for c in tiered_calls(funcs.scale))
 out["traced"] = funcs.TRACES["count"] if hasattr(funcs, "TRACES") else 0
 print(json.dumps(out))
@@ -49,14 +57,17 @@ def test_warm_start_loads_executables_without_deserializing(demo_site, tmp_path,
     # a static value picks its own executable, also after another one was called
     assert warm["results"]["poly_fast"] == warm["results"]["poly_fast_again"]
     assert warm["results"]["poly_fast"] != warm["results"]["poly_exact"]
-    # a namedtuple output names a class of the package: never written, compiled each time
-    assert warm["tiers"]["swap"] == ["compiled"]
+    # a registered dataclass in and out, a namedtuple out: the package's classes are cached
+    # too, their trees rebuilt from the call and the artifact, never unpickled
+    assert cold["tiers"]["swap"] == cold["tiers"]["stats"] == ["compiled"]
+    assert warm["tiers"]["swap"] == warm["tiers"]["stats"] == ["cached"]
+    assert warm["stats_type"] == "Stats" and warm["compiles"] == 0 < cold["compiles"]
 
 
 def test_damaged_or_foreign_entries_are_misses(demo_site, tmp_path, run_python):
     cold = _run(run_python, demo_site, str(tmp_path))
     entries = sorted((tmp_path / "executables").glob("*.xla"))
-    assert len(entries) == 4  # scale x2, poly x2, no swap
+    assert len(entries) == 6  # scale x2, poly x2, swap, stats
     marker = tmp_path / "unpickled-a-callable"
 
     class Evil:
@@ -71,7 +82,7 @@ def test_damaged_or_foreign_entries_are_misses(demo_site, tmp_path, run_python):
     warm = _run(run_python, demo_site, str(tmp_path))
     assert not marker.exists()
     assert warm["results"] == cold["results"]
-    assert sorted(warm["tiers"]["scale"] + warm["tiers"]["poly"]).count("compiled") == 3
+    assert sum(tiers.count("compiled") for tiers in warm["tiers"].values()) == 3
 
 
 def test_restricted_unpickler_refuses_non_jax_globals():
