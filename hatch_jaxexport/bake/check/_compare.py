@@ -39,7 +39,13 @@ from hatch_jaxexport.bake.check._plan import (
     missing_reason,
     orphan_reason,
 )
-from hatch_jaxexport.bake.export.exporter import ExportTask
+from hatch_jaxexport.bake.export.exporter import (
+    ExportTask,
+    export_exported,
+    fingerprint,
+    metadata,
+    module_text,
+)
 from hatch_jaxexport.errors import ArtifactError, CheckError
 from hatch_jaxexport.formats.manifest import ArtifactRecord, ConcreteRecord, member_name
 from hatch_jaxexport.formats.options import DEFAULT_CHECK_SHAPES
@@ -74,8 +80,6 @@ def _served_at_concrete_sizes(plan: Plan, case: Case) -> Outcome:
     """A structure the wheel serves only at concrete sizes: ``concrete`` while its symbolic
     export still fails (each size is compared as a case of its own), ``missing`` once the
     source exports it symbolically (a rebuilt wheel would serve every size from it)."""
-    from hatch_jaxexport.bake.export.exporter import export_exported
-
     assert case.task is not None
     fn = plan.functions[case.function]
     try:
@@ -120,8 +124,6 @@ META_FIELDS = ("in_tree", "in_avals", "out_tree", "out_avals", "platforms", "cal
 
 def metadata_differences(bundled: Any, fresh: Any) -> list[tuple[str, Any, Any]]:
     """``(field, bundled, fresh)`` for each ``Exported`` metadata field that differs."""
-    from hatch_jaxexport.bake.export.exporter import metadata
-
     a, b = metadata(bundled), metadata(fresh)
     return [(key, a.get(key), b.get(key)) for key in (*META_FIELDS, *sorted(set(a) - set(
         META_FIELDS))) if a.get(key) != b.get(key)]
@@ -252,7 +254,6 @@ def _load_bundled_and_export_fresh(plan: Plan, case: Case, record: ArtifactRecor
     """``(bundled, fresh, bundled module text)``, or the outcome of a case that stops here: an
     artifact that cannot be read or loaded (``unusable``), or a source that no longer exports
     (``stale``)."""
-    from hatch_jaxexport.bake.export.exporter import export_exported, module_text
     from hatch_jaxexport.runtime.artifacts.package_artifacts import deserialize_checked
 
     fn = plan.functions[case.function]
@@ -303,8 +304,6 @@ def _module_text_findings(plan: Plan, expected: str, bundled_text: str, fresh: A
     manifest's, or a concrete-size artifact's own): the module-text diff, or a note saying why
     there is none."""
     import jax
-
-    from hatch_jaxexport.bake.export.exporter import fingerprint, module_text
 
     details: list[str] = []
     notes: list[str] = []
@@ -449,8 +448,6 @@ def compare_concrete(plan: Plan, case: Case, shapes: int) -> Outcome:
     wheel's artifact, else the wheel's artifact against the build's export of the source now,
     compared as symbolic artifacts are (metadata, location-free fingerprint with a module
     diff, numerics at its one shape, the gradient where it carries its VJP)."""
-    from hatch_jaxexport.bake.export.exporter import fingerprint, module_text
-
     record, source = case.concrete, case.concrete_source
     if source is None:
         return failure(plan, case, ORPHAN, "the wheel carries a concrete-size artifact the "

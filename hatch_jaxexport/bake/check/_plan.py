@@ -46,7 +46,7 @@ from hatch_jaxexport.formats.manifest import (
     signature_text,
 )
 from hatch_jaxexport.formats.options import DEFAULT_PLATFORMS
-from hatch_jaxexport.formats.signatures import SIGNATURES_NAME, Calls, Recorded, call_key
+from hatch_jaxexport.formats.signatures import SIGNATURES_NAME, Calls, Recorded, call_key, rebuild
 from hatch_jaxexport.formats.statics import encode_static, static_text
 from hatch_jaxexport.runtime.call.decorator import ExportableFunction
 
@@ -240,8 +240,6 @@ def _source_candidates(manifest: Manifest, functions: Mapping[str, ExportableFun
 
 def _call_text(signature: Mapping[str, Any]) -> str:
     """A recorded call's arrays, as ``inspect`` shows them (``float32[6]``)."""
-    from hatch_jaxexport.formats.signatures import rebuild
-
     leaves: list[Any] = []
     rebuild(dict(signature), lambda dims, dtype: leaves.append([list(dims), dtype]))
     digest = hashlib.sha256(call_key(dict(signature)).encode()).hexdigest()[:16]

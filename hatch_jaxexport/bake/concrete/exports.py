@@ -35,7 +35,7 @@ from hatch_jaxexport.formats.signatures import (
     parse_calls,
     rebuild,
 )
-from hatch_jaxexport.formats.spec import tree_map_leaves
+from hatch_jaxexport.formats.spec import static_key, tree_map_leaves
 from hatch_jaxexport.runtime.jax_dtypes import jax_dtype
 from hatch_jaxexport.runtime.jaxcompat import lowering_config, lowering_context, no_locations
 
@@ -221,8 +221,6 @@ def concrete_covered(failures: Sequence[Mapping[str, Any]], concrete: Sequence[A
     """Split failed exports into those whose structure (static values, platform, config
     variant) got concrete-size artifacts, and the rest: the first are served at those sizes
     and fail no build; the rest are failures as before."""
-    from hatch_jaxexport.formats.spec import static_key
-
     served = {(c.function, c.structure_index, static_key(c.static), c.platform,
                json.dumps(c.variant, sort_keys=True)) for c in concrete}
     covered, rest = [], []

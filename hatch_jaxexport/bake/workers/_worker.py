@@ -16,7 +16,7 @@ from typing import Any
 
 from hatch_jaxexport.bake.export.diagnose import describe_exception, located
 from hatch_jaxexport.bake.export.discovery import discover
-from hatch_jaxexport.bake.export.exporter import tasks_for
+from hatch_jaxexport.bake.export.exporter import export_task, tasks_for
 from hatch_jaxexport.bake.export.search_path import restore_search_path
 from hatch_jaxexport.bake.protocol import WorkerRequest, WorkerResult
 from hatch_jaxexport.bake.workers.progress import ProgressWriter
@@ -84,7 +84,6 @@ def _export_mine(mine: list[tuple[Any, Any]], request: WorkerRequest, result: Wo
     forms of primal artifacts (``static_shapes``), and their records or failures in ``result``."""
     from hatch_jaxexport.bake.concrete.forms import sized_entries, wants_sized
     from hatch_jaxexport.bake.executables.compiling import recorded_sizes
-    from hatch_jaxexport.bake.export.exporter import export_task
 
     out_dir = Path(request.out_dir)
     recorded: dict[str, Any] = {}
