@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from hatch_jaxexport.errors import ConfigError, ExportError, SpecError
+from hatch_jaxexport.formats.cpu_targets import TARGET_ALIASES, TARGETS, canonical_target
 from hatch_jaxexport.formats.options import DEFAULT_PLATFORMS, KNOWN_PLATFORMS, ON_ERROR_CHOICES
 from hatch_jaxexport.formats.settings import TRACEBACK_ENV, traceback_wanted
 
@@ -322,7 +323,6 @@ def _check_editable(value: Any, path: str) -> Checked:
 def _check_executables(value: Any, path: str) -> Checked:
     """``executables``: true (the builder's targets), false (none) or an array of targets."""
     from hatch_jaxexport.bake.executables.compiling import resolve_targets
-    from hatch_jaxexport.formats.cpu_targets import TARGET_ALIASES, TARGETS, canonical_target
 
     if value is True:
         return tuple(resolve_targets(True)), []

@@ -25,7 +25,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hatch_jaxexport.formats.dimensions import evaluate_dim
 from hatch_jaxexport.formats.settings import TIERED_ENV
+from hatch_jaxexport.formats.spec import tree_map_leaves
 from hatch_jaxexport.runtime.jax_dtypes import leaf_value
 
 
@@ -69,8 +71,6 @@ def _warmup(package: str, dims: Mapping[str, Sequence[int]], log: Callable[[str]
     import jax
 
     from hatch_jaxexport.bake.export.discovery import discover
-    from hatch_jaxexport.formats.dimensions import evaluate_dim
-    from hatch_jaxexport.formats.spec import tree_map_leaves
     from hatch_jaxexport.runtime.call.loader import loaded_from_artifact
     from hatch_jaxexport.runtime.disk.cache_folders import (
         ensure_compilation_cache,

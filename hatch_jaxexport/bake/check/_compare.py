@@ -48,6 +48,8 @@ from hatch_jaxexport.bake.export.exporter import (
 )
 from hatch_jaxexport.errors import ArtifactError, CheckError
 from hatch_jaxexport.formats.manifest import ArtifactRecord, ConcreteRecord, member_name
+from hatch_jaxexport.formats.manifest_reader import mesh_from_record
+from hatch_jaxexport.formats.mesh import describe_mesh, mesh_size
 from hatch_jaxexport.formats.options import DEFAULT_CHECK_SHAPES
 from hatch_jaxexport.formats.spec import X64_DTYPES, Structure
 from hatch_jaxexport.formats.statics import encode_static
@@ -382,9 +384,6 @@ def _as_shipped(exported: Any, vjp_order: int, x64: bool) -> Any:
 def _mesh_unavailable(mesh: Mapping[str, Any]) -> str:
     """Why a sharded artifact's numerics cannot run in this process ("" if they can)."""
     import jax
-
-    from hatch_jaxexport.formats.manifest_reader import mesh_from_record
-    from hatch_jaxexport.formats.mesh import describe_mesh, mesh_size
 
     shape = mesh_from_record(mesh)
     if jax.device_count() < mesh_size(shape):

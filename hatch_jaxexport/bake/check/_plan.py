@@ -45,6 +45,8 @@ from hatch_jaxexport.formats.manifest import (
     member_name,
     signature_text,
 )
+from hatch_jaxexport.formats.manifest_reader import mesh_from_record
+from hatch_jaxexport.formats.mesh import describe_mesh
 from hatch_jaxexport.formats.options import DEFAULT_PLATFORMS
 from hatch_jaxexport.formats.signatures import SIGNATURES_NAME, Calls, Recorded, call_key, rebuild
 from hatch_jaxexport.formats.statics import encode_static, static_text
@@ -294,8 +296,6 @@ def orphan_reason(plan: Plan, case: Case) -> str:
     if owner.platform not in platforms:
         return (f"{owner.function}{where} is no longer exported for {owner.platform} "
                 f"(now: {', '.join(platforms)})")
-    from hatch_jaxexport.formats.manifest_reader import mesh_from_record
-    from hatch_jaxexport.formats.mesh import describe_mesh
 
     variant = mesh_from_record(owner.mesh)
     if variant not in (spec.mesh or (None,)):

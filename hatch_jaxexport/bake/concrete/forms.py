@@ -23,6 +23,7 @@ from hatch_jaxexport.bake.executables.compiling import size_envs
 from hatch_jaxexport.formats.manifest import ArtifactRecord, sha256_hex
 from hatch_jaxexport.formats.signatures import Recorded
 from hatch_jaxexport.runtime.jax_dtypes import has_keys
+from hatch_jaxexport.runtime.jaxcompat import concrete_shape, static_shape_export, x64_context
 
 #: The suffix of a concrete-size module's file (a ``jax.export`` serialization, like artifacts).
 SIZED_SUFFIX = ".sized.jaxexport"
@@ -46,12 +47,6 @@ def sized_entries(fn: Any, record: ArtifactRecord, blob: bytes, out_dir: Path,
     symbolic artifact still serves it."""
     import jax
     from jax import export
-
-    from hatch_jaxexport.runtime.jaxcompat import (
-        concrete_shape,
-        static_shape_export,
-        x64_context,
-    )
 
     entries = []
     exported = None

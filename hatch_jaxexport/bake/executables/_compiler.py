@@ -25,6 +25,12 @@ from hatch_jaxexport.bake.protocol import CompileRequest, CompileResult
 from hatch_jaxexport.formats.cpu_targets import TARGETS, executable_system, required_features
 from hatch_jaxexport.formats.manifest import ExecutableRecord, sha256_hex
 from hatch_jaxexport.runtime.jax_dtypes import has_keys
+from hatch_jaxexport.runtime.jaxcompat import (
+    backend_identity,
+    concrete_shape,
+    serialize_compiled,
+    x64_context,
+)
 
 
 def compile_plan(plan: Mapping[str, Any], target: str, out_dir: Path, package: str,
@@ -70,13 +76,6 @@ def _compile_signature(plan: Mapping[str, Any], target: str, out_dir: Path, expo
     where it would not stand alone)."""
     import jax
     import jaxlib
-
-    from hatch_jaxexport.runtime.jaxcompat import (
-        backend_identity,
-        concrete_shape,
-        serialize_compiled,
-        x64_context,
-    )
 
     avals = [jax.ShapeDtypeStruct(concrete_shape(a.shape, sizes), a.dtype)
              for a in exported.in_avals]
