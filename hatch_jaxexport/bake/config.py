@@ -20,6 +20,9 @@ from hatch_jaxexport.formats.cpu_targets import TARGET_ALIASES, TARGETS, canonic
 from hatch_jaxexport.formats.options import DEFAULT_PLATFORMS, KNOWN_PLATFORMS, ON_ERROR_CHOICES
 from hatch_jaxexport.formats.settings import TRACEBACK_ENV, traceback_wanted
 
+# Imported in functions: the executable targets, only for a build that ships executables (checking
+# the options of any other build loads no compiler code).
+
 #: What an uncaught ``ExportError`` prints at the end of a build, under the reporter's list.
 EXPORT_FAILED = (f"the export failed: every problem is listed above ({TRACEBACK_ENV}=1 shows "
                  f"the whole errors with their tracebacks)")

@@ -32,6 +32,9 @@ from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, Inventory, byte_text,
 from hatch_jaxexport.formats.settings import SKIP_ENV, skip_requested
 from hatch_jaxexport.formats.signatures import SIGNATURES_NAME
 
+# Imported in functions: the merge of several builders' executables, only when a build is asked to
+# merge.
+
 #: Written into the artifact folder of an editable install, so git never tracks it. Its first
 #: line marks a folder as ours (``hatch clean`` removes only folders that carry it).
 GITIGNORE = "# written by hatch-jaxexport: editable-install artifacts, never commit them\n*\n"

@@ -24,6 +24,9 @@ from hatch_jaxexport.formats.manifest import (
 )
 from hatch_jaxexport.formats.manifest_reader import parse_manifest
 
+# Imported in functions: the runtime's artifacts, only for a package with pytree classes (verify
+# imports no jax otherwise).
+
 _CHUNK = 1 << 20
 
 

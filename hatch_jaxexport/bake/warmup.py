@@ -30,6 +30,9 @@ from hatch_jaxexport.formats.settings import TIERED_ENV
 from hatch_jaxexport.formats.spec import tree_map_leaves
 from hatch_jaxexport.runtime.jax_dtypes import leaf_value
 
+# Imported in functions: the package, the loader and the cache folders, only when a warmup runs
+# (the CLI imports this module for its help).
+
 
 @dataclass(frozen=True)
 class WarmupResult:

@@ -29,6 +29,9 @@ from hatch_jaxexport.formats.statics import (
 )
 from hatch_jaxexport.formats.structure_reader import parse_structure
 
+# Imported in functions: the checks of concrete sizes, CPU targets and meshes, only for a
+# decoration that names them: importing a baked package loads the fewest modules.
+
 
 class SpecOptions(NamedTuple):
     """The keyword options of one ``@exportable(...)``, as given: ``check_spec`` validates them

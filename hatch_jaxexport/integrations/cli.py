@@ -29,6 +29,9 @@ from hatch_jaxexport.integrations._cache_command import run_command as run_cache
 from hatch_jaxexport.integrations._portable_command import add_command as add_portable_command
 from hatch_jaxexport.integrations._portable_command import run_command as run_portable_command
 
+# Imported in functions: each command's layers, only when that command runs: `--help` and every
+# other command load none of them.
+
 #: How wide ``inspect`` prints a structure (its other columns take about 60 characters).
 _INSPECT_STRUCTURE_WIDTH = 60
 

@@ -27,6 +27,9 @@ from hatch_jaxexport.formats.options import DEFAULT_CHECK_SHAPES
 if TYPE_CHECKING:
     from hatch_jaxexport.bake.check import Outcome, Plan
 
+# Imported in functions: the release check and its formats, only when a session asks for it: the
+# plugin is inert in every other test session.
+
 FIXTURE = "jaxexport_artifact"
 _PROPERTY = "jaxexport"
 #: The release check warns when the artifacts stop loading within this many days.

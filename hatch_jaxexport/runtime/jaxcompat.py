@@ -23,6 +23,9 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+# Imported in functions: the XLA object names, only when one is looked up (importing a baked
+# package loads this module).
+
 _SKIP_LAPACK_INIT: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "hatch_jaxexport_skip_lapack_init", default=False)
 _INSTALL_LOCK = threading.Lock()

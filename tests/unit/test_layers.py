@@ -180,6 +180,32 @@ def cycles_in(graph: dict[str, list[str]]) -> list[str]:
     return cycles
 
 
+def lazy_imports_without_a_reason() -> list[str]:
+    """Our own modules imported in a function body of a module that does not say why: a
+    comment on the line or the one before, or a top-level ``# Imported in functions:`` one."""
+    found = []
+    for module, path in MODULES.items():
+        source = path.read_text()
+        if "\n# Imported in functions:" in source:
+            continue
+        lines = source.splitlines()
+        for node in ast.walk(ast.parse(source)):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.ImportFrom) and (inner.module or "").startswith(
+                        PACKAGE) and "#" not in lines[inner.lineno - 1] \
+                        and not lines[inner.lineno - 2].strip().startswith("#"):
+                    found.append(f"{module}:{inner.lineno} imports {inner.module}")
+    return found
+
+
+def test_imports_in_functions_say_why() -> None:
+    """Imports sit at the top unless their cost says otherwise (a baked package's import must
+    stay light, a command load only what it runs), and then a comment says which."""
+    assert lazy_imports_without_a_reason() == []
+
+
 def test_no_two_modules_have_one_name() -> None:
     """A module's name says what it holds: two files of one name (``_worker.py`` in two rooms)
     would make a traceback, a log line or ``python -m`` ambiguous to a reader."""

@@ -56,6 +56,9 @@ from hatch_jaxexport.formats.statics import encode_static
 from hatch_jaxexport.runtime.call.decorator import ExportableFunction
 from hatch_jaxexport.runtime.jaxcompat import x64_context
 
+# Imported in functions: the concrete-size exports, sharded meshes and the runtime's readers, only
+# for the cases whose artifacts need them.
+
 #: At most this many lines of a module-text diff are shown.
 DIFF_LINES = 40
 

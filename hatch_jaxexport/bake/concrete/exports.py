@@ -42,6 +42,9 @@ from hatch_jaxexport.runtime.jaxcompat import lowering_config, lowering_context,
 if TYPE_CHECKING:
     from hatch_jaxexport.bake.protocol import WorkerRequest
 
+# Imported in functions: the runtime's artifacts and recorded calls, only for a build that bakes
+# concrete sizes.
+
 _X64 = re.compile(r"64|complex128")
 
 

@@ -67,6 +67,8 @@ if TYPE_CHECKING:
     from hatch_jaxexport.formats.manifest import ArtifactRecord
     from hatch_jaxexport.runtime.call.decorator import ExportableFunction
 
+# Imported in functions: the exporter, only where a portable variant is exported.
+
 _F64 = re.compile(r"\bf64\b")
 _STABLEHLO_VERSION = re.compile(rb"StableHLO_v([0-9][0-9.]*)")
 

@@ -32,6 +32,9 @@ from hatch_jaxexport.runtime.jaxcompat import (
     x64_context,
 )
 
+# Imported in functions: the package's pytree serializations, only for artifacts whose trees hold
+# its classes.
+
 
 def compile_plan(plan: Mapping[str, Any], target: str, out_dir: Path, package: str,
                  notes: list[str]) -> list[ExecutableRecord]:

@@ -33,6 +33,8 @@ from hatch_jaxexport.formats.cpu_targets import (
 from hatch_jaxexport.formats.manifest import ArtifactRecord, ExecutableRecord
 from hatch_jaxexport.formats.signatures import SIGNATURES_NAME, Recorded, parse_signatures
 
+# Imported in functions: the cache folders, only where executables are compiled in this process.
+
 #: The suffix of an executable's file in the artifact folder.
 EXECUTABLE_SUFFIX = ".xla"
 

@@ -38,6 +38,8 @@ from hatch_jaxexport.runtime.jaxcompat import (
     no_locations,
 )
 
+# Imported in functions: the sharded room, only for functions with mesh variants.
+
 
 @dataclasses.dataclass(frozen=True)
 class ExportTask:

@@ -23,6 +23,9 @@ from hatch_jaxexport.bake.workers.progress import ProgressWriter
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats.settings import traceback_wanted
 
+# Imported in functions: each build option's room (concrete sizes, their forms, portable variants,
+# executables), only when the build asks for it.
+
 
 def main(request_path: str) -> int:
     """Entry point of one export worker process

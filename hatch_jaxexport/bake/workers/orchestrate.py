@@ -53,6 +53,8 @@ from hatch_jaxexport.formats.options import (
 from hatch_jaxexport.formats.settings import traceback_wanted
 from hatch_jaxexport.formats.sources import source_fingerprint
 
+# Imported in functions: the portable export, only for a build that asks for portable variants.
+
 
 @dataclasses.dataclass(frozen=True)
 class BuildResult:

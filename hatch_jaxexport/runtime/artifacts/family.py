@@ -27,6 +27,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+# Imported in functions: the errors and notices of a missing member, only when one is missing.
+
 KINDS_BY_ORDER = {0: ("primal",), 1: ("primal", "jvp", "vjp"),
                   2: ("primal", "jvp", "vjp", "jvp_jvp", "vjp_jvp")}
 #: The reverse-mode members ``vjp_order`` adds to a family that goes through the primitive

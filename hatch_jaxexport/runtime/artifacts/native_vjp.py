@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from hatch_jaxexport.runtime.jaxcompat import x64_context
+
 #: jax's error (its type and a fragment of its message) -> what the function lacks, in the
 #: words of the other unserved cells of the option matrix (docs/transformations.md).
 IN_OUR_WORDS: dict[tuple[type[Exception], str], str] = {
@@ -144,8 +146,6 @@ class NativeVjpCall:
         import threading
 
         import jax
-
-        from hatch_jaxexport.runtime.jaxcompat import x64_context
 
         vjp = self._eager_vjp()
         key = tuple((leaf.shape, str(leaf.dtype)) for leaf in leaves)  # concrete arrays

@@ -36,6 +36,9 @@ from hatch_jaxexport.formats.sources import changed_sources, stale_text
 from hatch_jaxexport.formats.statics import encoded_static_key
 from hatch_jaxexport.runtime.notices import NEEDS_FIX, notify
 
+# Imported in functions: the release window and pytree registrations, only for an expired artifact
+# or one with pytree classes.
+
 #: (function, structure key, static key, platform, mesh text, variant text, kind, batched)
 ArtifactKey = tuple[str, str, str, str, str, str, str, bool]
 

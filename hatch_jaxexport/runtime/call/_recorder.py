@@ -30,6 +30,8 @@ from hatch_jaxexport.formats.signatures import (
     signatures_text,
 )
 
+# Imported in functions: the call descriptions, only while recording (HATCH_JAXEXPORT_RECORD).
+
 #: package -> function -> structure index -> sizes seen (as sorted item tuples).
 _SEEN: dict[str, dict[str, dict[int, set[tuple[tuple[str, int], ...]]]]] = {}
 #: package -> function -> call key -> the call's signature (calls no structure accepted).

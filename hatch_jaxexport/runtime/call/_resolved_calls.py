@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from hatch_jaxexport.runtime.call.inlining import INLINING_THREADS
+from hatch_jaxexport.runtime.jaxcompat import concrete_array_type, x64_flag
 
 #: After this many calls that the hot executable refused, a function stops trying it.
 HOT_MISS_LIMIT = 16
@@ -48,8 +49,6 @@ def prime_fast_path() -> None:
     """Learn the types ``fast_key`` compares (imports jax; the loader calls it)."""
     if not _FAST_TYPES:
         import numpy as np
-
-        from hatch_jaxexport.runtime.jaxcompat import concrete_array_type, x64_flag
 
         _FAST_TYPES[:] = [concrete_array_type(), np.ndarray, x64_flag()]
 

@@ -38,6 +38,8 @@ from hatch_jaxexport.runtime.call.refusals import no_artifact_notice, tell_trace
 if TYPE_CHECKING:
     from hatch_jaxexport.runtime.call._function_record import FunctionRecord
 
+# Imported in functions: the family's source call, only where a structure's source runs.
+
 #: A function's traced source is forgotten when it holds this many static parts.
 STATIC_PARTS_LIMIT = 256
 

@@ -29,6 +29,9 @@ from hatch_jaxexport.runtime.call._function_facade import FunctionLike, function
 from hatch_jaxexport.runtime.call._resolved_calls import ResolvedCalls, fast_path
 from hatch_jaxexport.runtime.jaxcompat import lowering_config
 
+# Imported in functions: the loader and recorded calls, only on a function's first call: importing
+# a baked package loads the decorator's modules only, no jax.
+
 _call_exportable: Callable[..., Any] | None = None  # the loader's entry point, imported lazily
 
 

@@ -32,13 +32,19 @@ from hatch_jaxexport.formats.coverage import call_text
 from hatch_jaxexport.formats.manifest import ConcreteRecord, signature_text
 from hatch_jaxexport.formats.signatures import CallSignature, call_key, rebuild
 from hatch_jaxexport.formats.statics import static_values_text
+from hatch_jaxexport.runtime.call._resolved_calls import fast_key, prime_fast_path
 from hatch_jaxexport.runtime.call._source_calls import run_source, source_without_static
+from hatch_jaxexport.runtime.call.inlining import runs_inline
 from hatch_jaxexport.runtime.call.refusals import no_artifact, no_artifact_notice
 from hatch_jaxexport.runtime.executables.entries import ServedCall
+from hatch_jaxexport.runtime.jaxcompat import x64_flag
 from hatch_jaxexport.runtime.notices import NeedsFix, report
 
 if TYPE_CHECKING:
     from hatch_jaxexport.runtime.call._function_record import FunctionRecord
+
+# Imported in functions: the artifacts and concrete-size rules, only for a call that reaches a
+# concrete-size artifact.
 
 #: Flat argument types of a call: ``((dims...), dtype name)`` per array leaf.
 Types = tuple[tuple[tuple[int, ...], str], ...]
@@ -47,8 +53,6 @@ Types = tuple[tuple[tuple[int, ...], str], ...]
 def _dtype_name(dtype: Any) -> str | None:
     """The dtype jax would compute in (``float64`` is ``float32`` without x64); ``None`` for
     an extended dtype (typed PRNG keys), which no recorded call can name."""
-    from hatch_jaxexport.runtime.jaxcompat import x64_flag
-
     return _canonical_name(dtype, bool(x64_flag().value))
 
 
@@ -383,8 +387,6 @@ def call_unstructured(fn: FunctionRecord, args: tuple[Any, ...],
     call's signature, else the source (``run_source``: its result or its own error first,
     told after; ``ArtifactError`` in strict mode). Inside an export it runs the source inline
     (``inlining.runs_inline``)."""
-    from hatch_jaxexport.runtime.call.inlining import runs_inline
-
     if runs_inline(args, kwargs):
         return fn.__wrapped__(*args, **kwargs)
     call, arrays, reason = _artifact_call(fn, args, kwargs)
@@ -406,8 +408,6 @@ def _remember_fast(fn: FunctionRecord, call: Callable[..., Any], arrays: Sequenc
     """Hand a served call of positional plain arrays and scalars to the function's keyed fast
     path (``fast_path``, tried before anything here): the same types and values
     then skip binding and describing the call (which costs more than the call itself)."""
-    from hatch_jaxexport.runtime.call._resolved_calls import fast_key, prime_fast_path
-
     prime_fast_path()
     key = fast_key(args, kwargs)
     if key is None:

@@ -28,6 +28,8 @@ from pathlib import Path
 from hatch_jaxexport.errors import CacheWarning
 from hatch_jaxexport.formats.settings import CACHE_ENV, cache_choice, jax_cache_wanted
 
+# Imported in functions: the notices, only when a folder cannot be written.
+
 _lock = threading.Lock()
 _warn_lock = threading.Lock()  # the warning may come from a store thread
 _done = False

@@ -33,6 +33,8 @@ from typing import Any
 
 from hatch_jaxexport.runtime.disk.entry_names import ENTRY_SUFFIX, entry_label, touch
 
+# Imported in functions: the cache folders' warning and trimming, only after a write.
+
 MAGIC = b"hatch-jaxexport executable 1\n"
 SUFFIX = ENTRY_SUFFIX
 #: (module, name) pairs an entry may name besides jax's and jaxlib's own classes.

@@ -19,6 +19,8 @@ from hatch_jaxexport.formats.settings import background_timeout
 from hatch_jaxexport.runtime.executables import _executable_cache as executables
 from hatch_jaxexport.runtime.executables._background import end_after, scratch_folder
 
+# Imported in functions: the package's artifacts, only in the background compile's own process.
+
 
 def optimize(job: dict[str, Any]) -> int:
     """The background process: compile one artifact for one signature into the cache, within

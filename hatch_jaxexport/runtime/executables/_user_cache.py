@@ -15,6 +15,8 @@ from hatch_jaxexport.runtime.executables import _executable_cache as executables
 from hatch_jaxexport.runtime.executables.entries import Entry, artifact_types
 from hatch_jaxexport.runtime.jaxcompat import initialize_lapack
 
+# Imported in functions: the cache folders, only when a call's executable cache is first used.
+
 
 class UserCache:
     """The per-user cache of one artifact's executables.

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from hatch_jaxexport.runtime.jaxcompat import concrete_array_type
+
+# Imported in functions: the manifest's texts, only when a call is reported.
+
 
 class Entry:
     """A signature's executable: its tier, the optimized key, the compile in flight
@@ -83,8 +87,6 @@ class CallSignatures:
     def __init__(self) -> None:
         import jax
         import numpy as np
-
-        from hatch_jaxexport.runtime.jaxcompat import concrete_array_type
 
         self.flatten = jax.tree_util.tree_flatten
         self._canonical = jax.dtypes.canonicalize_dtype

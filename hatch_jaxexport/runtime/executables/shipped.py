@@ -30,6 +30,7 @@ from hatch_jaxexport.formats.cpu_targets import (
 )
 from hatch_jaxexport.formats.manifest import ExecutableRecord, signature_text
 from hatch_jaxexport.formats.settings import shipped_executables_wanted, strict_mode
+from hatch_jaxexport.runtime.jaxcompat import backend_identity, compiled_from_executable
 from hatch_jaxexport.runtime.notices import NEEDS_FIX, notify
 
 
@@ -96,8 +97,6 @@ def this_host() -> Host:
     """This process (read once: none of it changes while a process runs)."""
     import jax
     import jaxlib
-
-    from hatch_jaxexport.runtime.jaxcompat import backend_identity
 
     backend, version = backend_identity("cpu")
     system = platform.system()
@@ -201,8 +200,6 @@ class ShippedExecutables:
         return "; ".join(dict.fromkeys(reasons))
 
     def _load(self, record: ExecutableRecord, in_tree: Any) -> Any | None:
-        from hatch_jaxexport.runtime.jaxcompat import compiled_from_executable
-
         try:
             blob = self.read(record)
             return compiled_from_executable(blob, record.inputs, record.outputs, in_tree,
