@@ -33,7 +33,10 @@ HATCHLING_HOOK_KEYS = frozenset({
     "enable-by-default",
 })
 EDITABLE = ("in-place", "trace")
-DEFAULT_JAX_REQUIREMENT = "jax>={version}"
+#: What ``jax-requirement = true`` adds: the exporting jax as the wheel's floor. Not the
+#: default: the maintainer's own jax range stays theirs, and a jax that cannot read the
+#: artifacts runs the source, as every call no artifact serves.
+TIGHTENED_JAX_REQUIREMENT = "jax>={version}"
 
 OPTION_NAMES = ("packages", "platforms", "jobs", "on-error", "jax-requirement", "editable",
                 "executables", "executable-jaxlibs", "executables-from")
@@ -51,8 +54,9 @@ class ExportOptions:
     jobs: int = 1
     #: ``fail`` the build on any failed export, or ``skip`` it (recorded in the manifest).
     on_error: str = "fail"
-    #: The runtime requirement added to the wheel (``{version}``: the exporting jax), or None.
-    jax_requirement: str | None = DEFAULT_JAX_REQUIREMENT
+    #: The runtime requirement added to the wheel (``{version}``: the exporting jax); ``None``
+    #: (the default): none, the project's own jax requirement is the wheel's.
+    jax_requirement: str | None = None
     #: Editable installs: ``in-place`` exports into the source tree, ``trace`` exports nothing.
     editable: str = "in-place"
     #: Targets of precompiled executables to ship (``formats.cpu_targets.TARGETS``); none by
@@ -301,9 +305,10 @@ def _check_on_error(value: Any, path: str) -> Checked:
 
 
 def _check_jax_requirement(value: Any, path: str) -> Checked:
-    """``jax-requirement``: true (the default requirement), false (none) or a requirement."""
+    """``jax-requirement``: false (the default: none), true (the exporting jax as the floor)
+    or a requirement."""
     if value is True:
-        return DEFAULT_JAX_REQUIREMENT, []
+        return TIGHTENED_JAX_REQUIREMENT, []
     if value is False:
         return None, []
     if not isinstance(value, str):

@@ -56,8 +56,9 @@ def tiny(root: Path, hook_table: str = "", *, name: str = "jxe_tiny", module: st
 # -- in process ----------------------------------------------------------------------------------
 
 def pinned_wheel(tmp_path: Path, requirements: list[str]) -> Path:
-    """The tiny project, with these jax requirements instead of a bare ``jax``, built here."""
-    root = tiny(tmp_path / "proj")
+    """The tiny project, with these jax requirements instead of a bare ``jax``, built here with
+    the exporting jax as the floor (``jax-requirement = true``)."""
+    root = tiny(tmp_path / "proj", "jax-requirement = true\n")
     pyproject = root / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace(
         '"jax"]', f"{json.dumps(requirements)[1:-1]}]"))
@@ -65,7 +66,7 @@ def pinned_wheel(tmp_path: Path, requirements: list[str]) -> Path:
     return wheel
 
 
-def test_wheel_carries_each_artifact_file_and_the_jax_requirement(tmp_path, capsys):
+def test_wheel_carries_each_artifact_file_and_the_projects_jax_requirement(tmp_path, capsys):
     root = tiny(tmp_path / "proj")
     (wheel,) = inprocess_build(root, tmp_path / "dist")
     files = artifact_files(wheel, "jxe_tiny")
@@ -74,8 +75,8 @@ def test_wheel_carries_each_artifact_file_and_the_jax_requirement(tmp_path, caps
     assert len(files) == 3  # double, power p=2, power p=3 (cpu)
     assert wheel.name == "jxe_tiny-0.1.0-py3-none-any.whl" and wheel_tag(wheel) == "py3-none-any"
     assert "Root-Is-Purelib: true" in members(wheel)["jxe_tiny-0.1.0.dist-info/WHEEL"].decode()
-    assert f"Requires-Dist: jax>={JAX_VERSION}" in metadata(wheel)
-    assert jax_requirements(wheel) == [f"jax>={JAX_VERSION}"]  # the project's `jax`, merged
+    # by default the project's own jax requirement is the wheel's, as the maintainer wrote it
+    assert jax_requirements(wheel) == ["jax"] and f"jax>={JAX_VERSION}" not in metadata(wheel)
     err = capsys.readouterr().err
     assert "jaxexport: exporting jxe_tiny for cpu (1 worker, on-error fail)" in err
     assert "  jxe_tiny:double: 1 structure(s), platforms cpu, 1 artifact(s)" in err
@@ -158,7 +159,7 @@ def test_options_reach_the_export(tmp_path):
 ])
 def test_the_wheel_names_jax_once_the_stricter_of_the_projects_and_the_exporting(
         own, expected, tmp_path):
-    root = tiny(tmp_path / "proj")
+    root = tiny(tmp_path / "proj", "jax-requirement = true\n")
     pyproject = root / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace('"jax"]', f"{json.dumps(own)}]"))
     (wheel,) = inprocess_build(root, tmp_path / "dist")
@@ -167,12 +168,12 @@ def test_the_wheel_names_jax_once_the_stricter_of_the_projects_and_the_exporting
     assert json.dumps(own) in pyproject.read_text()  # the project's files are untouched
 
 
-def test_jax_requirement_can_be_turned_off_and_global_table_works(tmp_path):
-    root = tiny(tmp_path / "proj", "jax-requirement = false\n",
+def test_jax_requirement_is_an_opt_in_and_global_table_works(tmp_path):
+    root = tiny(tmp_path / "proj", "jax-requirement = true\n",
                 hook_section="tool.hatch.build.hooks.jaxexport")
     (wheel,) = inprocess_build(root, tmp_path / "dist")
     assert "manifest.json" in artifact_files(wheel, "jxe_tiny")
-    assert f"jax>={JAX_VERSION}" not in metadata(wheel)
+    assert jax_requirements(wheel) == [f"jax>={JAX_VERSION}"]  # the project's `jax`, merged
 
 
 def test_stale_source_tree_artifacts_are_not_shipped(tmp_path):
@@ -213,7 +214,7 @@ def test_editable_writes_artifacts_into_the_source_tree(tmp_path, run_python, ca
     inprocess_build(root, tmp_path / "dist", versions=("editable",))
     assert "is not ignored" not in capsys.readouterr().err
     assert not artifact_files(wheel, "jxe_tiny")  # nothing in site-packages
-    assert f"Requires-Dist: jax>={JAX_VERSION}" in metadata(wheel)
+    assert jax_requirements(wheel) == ["jax"]
     folder = root / "jxe_tiny" / "_jaxexport"
     assert (folder / "manifest.json").is_file()
     assert (folder / ".gitignore").read_text().splitlines()[-1] == "*"
@@ -511,7 +512,7 @@ def test_front_end_builds_a_wheel_that_runs_without_tracing(
     else:
         wheel = _build_sdist_then_wheel(source, tmp_path / "dist", frontend_env)
         assert wheel.name == "example_pkg-0.1.0-py3-none-any.whl"
-        assert f"Requires-Dist: jax>={JAX_VERSION}" in metadata(wheel)
+        assert f"Requires-Dist: jax>={JAX_VERSION}" not in metadata(wheel)  # its own range
         files = artifact_files(wheel, "example_pkg")
         manifest = json.loads(files.pop("manifest.json"))
         portable = json.loads(files.pop("portable.json"))  # example_pkg asks for 2 variants

@@ -57,7 +57,10 @@ def other(tmp_path_factory: pytest.TempPathFactory, project_wheel: Path) -> tupl
 def _call(python: str, site: Path, cache: Path, strict: bool) -> dict:
     env = {"PYTHONPATH": str(site), "XDG_CACHE_HOME": str(cache), "JAX_PLATFORMS": "cpu",
            "HATCH_JAXEXPORT_STRICT": "1" if strict else "0"}
-    return json.loads(run([python, "-c", CALL], env=env).stdout.strip().splitlines()[-1])
+    proc = run([python, "-c", CALL], env=env)
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["stderr"] = proc.stderr
+    return out
 
 
 def _versions(site: Path) -> str:
@@ -84,6 +87,10 @@ def test_artifacts_of_this_jax_under_the_other(other, demo_site, tmp_path, stric
         assert f"built with jax {_versions(demo_site)}" in out["artifact_error"]
         return
     _works_or_falls_back_naming_both(out, _versions(demo_site))
+    # nothing new in the end user's process: another jax's export that this one cannot read
+    # is a drop-in's notice (INFO on the logger), never a line on stderr or a warning
+    assert "hatch_jaxexport" not in out["stderr"] and "no usable" not in out["stderr"]
+    assert out["warnings"] == []
 
 
 @pytest.mark.slow

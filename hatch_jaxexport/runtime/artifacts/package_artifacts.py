@@ -34,7 +34,7 @@ from hatch_jaxexport.formats.manifest_reader import (
 )
 from hatch_jaxexport.formats.sources import changed_sources, stale_text
 from hatch_jaxexport.formats.statics import encoded_static_key
-from hatch_jaxexport.runtime.notices import NEEDS_FIX, notify
+from hatch_jaxexport.runtime.notices import NEEDS_FIX, NeedsFix, notify
 
 # Imported in functions: the release window and pytree registrations, only for an expired artifact
 # or one with pytree classes.
@@ -224,23 +224,23 @@ def deserialize_checked(data: bytes, refs: list[str], package: str,
     try:
         exported = export.deserialize(bytearray(data))
     except Exception as err:  # jax raises struct.error, ValueError, IndexError...
-        raise ArtifactError(f"jax could not deserialize the artifact: "
-                            f"{type(err).__name__}: {err}{_expired(built_with)}") from None
+        raise UnreadableArtifact(f"jax could not deserialize the artifact: "
+                                 f"{type(err).__name__}: {err}{_expired(built_with)}") from None
     import jax
 
     try:  # a module from another jax's StableHLO fails here, not later inside a jit
         if built_with != jax.__version__:
             exported.mlir_module()
     except Exception as err:
-        raise ArtifactError(f"jax could not read the artifact's StableHLO module (exported by a "
-                            f"newer jax?): {type(err).__name__}: {str(err)[:300]}"
-                            f"{_expired(built_with)}") from None
+        raise UnreadableArtifact(
+            f"jax could not read the artifact's StableHLO module (exported by a newer jax?): "
+            f"{type(err).__name__}: {str(err)[:300]}{_expired(built_with)}") from None
     low = export.minimum_supported_calling_convention_version
     high = export.maximum_supported_calling_convention_version
     if not low <= exported.calling_convention_version <= high:
-        raise ArtifactError(f"artifact uses calling convention "
-                            f"{exported.calling_convention_version}; this jax supports "
-                            f"{low}..{high}{_expired(built_with)}")
+        raise UnreadableArtifact(f"artifact uses calling convention "
+                                 f"{exported.calling_convention_version}; this jax supports "
+                                 f"{low}..{high}{_expired(built_with)}")
     return exported
 
 
@@ -265,9 +265,26 @@ def _unusable(package: PackageArtifacts, record: ArtifactRecord, err: ArtifactEr
               ) -> ArtifactError:
     import jax
 
-    return ArtifactError(
+    return type(err)(
         f"artifact {record.file} (built with jax {package.index.jax_version}, running "
         f"jax {jax.__version__}) is unusable: {err}")
+
+
+class UnreadableArtifact(ArtifactError):
+    """A blob that passed its hash that jax refused to read: another jax's export (older or
+    newer than this one, or past its window), or a module this jax cannot parse."""
+
+
+def unusable_reason(package: PackageArtifacts, err: ArtifactError) -> str:
+    """The reason the source runs for an artifact that cannot serve: a drop-in's (``INFO`` on
+    the logger, like every uncovered call) where jax refused another jax's export, which the
+    maintainer's own jax range allows; a ``NeedsFix`` (``WARNING``) for a damaged install: a
+    blob that fails its hash, or one this very jax exported and cannot read."""
+    import jax
+
+    if isinstance(err, UnreadableArtifact) and package.index.jax_version != jax.__version__:
+        return str(err)
+    return NeedsFix(err)
 
 
 def read_record(package: PackageArtifacts, record: ArtifactRecord) -> bytes:
@@ -305,7 +322,8 @@ def load_record(package: PackageArtifacts, record: ArtifactRecord) -> Any:
     return deserialize_record(package, record, read_record(package, record))
 
 
-__all__ = ["ArtifactKey", "FunctionArtifacts", "PackageArtifacts", "artifact_key", "check_inside",
-           "deserialize_checked", "deserialize_record", "forget_package", "load_concrete",
-           "load_package_artifacts", "load_record", "mesh_key", "read_package_artifacts",
-           "read_record", "record_key", "stale_reason"]
+__all__ = ["ArtifactKey", "FunctionArtifacts", "PackageArtifacts", "UnreadableArtifact",
+           "artifact_key", "check_inside", "deserialize_checked", "deserialize_record",
+           "forget_package", "load_concrete", "load_package_artifacts", "load_record", "mesh_key",
+           "read_package_artifacts", "read_record", "record_key", "stale_reason",
+           "unusable_reason"]

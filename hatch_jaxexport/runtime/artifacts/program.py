@@ -4,7 +4,7 @@ The call room chooses a record (``call.choice``); the executables room builds it
 (``executables.artifact_calls``) from an ``ArtifactProgram``, which reads the blob when it is
 made (a damaged install is found before anything is built on it) and deserializes it only
 when something needs the ``Exported``: a warm start that runs a cached executable never does.
-A blob that passes its hash but that jax cannot read raises ``UnusableArtifact`` where it is
+A blob that passes its hash but that jax cannot read raises ``UnreadableArtifact`` where it is
 first needed; the loader catches it and runs the source instead.
 """
 
@@ -23,11 +23,6 @@ from hatch_jaxexport.runtime.artifacts.package_artifacts import (
     read_record,
 )
 from hatch_jaxexport.runtime.artifacts.pytrees import plain_tree
-
-
-class UnusableArtifact(ArtifactError):
-    """A chosen artifact jax cannot read (found on first use): the loader, which catches it,
-    runs the source for the call instead (an ``ArtifactError`` in strict mode)."""
 
 
 class ArtifactProgram:
@@ -62,16 +57,13 @@ class ArtifactProgram:
         return self._exported is not None
 
     def exported(self) -> Any:
-        """The artifact's ``Exported`` (deserialized once); ``UnusableArtifact`` if jax cannot
+        """The artifact's ``Exported`` (deserialized once); ``UnreadableArtifact`` if jax cannot
         read it."""
         if self._exported is None:
             with self._lock:
                 if self._exported is None:
-                    try:
-                        self._exported = deserialize_record(self.package, self.record,
-                                                            self._blob)
-                    except ArtifactError as err:
-                        raise UnusableArtifact(str(err)) from None
+                    self._exported = deserialize_record(self.package, self.record,
+                                                        self._blob)
         return self._exported
 
     def out_tree(self) -> Any:
@@ -108,4 +100,4 @@ def leaf_types(leaves: Any) -> tuple[Any, ...]:
     return tuple((tuple(dims), dtype) for dims, dtype in leaves)
 
 
-__all__ = ["ArtifactProgram", "UnusableArtifact", "leaf_types"]
+__all__ = ["ArtifactProgram", "leaf_types"]

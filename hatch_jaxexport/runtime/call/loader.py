@@ -25,8 +25,10 @@ from hatch_jaxexport.formats.manifest_reader import mesh_text
 from hatch_jaxexport.formats.settings import STRICT_ENV, strict_mode
 from hatch_jaxexport.runtime.artifacts.family import baked_kinds, source_flat
 from hatch_jaxexport.runtime.artifacts.package_artifacts import (
+    UnreadableArtifact,
     forget_package,
     load_package_artifacts,
+    unusable_reason,
 )
 from hatch_jaxexport.runtime.artifacts.placement import (
     call_mesh,
@@ -34,7 +36,6 @@ from hatch_jaxexport.runtime.artifacts.placement import (
     place,
     select_variant,
 )
-from hatch_jaxexport.runtime.artifacts.program import UnusableArtifact
 from hatch_jaxexport.runtime.call import _recorder as recorder
 from hatch_jaxexport.runtime.call._resolved_calls import fast_key, prime_fast_path
 from hatch_jaxexport.runtime.call._source_calls import run_source, source_calls
@@ -62,7 +63,6 @@ from hatch_jaxexport.runtime.call.refusals import (
 from hatch_jaxexport.runtime.executables.artifact_calls import CallSite, build_artifact_call
 from hatch_jaxexport.runtime.executables.eager_call import EagerCall
 from hatch_jaxexport.runtime.jaxcompat import lowering_config
-from hatch_jaxexport.runtime.notices import NeedsFix
 
 if TYPE_CHECKING:
     from hatch_jaxexport.runtime.call._function_record import FunctionRecord
@@ -90,8 +90,8 @@ def _resolve(fn: FunctionRecord, plan: CallPlan, platform: str, mesh: str = "",
         try:
             call = build_artifact_call(_site(fn, plan, platform, mesh, choice.variant),
                                        choice.package, choice.record)  # type: ignore[arg-type]
-        except ArtifactError as err:  # a damaged install: someone must fix it
-            reason = NeedsFix(err)
+        except ArtifactError as err:  # another jax's export, or a damaged install
+            reason = unusable_reason(choice.package, err)  # type: ignore[arg-type]
         else:
             return _Target(call, static_in_call=False, from_artifact=True)
     elif choice.concrete:
@@ -159,13 +159,14 @@ def call_exportable(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str,
 def _run(fn: FunctionRecord, key: tuple[Any, ...], target: _Target, plan: CallPlan,
          given: tuple[tuple[Any, ...], dict[str, Any]], fast: Any) -> Any:
     """Run a resolved call, then hand what ran to the fast path. An artifact found unusable
-    on first use (``UnusableArtifact``) is replaced by the source for good."""
+    on first use (``UnreadableArtifact``) is replaced by the source for good."""
     if target.from_artifact:
         taken = _split(fn, target, plan, plan.values)
         try:
             result = target.call(*taken[0], **taken[1])
-        except UnusableArtifact as err:  # a blob jax cannot read: someone must fix it
-            target = fn.calls.replace_target(key, _source_target(fn, NeedsFix(err)))
+        except UnreadableArtifact as err:  # read on first use: this jax exported it
+            reason = unusable_reason(load_package_artifacts(fn.package), err)  # type: ignore[arg-type]
+            target = fn.calls.replace_target(key, _source_target(fn, reason))
         else:
             settle_artifact_call(fn, target, taken, given, fast)
             return result

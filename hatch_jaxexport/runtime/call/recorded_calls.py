@@ -32,13 +32,14 @@ from hatch_jaxexport.formats.coverage import call_text
 from hatch_jaxexport.formats.manifest import ConcreteRecord, signature_text
 from hatch_jaxexport.formats.signatures import CallSignature, call_key, rebuild
 from hatch_jaxexport.formats.statics import static_values_text
+from hatch_jaxexport.runtime.artifacts.package_artifacts import unusable_reason
 from hatch_jaxexport.runtime.call._resolved_calls import fast_key, prime_fast_path
 from hatch_jaxexport.runtime.call._source_calls import run_source, source_without_static
 from hatch_jaxexport.runtime.call.inlining import runs_inline
 from hatch_jaxexport.runtime.call.refusals import no_artifact, no_artifact_notice
 from hatch_jaxexport.runtime.executables.entries import ServedCall
 from hatch_jaxexport.runtime.jaxcompat import x64_flag
-from hatch_jaxexport.runtime.notices import NeedsFix, report
+from hatch_jaxexport.runtime.notices import report
 
 if TYPE_CHECKING:
     from hatch_jaxexport.runtime.call._function_record import FunctionRecord
@@ -302,8 +303,8 @@ class ConcreteDispatch:
         if record is not None:
             try:
                 call = _jitted(self._package, record)
-            except ArtifactError as err:  # a damaged install
-                reason = NeedsFix(err)
+            except ArtifactError as err:  # another jax's export, or a damaged install
+                reason = unusable_reason(self._package, err)
             else:
                 with self._lock:
                     self._calls[types] = call
@@ -376,8 +377,8 @@ def _artifact_call(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str, 
     elif call is None and record is not None:
         try:
             call = table.served[key] = _jitted(table.package, record)
-        except ArtifactError as err:  # a damaged install
-            reason = NeedsFix(err)
+        except ArtifactError as err:  # another jax's export, or a damaged install
+            reason = unusable_reason(table.package, err)
     return call, arrays, "" if call is not None else reason
 
 

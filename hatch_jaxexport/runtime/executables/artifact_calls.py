@@ -7,7 +7,7 @@ artifact's ``EagerCall`` (eager calls through shipped, cached or compiled execut
 serialized VJP (``native_vjp``), or the transformation family's primitive (``family``,
 ``primitive``), each member of which gets an ``EagerCall`` of its own. A sharded artifact's
 call is the family's primitive, built now. Nothing here calls back into the call room: an
-artifact that turns out unusable raises ``UnusableArtifact``, which the loader catches.
+artifact that turns out unusable raises ``UnreadableArtifact``, which the loader catches.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class CallSite:
 def build_artifact_call(site: CallSite, package: PackageArtifacts, record: ArtifactRecord
                         ) -> Callable[..., Any]:
     """The call of ``record``: an ``EagerCall`` (unsharded) or the family's primitive
-    (sharded). ``ArtifactError``: the blob is damaged (``UnusableArtifact``: jax cannot read
+    (sharded). ``ArtifactError``: the blob is damaged (``UnreadableArtifact``: jax cannot read
     it, found now for a blob another jax wrote or a sharded one)."""
     program = ArtifactProgram.read(package, record, sharded=bool(site.mesh))
     ensure_compilation_cache()
@@ -91,7 +91,7 @@ class ArtifactJit:
     def __call__(self) -> Callable[..., Any]:
         import jax  # the call path only: importing a baked package never imports jax
 
-        exported = self.program.exported()  # UnusableArtifact: the loader runs the source
+        exported = self.program.exported()  # UnreadableArtifact: the loader runs the source
         if not self.site.uses_family:
             if self.program.record.vjp_order and not self.site.mesh:
                 return self._native_vjp(exported)

@@ -31,7 +31,9 @@ def test_defaults():
     assert options == ExportOptions()
     assert options.packages is None and options.platforms == ("cpu",)
     assert options.jobs == 1 and options.on_error == "fail" and options.editable == "in-place"
-    assert options.requirement_for("0.10.2") == "jax>=0.10.2"
+    assert options.requirement_for("0.10.2") is None  # the project's own jax range stays
+    assert parse_options({"jax-requirement": True}, HATCH).requirement_for("0.10.2") == \
+        "jax>=0.10.2"
 
 
 def test_every_option():
@@ -48,6 +50,7 @@ def test_shorthands():
     assert parse_options({"platforms": "tpu"}, HATCH).platforms == ("tpu",)
     assert parse_options({"jobs": "auto"}, HATCH).jobs == max(1, os.cpu_count() or 1)
     assert parse_options({"jax-requirement": False}, HATCH).requirement_for("1.0") is None
+    assert parse_options({}, HATCH).requirement_for("1.0") is None  # the project's range stays
     assert parse_options({"jax-requirement": True}, HATCH).jax_requirement == "jax>={version}"
 
 
@@ -179,7 +182,8 @@ def test_setuptools_plugin_wires_the_command_when_the_table_exists(tmp_path):
         finalize_distribution_options,
     )
 
-    (tmp_path / "pyproject.toml").write_text("[tool.jaxexport]\nplatforms = ['cpu', 'tpu']\n")
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.jaxexport]\nplatforms = ['cpu', 'tpu']\njax-requirement = true\n")
     dist = _distribution(tmp_path)
     finalize_distribution_options(dist)
     finalize_distribution_options(dist)  # idempotent
