@@ -148,9 +148,9 @@ def call_exportable(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str,
     if fn.export_spec.mesh is not None:  # sharded variants: the call's mesh picks one
         result = _call_sharded(fn, plan, key, args, None if kwargs else fast, config)
     else:
-        target = fn.calls.target((*key, _ConfigKey(config.values())),
-                                 lambda: _resolve(fn, plan, key[2], config=config))
-        result = _run(fn, key, target, plan, (args, kwargs), fast)
+        resolved = (*key, _ConfigKey(config.values()))
+        target = fn.calls.target(resolved, lambda: _resolve(fn, plan, key[2], config=config))
+        result = _run(fn, resolved, target, plan, (args, kwargs), fast)
     if recorder.RECORDING:  # what the source completed: a call it refuses is not baked
         recorder.note(fn.package, fn.name, plan.structure_index, plan.sizes)
     return result
@@ -158,8 +158,9 @@ def call_exportable(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str,
 
 def _run(fn: FunctionRecord, key: tuple[Any, ...], target: _Target, plan: CallPlan,
          given: tuple[tuple[Any, ...], dict[str, Any]], fast: Any) -> Any:
-    """Run a resolved call, then hand what ran to the fast path. An artifact found unusable
-    on first use (``UnreadableArtifact``) is replaced by the source for good."""
+    """Run the call resolved under ``key`` (``fn.calls.targets``'), then hand what ran to the
+    fast path. An artifact found unusable on first use (``UnreadableArtifact``) is replaced by
+    the source under that key for good."""
     if target.from_artifact:
         taken = _split(fn, target, plan, plan.values)
         try:
