@@ -51,11 +51,6 @@ class ArtifactProgram:
             package.index.jax_version == jax.__version__
         return cls(package, record, eager=not lazy)
 
-    @property
-    def loaded(self) -> bool:
-        """Whether the ``Exported`` is in memory already."""
-        return self._exported is not None
-
     def exported(self) -> Any:
         """The artifact's ``Exported`` (deserialized once); ``UnreadableArtifact`` if jax cannot
         read it."""

@@ -33,6 +33,7 @@ from hatch_jaxexport.formats.manifest import ConcreteRecord, signature_text
 from hatch_jaxexport.formats.signatures import CallSignature, call_key, rebuild
 from hatch_jaxexport.formats.statics import static_values_text
 from hatch_jaxexport.runtime.artifacts.package_artifacts import unusable_reason
+from hatch_jaxexport.runtime.artifacts.program import leaf_types
 from hatch_jaxexport.runtime.call._resolved_calls import fast_key, prime_fast_path
 from hatch_jaxexport.runtime.call._source_calls import run_source, source_without_static
 from hatch_jaxexport.runtime.call.inlining import runs_inline
@@ -252,7 +253,7 @@ class ConcreteDispatch:
                  structure_index: int, static: dict[str, Any]) -> None:
         self._fn, self._package = fn, package
         self._structure_index, self._static = structure_index, static
-        self._records = {tuple((tuple(d), t) for d, t in r.inputs): r for r in records}
+        self._records = {leaf_types(r.inputs): r for r in records}
         self._calls: dict[Types | None, Callable[..., Any]] = {}
         #: The traced source for calls under a transformation the artifacts cannot run.
         self._transformed: Callable[..., Any] | None = None
