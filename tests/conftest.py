@@ -79,6 +79,9 @@ WHOLE_ONLY: tuple[tuple[str, str], ...] = (
     # the getting-started page's commands: the build, install and calls of test_example_pkg
     # and test_readme_commands (both in CI), as the page writes them
     ("tests/examples/test_getting_started.py", ""),
+    # one wheel with artifacts for three jax releases, installed with five: seven environments
+    # with jax, four of them old releases CI would download for this test alone
+    ("tests/integration/test_jax_releases.py", ""),
     # benchmark smoke runs: the benchmarks run by their own commands
     ("tests/integration/test_build_benchmark.py", ""),
     ("tests/integration/test_manifest_scale_benchmark.py", ""),

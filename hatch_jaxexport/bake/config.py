@@ -39,7 +39,7 @@ EDITABLE = ("in-place", "trace")
 TIGHTENED_JAX_REQUIREMENT = "jax>={version}"
 
 OPTION_NAMES = ("packages", "platforms", "jobs", "on-error", "jax-requirement", "editable",
-                "executables", "executable-jaxlibs", "executables-from")
+                "executables", "executable-jaxlibs", "executables-from", "jax-releases")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +68,10 @@ class ExportOptions:
     #: Glob patterns of wheels other builders built of the same source (relative to the
     #: project root, where the build runs): their executables are added to this build's.
     executables_from: tuple[str, ...] = ()
+    #: Other jax releases to export with too (each in an environment of its own), whose
+    #: artifacts the wheel carries as sets beside the build's own jax's
+    #: (``bake.workers.jax_sets``): users of a jax the build's own set does not serve are served.
+    jax_releases: tuple[str, ...] = ()
 
     def requirement_for(self, jax_version: str) -> str | None:
         """The requirement to add to the wheel's metadata, for artifacts made by ``jax_version``."""
@@ -346,7 +350,8 @@ def _check_executables(value: Any, path: str) -> Checked:
 
 
 def _check_jaxlibs(value: Any, path: str) -> Checked:
-    """``executable-jaxlibs``: an array of jax versions (``"0.10.1"``), each installable."""
+    """``executable-jaxlibs``, ``jax-releases``: an array of jax versions (``"0.10.1"``), each
+    installable."""
     from packaging.version import InvalidVersion, Version
 
     if not isinstance(value, list):
@@ -384,6 +389,7 @@ _OPTION_STEPS: dict[str, tuple[str, Callable[[Any, str], Checked]]] = {
     "executables": ("executables", _check_executables),
     "executable-jaxlibs": ("executable_jaxlibs", _check_jaxlibs),
     "executables-from": ("executables_from", _check_wheel_patterns),
+    "jax-releases": ("jax_releases", _check_jaxlibs),
 }
 
 

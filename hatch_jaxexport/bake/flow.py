@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from hatch_jaxexport.bake.config import ExportOptions, brief_uncaught_build_errors
 from hatch_jaxexport.bake.export.captured import captured_lines
+from hatch_jaxexport.bake.workers.jax_sets import export_jax_set
 from hatch_jaxexport.bake.workers.orchestrate import BuildResult, export_package
 from hatch_jaxexport.bake.workers.progress import FunctionDone, FunctionProgress, function_line
 from hatch_jaxexport.errors import ExportError
@@ -158,7 +159,8 @@ def exports_wanted(options: ExportOptions, *, editable: bool, reporter: Reporter
 
 def bake(packages: Mapping[str, Path], options: ExportOptions, reporter: Reporter, *,
          editable: bool, build_dir: Path | None, search_path: Sequence[str],
-         before_export: Callable[[], None] | None = None) -> Iterator[BakedPackage]:
+         before_export: Callable[[], None] | None = None,
+         requirements: Sequence[str] = ()) -> Iterator[BakedPackage]:
     """Export each of ``packages`` (import name -> source folder), one at a time, in order.
 
     A standard build writes ``<build_dir>/<name>/_jaxexport``; an editable one writes
@@ -166,7 +168,10 @@ def bake(packages: Mapping[str, Path], options: ExportOptions, reporter: Reporte
     once exported, so the adapter puts it into its wheel before the next one starts (and its
     messages keep their order); yields nothing when ``exports_wanted`` says no.
     ``before_export`` runs once, after that check, before the first export. An ``ExportError``
-    propagates after the reporter gave its advice.
+    propagates after the reporter gave its advice. A standard build with ``jax-releases``
+    exports each package again with each of those jax releases (``requirements``: the
+    project's runtime dependencies, installed beside each) and adds them as sets
+    (``add_jax_sets``); an editable install exports with the build's jax only.
     """
     if not editable and build_dir is None:
         raise ValueError("a standard (not editable) build needs a build_dir to export into")
@@ -181,7 +186,54 @@ def bake(packages: Mapping[str, Path], options: ExportOptions, reporter: Reporte
                             signatures=source / SIGNATURES_NAME)
         if editable:
             (folder / ".gitignore").write_text(GITIGNORE)
+        elif options.jax_releases and (result.manifest.artifacts or result.manifest.concrete):
+            add_jax_sets(name, folder, result, options, reporter, search_path, requirements)
         yield BakedPackage(name, source, folder, result)
+
+
+def add_jax_sets(name: str, folder: Path, result: BuildResult, options: ExportOptions,
+                 reporter: Reporter, search_path: Sequence[str], requirements: Sequence[str]
+                 ) -> None:
+    """Export ``name`` with each of ``jax-releases`` but the build's own and add each export
+    to ``folder`` as a set (``bake.workers.jax_sets``), a line per release and a summary
+    saying what they cost. A release whose export fails fails the build, as any export."""
+    others = [v for v in options.jax_releases if v != result.manifest.jax_version]
+    dependencies = [r for r in requirements if requirement_name(r) not in BUILDER_OWNED]
+    log = reporter_log(reporter)
+    started, before = time.perf_counter(), folder_bytes(folder)
+    for version in others:
+        reporter.waiting(f"jaxexport: exporting {name} with jax {version} (jax-releases)")
+        try:
+            export_jax_set(name, folder, version, requirements=dependencies,
+                           search_path=search_path, log=log, platforms=options.platforms,
+                           jobs=options.jobs, on_error=options.on_error,
+                           executables=options.executables)
+        except ExportError as err:
+            reporter.export_failed(name, [f"with jax {version}: {f}" for f in err.failures],
+                                   lacks_module=lacks_module(err, name), on_error=None)
+            brief_uncaught_build_errors()
+            raise
+    reporter.success(f"jaxexport: {name}: artifacts for {len(others) + 1} jax releases "
+                     f"({', '.join([result.manifest.jax_version, *others])}); the other "
+                     f"releases took {time.perf_counter() - started:.1f} s and added "
+                     f"{byte_text(folder_bytes(folder) - before)}")
+    flush_output()
+
+
+#: Requirements a set's environment never takes from the project: its jax and jaxlib are the
+#: release's, and hatch-jaxexport is this one (linked in).
+BUILDER_OWNED = frozenset({"jax", "jaxlib", "hatch-jaxexport"})
+
+
+def requirement_name(requirement: str) -> str:
+    """The normalized project name of a requirement line (``"Jax[cpu]>=0.5"``: ``jax``)."""
+    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    return re.sub(r"[-_.]+", "-", match.group(1)).lower() if match else requirement
+
+
+def folder_bytes(folder: Path) -> int:
+    """The bytes of the files in ``folder``."""
+    return sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
 
 
 def export_one(name: str, folder: Path, options: ExportOptions, reporter: Reporter,
@@ -200,14 +252,7 @@ def export_one(name: str, folder: Path, options: ExportOptions, reporter: Report
                          f"will trace their source instead of loading artifacts; add "
                          f"'{missing}' to platforms if its users may run on {missing}")
     start = time.perf_counter()
-
-    def log(message: str) -> None:
-        if message.startswith("warning:"):
-            reporter.warning(f"jaxexport: {message}")
-        else:
-            reporter.debug(f"jaxexport: {message}")
-        flush_output()
-
+    log = reporter_log(reporter)
     skip_word = "skipped" if options.on_error == "skip" else "failed"
 
     def report_function(done: FunctionDone) -> None:
@@ -243,6 +288,19 @@ def export_one(name: str, folder: Path, options: ExportOptions, reporter: Report
     reporter.success(f"jaxexport: {describe_result(result, time.perf_counter() - start)[1]}")
     flush_output()
     return result
+
+
+def reporter_log(reporter: Reporter) -> Callable[[str], None]:
+    """The export's log lines into the reporter: a ``warning:`` line as a warning, the rest as
+    detail, each shown as it happens."""
+    def log(message: str) -> None:
+        if message.startswith("warning:"):
+            reporter.warning(f"jaxexport: {message}")
+        else:
+            reporter.debug(f"jaxexport: {message}")
+        flush_output()
+
+    return log
 
 
 def _add_executables_from(name: str, folder: Path, patterns: Sequence[str],

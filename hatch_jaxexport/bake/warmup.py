@@ -29,6 +29,7 @@ from hatch_jaxexport.formats.dimensions import evaluate_dim
 from hatch_jaxexport.formats.settings import TIERED_ENV
 from hatch_jaxexport.formats.spec import tree_map_leaves
 from hatch_jaxexport.runtime.jax_dtypes import leaf_value
+from hatch_jaxexport.runtime.jaxcompat import x64_context
 
 # Imported in functions: the package, the loader and the cache folders, only when a warmup runs
 # (the CLI imports this module for its help).
@@ -69,10 +70,6 @@ def warmup_package(package: str, dims: Mapping[str, Sequence[int]],
 
 def _warmup(package: str, dims: Mapping[str, Sequence[int]], log: Callable[[str], None]
             ) -> WarmupResult:
-    import contextlib
-
-    import jax
-
     from hatch_jaxexport.bake.export.discovery import discover
     from hatch_jaxexport.runtime.call.loader import loaded_from_artifact
     from hatch_jaxexport.runtime.disk.cache_folders import (
@@ -113,7 +110,7 @@ def _warmup(package: str, dims: Mapping[str, Sequence[int]], log: Callable[[str]
                   for name, tree in structure.args.items()}
         args, kwargs = fn.layouts[index].split({**values, **static})
         started = time.perf_counter()
-        x64 = jax.enable_x64(True) if structure.uses_x64 else contextlib.nullcontext()
+        x64 = x64_context(structure.uses_x64)
         try:
             with x64:
                 fn(*args, **kwargs)

@@ -205,6 +205,19 @@ class FailedCall(NamedTuple):
     reason: str
 
 
+class JaxSet(NamedTuple):
+    """Another jax release's artifacts in the same wheel: a manifest of their own, beside the
+    main one, whose blobs share the artifact folder (a blob equal to one already there is
+    stored once). The loader serves the set the running jax reads (``formats.jax_window``)."""
+
+    #: The set's manifest file, in the artifact folder (``manifest-jax-0.8.1.json``).
+    manifest: str
+    jax_version: str
+    jaxlib_version: str
+    #: The exporting jax's release date (ISO), which starts the set's window.
+    jax_released: str
+
+
 class Manifest(NamedTuple):
     """The index of a package's baked artifacts."""
 
@@ -228,6 +241,9 @@ class Manifest(NamedTuple):
     jax_released: str = ""
     #: Recorded calls whose export failed (optional; omitted when none).
     failed_calls: tuple[FailedCall, ...] = ()
+    #: The other jax releases' artifact sets (``jax-releases``; optional, omitted when none;
+    #: readers from before them serve this manifest's own set, as they always did).
+    jax_sets: tuple[JaxSet, ...] = ()
 
     def to_bytes(self) -> bytes:
         """Deterministic, compact JSON: sorted keys, records sorted by id, no indentation
@@ -253,6 +269,8 @@ class Manifest(NamedTuple):
             data["jax_released"] = self.jax_released
         if self.failed_calls:
             data["failed_calls"] = [f._asdict() for f in sorted(self.failed_calls)]
+        if self.jax_sets:
+            data["jax_sets"] = [s._asdict() for s in sorted(self.jax_sets)]
         return (json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
                 + "\n").encode()
 
@@ -396,6 +414,19 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def artifact_sets(manifest: Any) -> tuple[JaxSet, ...]:
+    """Every jax release's set of a main manifest (or ``ManifestIndex``): its own first (as a
+    ``JaxSet`` naming ``manifest.json``), then those ``jax-releases`` added."""
+    own = JaxSet(MANIFEST_NAME, manifest.jax_version, manifest.jaxlib_version,
+                 manifest.jax_released)
+    return (own, *manifest.jax_sets)
+
+
+def set_manifest_name(jax_version: str) -> str:
+    """The file name of the manifest of jax ``jax_version``'s artifact set."""
+    return check_file_name(f"manifest-jax-{jax_version}.json")
+
+
 def check_file_name(name: Any) -> str:
     """Validate an artifact file name from a manifest: a bare, safe name, or ``ArtifactError``."""
     if not isinstance(name, str) or not _FILE_NAME.match(name) or ".." in name:
@@ -405,7 +436,8 @@ def check_file_name(name: Any) -> str:
 
 
 __all__ = ["ARTIFACT_DIR", "ArtifactRecord", "BLOB_SUFFIX", "ConcreteRecord",
-           "ExecutableRecord", "FailedCall", "Inventory", "KNOWN_KINDS", "MANIFEST_NAME",
-           "Manifest", "MeshShape", "SCHEMA_VERSION", "SHA256_HEX", "SkippedRecord",
-           "artifact_id", "byte_text", "captured_by_function", "check_file_name", "constant_text",
-           "inventory", "member_name", "sha256_hex", "signature_text", "summarize", "variant_text"]
+           "ExecutableRecord", "FailedCall", "Inventory", "JaxSet", "KNOWN_KINDS",
+           "MANIFEST_NAME", "Manifest", "MeshShape", "SCHEMA_VERSION", "SHA256_HEX",
+           "SkippedRecord", "artifact_id", "artifact_sets", "byte_text", "captured_by_function",
+           "check_file_name", "constant_text", "inventory", "member_name", "set_manifest_name",
+           "sha256_hex", "signature_text", "summarize", "variant_text"]

@@ -23,6 +23,7 @@ from hatch_jaxexport.formats.manifest import (
     ConcreteRecord,
     ExecutableRecord,
     FailedCall,
+    JaxSet,
     Manifest,
     MeshShape,
     SkippedRecord,
@@ -177,12 +178,26 @@ def read_manifest_index(data: bytes, *, where: str = MANIFEST_NAME) -> "Manifest
     if not isinstance(released, str) or (released and not _ISO_DATE.match(released)):
         raise ArtifactError(f"corrupt manifest {where}: 'jax_released' must be a date "
                             f"(YYYY-MM-DD), got {released!r:.80}")
+    raw["jax_sets"] = _check_jax_sets(raw.get("jax_sets", []), where)
     for key, owner in (("artifacts", "function"), ("skipped", "function"),
                        ("executables", "artifact"), ("concrete", "function"),
                        ("failed_calls", "function")):
         for i, item in enumerate(raw[key]):
             _owner_of(item, owner, f"{key}[{i}]")
     return ManifestIndex(raw, where)
+
+
+def _check_jax_sets(raw: Any, where: str) -> tuple[JaxSet, ...]:
+    """The manifest's other jax releases' sets, each naming a safe manifest file and a date."""
+    if not isinstance(raw, list):
+        raise ArtifactError(f"corrupt manifest {where}: 'jax_sets' must be a list")
+    sets = tuple(_from_json(JaxSet, item, f"jax_sets[{i}]") for i, item in enumerate(raw))
+    for i, jax_set in enumerate(sets):
+        check_file_name(jax_set.manifest)
+        if jax_set.manifest == MANIFEST_NAME or not _ISO_DATE.match(jax_set.jax_released):
+            raise ArtifactError(f"corrupt manifest {where}: jax_sets[{i}] must name another "
+                                "manifest and the set's jax release date (YYYY-MM-DD)")
+    return sets
 
 
 def _owner_of(item: Any, field: str, where: str) -> str:
@@ -210,8 +225,8 @@ class ManifestIndex:
     is validated: every path and hash is checked on the way in, whichever way it is read.
     """
 
-    __slots__ = ("generator", "jax_released", "jax_version", "jaxlib_version", "package", "raw",
-                 "schema_version", "sources", "where")
+    __slots__ = ("generator", "jax_released", "jax_sets", "jax_version", "jaxlib_version",
+                 "package", "raw", "schema_version", "sources", "where")
 
     def __init__(self, raw: dict[str, Any], where: str) -> None:
         self.raw, self.where = raw, where
@@ -223,6 +238,8 @@ class ManifestIndex:
         #: What a source-tree export was made from (``{}`` for a wheel's).
         self.sources: dict[str, Any] = raw["sources"]
         self.jax_released: str = raw["jax_released"]
+        #: The other jax releases' sets (a main manifest's; ``()`` in a set's own).
+        self.jax_sets: tuple[JaxSet, ...] = raw["jax_sets"]
 
     def function(self, name: str) -> Manifest:
         """The records of function ``name`` (artifacts, skipped exports, executables) as a
@@ -252,7 +269,7 @@ class ManifestIndex:
                         schema_version=self.schema_version,
                         executables=_parse_executables(executables, seen),
                         concrete=_parse_concrete(concrete, seen), sources=self.sources,
-                        jax_released=self.jax_released,
+                        jax_released=self.jax_released, jax_sets=self.jax_sets,
                         failed_calls=tuple(_from_json(FailedCall, item, f"failed_calls[{i}]")
                                            for i, item in failed_calls))
 

@@ -263,7 +263,9 @@ def _inspect(args: argparse.Namespace) -> int:
         print(f"(long structures abbreviated: --full or {FULL_STRUCTURES_ENV}=1 shows them "
               "whole)")
     print(summarize(manifest.artifacts))
-    if manifest.jax_released:
+    if package.sets:
+        _print_sets(package.sets)
+    elif manifest.jax_released:
         from hatch_jaxexport.formats.jax_window import window_text
 
         print(f"compatibility: {window_text(manifest.jax_version, manifest.jax_released)}")
@@ -278,6 +280,18 @@ def _inspect(args: argparse.Namespace) -> int:
     _print_coverage(manifest)
     _print_executables(manifest)
     return 0
+
+
+def _print_sets(sets: Sequence[Any]) -> None:
+    """A wheel baked with several jax releases (``jax-releases``): each set's window, and the
+    one this jax loads (the table above is that set's)."""
+    from hatch_jaxexport.formats.jax_window import sets_lines
+    from hatch_jaxexport.runtime.artifacts.package_artifacts import running_jax_version
+
+    print(f"jax releases: {len(sets)} artifact sets (the table is the set this jax loads)")
+    for line in sets_lines([(s.jax_version, s.jax_released) for s in sets],
+                           running_jax_version()):
+        print(f"  {line}")
 
 
 def _concrete_rows(manifest: Any) -> list[tuple[str, ...]]:

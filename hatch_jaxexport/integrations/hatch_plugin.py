@@ -177,7 +177,8 @@ class JaxExportBuildHook(BuildHookInterface):
         for package in bake(packages, options, HatchReporter(self.app), editable=editable,
                             build_dir=Path(self._scratch.name) if self._scratch else None,
                             search_path=search_path,
-                            before_export=lambda: self._before_export(packages, editable)):
+                            before_export=lambda: self._before_export(packages, editable),
+                            requirements=self.metadata.core.dependencies):
             if package.empty:
                 self.app.display_warning(f"jaxexport: {package.name} has no @exportable "
                                          "functions; nothing added")

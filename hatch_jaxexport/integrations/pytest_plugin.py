@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from hatch_jaxexport.formats.manifest import artifact_sets
 from hatch_jaxexport.formats.options import DEFAULT_CHECK_SHAPES
 
 if TYPE_CHECKING:
@@ -324,8 +325,8 @@ def _summary(state: _State, tr: Any) -> None:
             continue
         tr.write_line(_header(state, package))
         window, soon = _window(state, package)
-        if window:
-            tr.write_line(f"  compatibility: {window}")
+        for line in window:
+            tr.write_line(f"  {line}")
         if soon:
             verb = "FAILS the check" if state.expiry_fails else "warning"
             tr.write_line(f"  expiry {verb}: they stop loading within the {state.expiry_days}-day "
@@ -361,24 +362,56 @@ def _summary(state: _State, tr: Any) -> None:
                           f"jax built them, {JAX_HINT}.")
 
 
-def _window(state: _State, package: str) -> tuple[str, bool]:
-    """The installed artifacts' compatibility window as text, and whether it ends within the
-    check's window (``("", False)`` where the wheel cannot be read)."""
+def _window(state: _State, package: str) -> tuple[list[str], bool]:
+    """The installed artifacts' compatibility as lines (each set's window where the wheel was
+    baked with several jax releases, and the releases its own jax requirement allows that no
+    set serves), and whether the newest set's window ends within the check's window
+    (``([], False)`` where the wheel cannot be read)."""
     try:
         plan = state.plans.get(package)
         if plan is not None:
-            manifest = plan.bundle.manifest
+            bundle = plan.bundle
         else:
             from hatch_jaxexport.bake.check import find_bundle
 
-            manifest = find_bundle(package).manifest
-        from hatch_jaxexport.formats.jax_window import days_left, jax_release_date, window_text
+            bundle = find_bundle(package)
+        import jax
 
-        released = manifest.jax_released or jax_release_date(manifest.jax_version)
-        return (window_text(manifest.jax_version, released),
-                days_left(released) <= state.expiry_days)
+        from hatch_jaxexport.formats.jax_window import (
+            days_left,
+            jax_release_date,
+            sets_lines,
+            window_text,
+        )
+
+        sets = [(s.jax_version, s.jax_released or jax_release_date(s.jax_version))
+                for s in bundle.sets or artifact_sets(bundle.manifest)]
+        newest = max(sets, key=lambda s: s[1])
+        lines = [f"compatibility: {window_text(*newest)}"] if len(sets) == 1 else \
+            [f"compatibility: artifacts for {len(sets)} jax releases (jax-releases)"] + \
+            [f"  {line}" for line in sets_lines(sets, jax.__version__)]
+        return lines + _uncovered(bundle.jax_requirement, sets), \
+            days_left(newest[1]) <= state.expiry_days
     except Exception:  # cannot check: the summary says why elsewhere
-        return "", False
+        return [], False
+
+
+def _uncovered(requirement: str, sets: list[tuple[str, str]]) -> list[str]:
+    """A line naming the jax releases ``requirement`` (the wheel's own) allows that no set's
+    window holds, if any: their users' calls run the source."""
+    from packaging.requirements import Requirement
+
+    from hatch_jaxexport.formats.jax_window import releases_text, uncovered_releases
+
+    if not requirement:
+        return []
+    specifier = Requirement(requirement).specifier
+    uncovered = uncovered_releases(sets, lambda version: specifier.contains(version))
+    if not uncovered:
+        return []
+    return [f"  uncovered: the wheel requires {requirement}, and no set serves jax "
+            f"{releases_text(uncovered)}: there its calls run the source (add releases to "
+            "jax-releases to serve them)"]
 
 
 def _header(state: _State, package: str) -> str:

@@ -231,7 +231,9 @@ class build_jaxexport(Command):  # lower case: setuptools names a command after 
             search_path.insert(0, os.path.abspath(self.build_lib))
         for package in bake(packages, self._options(), SetuptoolsReporter(self),
                             editable=self.editable_mode, build_dir=self._build_dir(),
-                            search_path=search_path):
+                            search_path=search_path,
+                            requirements=list(map(str, self.distribution.install_requires
+                                                  or ()))):
             if self.editable_mode:
                 self._copy_to_build_lib(package.name, package.folder)
 

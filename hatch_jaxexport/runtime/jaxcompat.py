@@ -64,9 +64,18 @@ def x64_context(enabled: bool) -> contextlib.AbstractContextManager[object]:
     """Trace with 64-bit types on when ``enabled`` (a structure with x64 dtypes), else nothing."""
     if not enabled:
         return contextlib.nullcontext()
+    return x64_switch(True)
+
+
+def x64_switch(value: bool) -> contextlib.AbstractContextManager[object]:
+    """jax's context manager that sets ``jax_enable_x64`` to ``value`` for its block."""
     import jax
 
-    return jax.enable_x64(True)
+    if hasattr(jax, "enable_x64"):
+        return jax.enable_x64(value)
+    from jax.experimental import enable_x64  # jax < 0.8: the context manager's only home
+
+    return enable_x64(value)  # type: ignore[no-any-return]
 
 
 #: The jax config values that change what an export lowers to, recorded per function at
@@ -113,7 +122,7 @@ def lowering_context(values: Mapping[str, Any]) -> contextlib.AbstractContextMan
 
     stack = contextlib.ExitStack()
     if "jax_enable_x64" in values:
-        stack.enter_context(jax.enable_x64(bool(values["jax_enable_x64"])))
+        stack.enter_context(x64_switch(bool(values["jax_enable_x64"])))
     if "jax_default_matmul_precision" in values:
         stack.enter_context(jax.default_matmul_precision(values["jax_default_matmul_precision"]))
     return stack

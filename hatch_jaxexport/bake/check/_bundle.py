@@ -18,22 +18,28 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from hatch_jaxexport.errors import CheckError
+from hatch_jaxexport.formats.jax_window import set_for
 from hatch_jaxexport.formats.manifest import (
     ARTIFACT_DIR,
     MANIFEST_NAME,
     ArtifactRecord,
     ConcreteRecord,
+    JaxSet,
     Manifest,
+    artifact_sets,
+    check_file_name,
     inventory,
     sha256_hex,
 )
 from hatch_jaxexport.formats.manifest_reader import parse_manifest
+from hatch_jaxexport.runtime.artifacts.package_artifacts import running_jax_version
 from hatch_jaxexport.runtime.call.decorator import ExportableFunction
 
 
@@ -45,7 +51,13 @@ class Bundle:
     distribution: str
     version: str
     folder: Path  # <site-packages>/<package>/_jaxexport
+    #: The set of artifacts the running jax loads: the checked one (of several, where the
+    #: wheel was baked with ``jax-releases``).
     manifest: Manifest
+    #: Every jax release's set the wheel carries (``()`` for a wheel of one jax).
+    sets: tuple[JaxSet, ...] = ()
+    #: The package's own jax requirement in the distribution's metadata (``""``: none).
+    jax_requirement: str = ""
 
     def read_blob(self, record: ArtifactRecord | ConcreteRecord) -> bytes:
         """A blob's bytes, checked against the manifest's size and SHA-256."""
@@ -62,10 +74,10 @@ class Bundle:
     def describe(self) -> str:
         m = self.manifest
         counts = inventory(m)
+        sets = f" (the set this jax loads, of {len(self.sets)} jax releases)" if self.sets else ""
         return (f"wheel {self.distribution} {self.version} installed at {self.folder.parent.parent}"
                 f": {counts.artifacts} artifact(s){counts.kinds_text()} built by {m.generator} "
-                f"with jax "
-                f"{m.jax_version} (jaxlib {m.jaxlib_version})")
+                f"with jax {m.jax_version} (jaxlib {m.jaxlib_version}){sets}")
 
 
 def _editable_origin(dist: Any) -> str | None:
@@ -145,10 +157,26 @@ def find_bundle(package: str) -> Bundle:
         raise CheckError(f"cannot read {path}: {err}") from None
     try:
         manifest = parse_manifest(data, where=str(path))
+        sets = artifact_sets(manifest) if manifest.jax_sets else ()
+        if sets:  # the set this jax loads is the one checked
+            chosen = sets[set_for(running_jax_version(),
+                                  [(s.jax_version, s.jax_released) for s in sets])]
+            own = path.parent / check_file_name(chosen.manifest)
+            manifest = parse_manifest(own.read_bytes(), where=str(own))
     except Exception as err:
         raise CheckError(str(err)) from None
     return Bundle(package=package, distribution=str(dist.metadata["Name"]),
-                  version=str(dist.version), folder=path.parent, manifest=manifest)
+                  version=str(dist.version), folder=path.parent, manifest=manifest, sets=sets,
+                  jax_requirement=_jax_requirement(dist))
+
+
+def _jax_requirement(dist: Any) -> str:
+    """The distribution's own ``Requires-Dist`` on jax (without its markers), else ``""``."""
+    for line in dist.requires or ():
+        spec, _, marker = line.partition(";")
+        if re.match(r"\s*jax(?![\w.-])", spec, re.IGNORECASE) and "extra" not in marker:
+            return spec.strip()
+    return ""
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ must match (``formats.manifest.ExecutableRecord``).
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import platform as platform_module
 import subprocess
@@ -20,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hatch_jaxexport.bake.jax_envs import jax_python
 from hatch_jaxexport.bake.protocol import CompileRequest, CompileResult
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats.concrete_sizes import size_combinations, size_problem
@@ -32,8 +34,6 @@ from hatch_jaxexport.formats.cpu_targets import (
 )
 from hatch_jaxexport.formats.manifest import ArtifactRecord, ExecutableRecord
 from hatch_jaxexport.formats.signatures import SIGNATURES_NAME, Recorded, parse_signatures
-
-# Imported in functions: the cache folders, only where executables are compiled in this process.
 
 #: The suffix of an executable's file in the artifact folder.
 EXECUTABLE_SUFFIX = ".xla"
@@ -83,8 +83,6 @@ def signatures_file(package: str, source: str | os.PathLike[str] | None = None) 
     committed signatures file is only copied when declared package data."""
     if source is not None and Path(source).is_file():
         return Path(source)
-    import importlib
-
     return Path(importlib.import_module(package).__file__ or "").parent / SIGNATURES_NAME
 
 
@@ -212,64 +210,15 @@ def compile_executables(staging: Path, package: str, plans: Sequence[Mapping[str
                         jaxlibs: Sequence[str] = ()) -> list[ExecutableRecord]:
     """Compile every plan for each of its targets (one process per target, in turn) into
     ``staging``: with the builder's jaxlib, then with each of ``jaxlibs`` in an environment of
-    its own (``jaxlib_python``)."""
-    import shutil
-
+    its own (``bake.jax_envs``)."""
     for line in size_gap_lines(plans):
         log(f"warning: {line}")
     plans = [plan for plan in plans if plan["sizes"]]
     records = _compile_with(staging, package, plans, env, python, log)
     for version in jaxlibs if plans else ():
-        other, other_env = jaxlib_python(version, env, log)
-        try:
+        with jax_python(version, env, log) as (other, other_env):
             records += _compile_with(staging, package, plans, other_env, other, log)
-        finally:
-            shutil.rmtree(other_env["PYTHONPATH"].split(os.pathsep)[0], ignore_errors=True)
     return records
-
-
-def jaxlib_python(version: str, env: Mapping[str, str], log: Callable[[str], None]
-                  ) -> tuple[str, dict[str, str]]:
-    """A Python with ``jax`` and ``jaxlib`` ``version`` (a virtual environment kept in the
-    user's cache folder, made on first use), and the environment to run it in: this
-    hatch-jaxexport and the package's folders importable, none of the builder's jax."""
-    import shutil
-    import sys
-
-    from hatch_jaxexport.runtime.disk.cache_folders import default_cache_dir
-
-    tag = f"py{sys.version_info[0]}.{sys.version_info[1]}-jax{version}"
-    venv = default_cache_dir().parent / "build-envs" / tag
-    python = venv / "bin" / "python"
-    pins = [f"jax=={version}", f"jaxlib=={version}", "flatbuffers"]
-    marker = venv / "hatch-jaxexport-pins.txt"  # written once everything is installed
-    if not marker.is_file() or marker.read_text() != "\n".join(pins):
-        log(f"making a build environment with jax {version} in {venv}")
-        shutil.rmtree(venv, ignore_errors=True)
-        uv = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
-        commands = [[uv, "venv", "-q", "-p", sys.executable, str(venv)],
-                    [uv, "pip", "install", "-q", "-p", str(python), *pins]] \
-            if Path(uv).exists() else \
-            [[sys.executable, "-m", "venv", str(venv)],
-             [str(python), "-m", "pip", "install", "-q", *pins]]
-        for command in commands:
-            done = subprocess.run(command, capture_output=True, text=True)
-            if done.returncode:
-                shutil.rmtree(venv, ignore_errors=True)
-                raise ExportError([f"cannot make an environment with jax {version} for its "
-                                   f"executables ({' '.join(command[:3])}...): "
-                                   f"{done.stderr.strip()[-1500:]}"])
-        marker.write_text("\n".join(pins))
-    # only hatch-jaxexport itself (a folder holding a link to it), never the builder's
-    # site-packages, which would bring its own jax
-    ours = venv / f"src-{os.getpid()}"  # removed by compile_executables when done
-    shutil.rmtree(ours, ignore_errors=True)
-    ours.mkdir()
-    (ours / "hatch_jaxexport").symlink_to(Path(__file__).resolve().parents[1])
-    here = Path(__file__).resolve().parents[2]
-    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
-             if p and Path(p).resolve() != here]
-    return str(python), {**env, "PYTHONPATH": os.pathsep.join([str(ours), *paths])}
 
 
 def _compile_with(staging: Path, package: str, plans: Sequence[Mapping[str, Any]],
@@ -308,6 +257,6 @@ def _compile_with(staging: Path, package: str, plans: Sequence[Mapping[str, Any]
 
 
 __all__ = ["EXECUTABLE_SUFFIX", "builder_machine", "compile_executables", "function_targets",
-           "jaxlib_python", "missing_sizes", "named_sizes", "plan_for", "plans_for_worker",
+           "missing_sizes", "named_sizes", "plan_for", "plans_for_worker",
            "recorded_sizes", "resolve_targets", "size_envs", "size_gap_lines",
            "structure_size_envs"]

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +71,7 @@ class BuildResult:
     executable_targets: tuple[str, ...] = ()
 
 
-def _worker_env(search_path: Sequence[str | os.PathLike[str]]) -> dict[str, str]:
+def worker_env(search_path: Sequence[str | os.PathLike[str]]) -> dict[str, str]:
     """The workers' environment: the package's folders on ``PYTHONPATH`` and, for the workers
     to put back where an isolated build's ``sitecustomize`` strips them (``search_path``), in
     ``SEARCH_PATH_ENV``; jax on the CPU; hashing fixed, so artifacts are reproducible."""
@@ -95,7 +95,7 @@ def _short(text: str, limit: int = 2000) -> str:
 
 
 def _run_workers(package: str, staging: Path, jobs: int, platforms: Sequence[str],
-                 search_path: Sequence[str | os.PathLike[str]], python: str,
+                 env: Mapping[str, str], python: str,
                  list_only: bool = False,
                  progress: Callable[[dict[str, Any]], None] | None = None,
                  executables: Sequence[str] = (),
@@ -111,7 +111,6 @@ def _run_workers(package: str, staging: Path, jobs: int, platforms: Sequence[str
     (results, ``ExportError``, ``KeyboardInterrupt``), no worker is left running: the rest are
     terminated and waited for, so the caller can remove ``staging``.
     """
-    env = _worker_env(search_path)
     procs: list[tuple[subprocess.Popen[bytes], Path, Path]] = []
     progress_files = [staging / f".progress-{worker}.jsonl" for worker in range(jobs)]
     reader = ProgressFiles(progress_files, progress or (lambda event: None))
@@ -238,6 +237,20 @@ def _concrete_results(results: Sequence[WorkerResult]
             tuple(FailedCall(**f) for res in results for f in res.failed_calls))
 
 
+def _checked_arguments(on_error: str, jobs: int, out_dir: str | os.PathLike[str]) -> Path:
+    """``export_package``'s output folder, once its arguments are checked: a folder that holds
+    something but no manifest is never replaced."""
+    if on_error not in ON_ERROR_CHOICES:
+        raise ValueError(f"on_error must be one of {ON_ERROR_CHOICES}, got {on_error!r}")
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs!r}")
+    out = Path(out_dir)
+    if out.exists() and any(out.iterdir()) and not (out / MANIFEST_NAME).exists():
+        raise ExportError([f"refusing to replace {out}: it is not empty and holds no "
+                           f"{MANIFEST_NAME}"])
+    return out
+
+
 def export_package(package: str, out_dir: str | os.PathLike[str], *,
                    platforms: Sequence[str] = DEFAULT_PLATFORMS, jobs: int = 1,
                    on_error: str = "fail",
@@ -248,7 +261,8 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
                    executables: bool | Sequence[str] = False,
                    executable_jaxlibs: Sequence[str] = (),
                    sources_of: tuple[Path, str] | None = None,
-                   signatures: str | os.PathLike[str] | None = None) -> BuildResult:
+                   signatures: str | os.PathLike[str] | None = None,
+                   environment: Mapping[str, str] | None = None) -> BuildResult:
     """Export every ``@exportable`` of ``package`` into ``out_dir`` (manifest + blobs).
 
     ``platforms`` is the default for functions that name none. With ``on_error="fail"`` any
@@ -263,15 +277,10 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
     whose manifest records the package's modules as they were before the export began, so
     that a loader sees them change (``formats.sources``). ``signatures``: the source tree's
     recorded calls, read before the imported copy's (``compiling.signatures_file``).
+    ``python`` and ``environment``: the workers' interpreter and environment, where they are
+    another jax's (``bake.jax_envs``; else this Python, and ``worker_env(search_path)``).
     """
-    if on_error not in ON_ERROR_CHOICES:
-        raise ValueError(f"on_error must be one of {ON_ERROR_CHOICES}, got {on_error!r}")
-    if jobs < 1:
-        raise ValueError(f"jobs must be >= 1, got {jobs!r}")
-    out = Path(out_dir)
-    if out.exists() and any(out.iterdir()) and not (out / MANIFEST_NAME).exists():
-        raise ExportError([f"refusing to replace {out}: it is not empty and holds no "
-                           f"{MANIFEST_NAME}"])
+    out = _checked_arguments(on_error, jobs, out_dir)
     emit = log or (lambda message: None)
     started = time.perf_counter()
     sources = source_fingerprint(*sources_of) if sources_of is not None else {}
@@ -279,7 +288,8 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
         staging = Path(tmp) / "artifacts"
         staging.mkdir()
         targets = resolve_targets(executables)
-        results = _run_workers(package, staging, jobs, platforms, search_path,
+        env = environment or worker_env(search_path)
+        results = _run_workers(package, staging, jobs, platforms, env,
                                python or sys.executable, progress=progress,
                                executables=targets, signatures=signatures)
         records = [ArtifactRecord(**r) for res in results for r in res.records]
@@ -299,7 +309,7 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
         skipped = [_skipped_record(f) for f in [*failures, *covered]]
         compiled = compile_executables(
             staging, package, [p for res in results for p in res.executable_plans],
-            _worker_env(search_path), python or sys.executable, emit, executable_jaxlibs)
+            env, python or sys.executable, emit, executable_jaxlibs)
         manifest = _stored_once(staging, Manifest(
             package=package, generator=f"hatch-jaxexport {__version__}",
             jax_version=results[0].jax_version, jaxlib_version=results[0].jaxlib_version,
@@ -325,9 +335,10 @@ def list_tasks(package: str, *, platforms: Sequence[str] = DEFAULT_PLATFORMS,
                python: str | None = None) -> list[str]:
     """The ids of every artifact a build of ``package`` would export (no export runs)."""
     with tempfile.TemporaryDirectory(prefix="jaxexport-") as tmp:
-        (results,) = _run_workers(package, Path(tmp), 1, platforms, search_path,
+        (results,) = _run_workers(package, Path(tmp), 1, platforms, worker_env(search_path),
                                   python or sys.executable, list_only=True)
     return list(results.tasks)
 
 
-__all__ = ["BuildResult", "ExportTask", "discover", "export_package", "list_tasks"]
+__all__ = ["BuildResult", "ExportTask", "discover", "export_package", "list_tasks",
+           "worker_env"]

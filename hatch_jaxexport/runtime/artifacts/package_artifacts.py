@@ -11,18 +11,24 @@ deserializing. Every refusal is an ``ArtifactError`` that says which file and wh
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import importlib.resources
 import os
 import pathlib
+import sys
 import threading
 from typing import Any, NamedTuple
 
 from hatch_jaxexport.errors import ArtifactError, FallbackWarning
+from hatch_jaxexport.formats.jax_window import jax_release_date, loads_until, set_for, window_text
 from hatch_jaxexport.formats.manifest import (
     ARTIFACT_DIR,
     MANIFEST_NAME,
     ArtifactRecord,
+    JaxSet,
     Manifest,
+    artifact_sets,
+    check_file_name,
     sha256_hex,
     variant_text,
 )
@@ -36,8 +42,8 @@ from hatch_jaxexport.formats.sources import changed_sources, stale_text
 from hatch_jaxexport.formats.statics import encoded_static_key
 from hatch_jaxexport.runtime.notices import NEEDS_FIX, NeedsFix, notify
 
-# Imported in functions: the release window and pytree registrations, only for an expired artifact
-# or one with pytree classes.
+# Imported in functions: jax and the pytree registrations, only to deserialize a blob (a
+# package's manifest is read without jax).
 
 #: (function, structure key, static key, platform, mesh text, variant text, kind, batched)
 ArtifactKey = tuple[str, str, str, str, str, str, str, bool]
@@ -55,9 +61,13 @@ class PackageArtifacts:
     the first time that function asks for them (``records``), the whole manifest only when
     something needs all of it (``manifest``: ``inspect``)."""
 
-    def __init__(self, package: str, index: ManifestIndex, root: Any) -> None:
+    def __init__(self, package: str, index: ManifestIndex, root: Any,
+                 sets: tuple[JaxSet, ...] = ()) -> None:
         self.package, self.index = package, index
         self.root = root  # importlib.resources Traversable
+        #: Every jax release's set the wheel carries (``jax-releases``; ``index`` is the one
+        #: the running jax reads), or ``()`` for a wheel of one jax.
+        self.sets = sets
         self._functions: dict[str, FunctionArtifacts | ArtifactError] = {}
         self._lock = threading.Lock()
 
@@ -201,7 +211,46 @@ def _read_package_artifacts(package: str) -> PackageArtifacts | None:
     except OSError as err:
         raise ArtifactError(f"cannot read the manifest of {package}: {err}") from None
     index = read_manifest_index(data, where=f"{package}/{ARTIFACT_DIR}/{MANIFEST_NAME}")
-    return PackageArtifacts(package, index, root)
+    if not index.jax_sets:
+        return PackageArtifacts(package, index, root)
+    return PackageArtifacts(package, _running_jax_set(package, index, root), root,
+                            artifact_sets(index))
+
+
+def _running_jax_set(package: str, index: ManifestIndex, root: Any) -> ManifestIndex:
+    """Of a wheel baked with several jax releases (``jax-releases``), the set the running jax
+    reads (``formats.jax_window.set_for``): the main manifest's, or another set's manifest,
+    whose blobs share the folder. One set serves a process: jax does not change under it."""
+    sets = [(index.jax_version, index.jax_released), *((s.jax_version, s.jax_released)
+                                                       for s in index.jax_sets)]
+    chosen = set_for(running_jax_version(), sets)
+    if chosen == 0:
+        return index
+    name = check_file_name(index.jax_sets[chosen - 1].manifest)
+    path = root / name
+    check_inside(path, root, f"{package}/{ARTIFACT_DIR}/{name}")
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise ArtifactError(f"cannot read the manifest {name} of {package}: {err}") from None
+    found = read_manifest_index(data, where=f"{package}/{ARTIFACT_DIR}/{name}")
+    if found.jax_sets or found.jax_version != sets[chosen][0]:
+        raise ArtifactError(f"corrupt manifest {package}/{ARTIFACT_DIR}/{name}: the main "
+                            f"manifest lists it for jax {sets[chosen][0]}, it says jax "
+                            f"{found.jax_version}{' and lists sets' if found.jax_sets else ''}")
+    return found
+
+
+def running_jax_version() -> str:
+    """The running jax's version, without importing jax where it is not imported yet (a
+    package's manifest is read at its first call, or by ``inspect``)."""
+    jax = sys.modules.get("jax")
+    if jax is not None and isinstance(getattr(jax, "__version__", None), str):
+        return str(jax.__version__)
+    try:
+        return importlib.metadata.version("jax")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
 
 
 def forget_package(package: str) -> None:
@@ -215,7 +264,11 @@ def deserialize_checked(data: bytes, refs: list[str], package: str,
                         built_with: str | None = None) -> Any:
     """Deserialize a blob after registering its pytree types; ``ArtifactError`` on refusal
     (which says so when the artifact's compatibility window has passed: ``_expired``)."""
-    from jax import export
+    try:
+        from jax import export
+    except ImportError as err:  # jax 0.5.0's jax.export needs absl, which it does not require
+        raise UnreadableArtifact(f"this jax cannot read exports: jax.export does not import "
+                                 f"({type(err).__name__}: {err})") from None
 
     from hatch_jaxexport.runtime.artifacts import pytrees
 
@@ -250,8 +303,6 @@ def _expired(built_with: str | None) -> str:
     if not built_with:
         return ""
     import jax
-
-    from hatch_jaxexport.formats.jax_window import jax_release_date, loads_until, window_text
 
     released = jax_release_date(built_with)
     running = jax_release_date(jax.__version__)
@@ -325,5 +376,6 @@ def load_record(package: PackageArtifacts, record: ArtifactRecord) -> Any:
 __all__ = ["ArtifactKey", "FunctionArtifacts", "PackageArtifacts", "UnreadableArtifact",
            "artifact_key", "check_inside", "deserialize_checked", "deserialize_record",
            "forget_package", "load_concrete", "load_package_artifacts", "load_record", "mesh_key",
-           "read_package_artifacts", "read_record", "record_key", "stale_reason",
+           "read_package_artifacts", "read_record", "record_key", "running_jax_version",
+           "stale_reason",
            "unusable_reason"]

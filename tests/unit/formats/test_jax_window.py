@@ -12,6 +12,8 @@ from hatch_jaxexport.formats.jax_window import (
     days_left,
     jax_release_date,
     loads_until,
+    reads,
+    set_for,
     window_text,
 )
 
@@ -52,3 +54,29 @@ def test_a_refused_artifact_of_an_expired_jax_says_rebuild_with_a_newer_jax():
 
         deserialize_checked(b"not an export", [], "mypkg", built_with=jax.__version__)
     assert "expired" not in str(info.value)
+
+
+SETS = [("0.10.2", "2026-06-17"), ("0.6.2", "2025-06-17"), ("0.8.1", "2025-11-18")]
+
+
+@pytest.mark.parametrize(("running", "served_by"), [
+    ("0.10.2", "0.10.2"),  # its own export, whatever the dates
+    ("0.9.2", "0.8.1"),  # 2026-03-18: inside 0.8.1's window only
+    ("0.8.1", "0.8.1"),
+    ("0.7.2", "0.6.2"),  # 2025-09-16: inside 0.6.2's window only
+    ("0.12.0", "0.10.2"),  # 2026-10-19: inside 0.10.2's window
+    ("0.6.1", "0.6.2"),  # 2025-05-21: 27 days before 0.6.2, outside; the oldest set
+    ("0.5.0", "0.6.2"),  # outside every window, older than every set: the oldest
+])
+def test_the_running_jax_gets_the_set_whose_window_holds_it(running, served_by):
+    """An exact version first, then the newest set whose window holds the running jax's
+    release date; outside every window, the newest set not newer than it, or the oldest (its
+    calls then run the source when jax refuses it)."""
+    assert SETS[set_for(running, SETS)][0] == served_by
+
+
+def test_a_window_reaches_three_weeks_back_and_six_months_forward():
+    assert reads("2026-05-27", "2026-06-17") and not reads("2026-05-26", "2026-06-17")
+    assert reads("2026-12-16", "2026-06-17") and not reads("2026-12-17", "2026-06-17")
+    with pytest.raises(ValueError, match="no artifact sets"):
+        set_for("0.10.2", [])

@@ -7,13 +7,22 @@ import json
 import pytest
 
 from hatch_jaxexport import ArtifactError
-from hatch_jaxexport.formats.manifest import SCHEMA_VERSION, check_file_name
+from hatch_jaxexport.formats.manifest import (
+    SCHEMA_VERSION,
+    JaxSet,
+    check_file_name,
+    set_manifest_name,
+)
 from hatch_jaxexport.formats.manifest_reader import parse_manifest
 
 
 @pytest.fixture
 def manifest_json(demo_site):
     return json.loads((demo_site / "jxe_demo" / "_jaxexport" / "manifest.json").read_text())
+
+
+SET = {"manifest": "manifest-jax-0.8.1.json", "jax_version": "0.8.1",
+       "jaxlib_version": "0.8.1", "jax_released": "2025-11-18"}
 
 
 def _bytes(data) -> bytes:
@@ -52,6 +61,18 @@ def test_captured_constants_are_recorded_and_an_older_manifest_without_them_pars
     assert older.schema_version == SCHEMA_VERSION == 1
 
 
+def test_other_jax_releases_sets_round_trip(manifest_json):
+    """A wheel baked with ``jax-releases`` lists each other release's set (its manifest file
+    and release date); a manifest without sets omits the key."""
+    manifest = parse_manifest(_bytes(manifest_json))
+    assert manifest.jax_sets == () and b"jax_sets" not in manifest.to_bytes()
+    manifest_json["jax_sets"] = [SET]
+    with_sets = parse_manifest(_bytes(manifest_json))
+    assert with_sets.jax_sets == (JaxSet(**SET),)
+    assert parse_manifest(with_sets.to_bytes()) == with_sets
+    assert set_manifest_name("0.8.1") == SET["manifest"]
+
+
 @pytest.mark.parametrize(("mutate", "message"), [
     (lambda m: m.update(schema_version=SCHEMA_VERSION + 1),
      r"schema version 2, newer than this hatch-jaxexport reads \(1\); upgrade"),
@@ -87,6 +108,15 @@ def test_captured_constants_are_recorded_and_an_older_manifest_without_them_pars
     (lambda m: m["artifacts"][0].update(variant={"jax_default_matmul_precision": "high"}),
      r"variant of .* names 'jax_default_matmul_precision', not one of jax_enable_x64"),
     (lambda m: m["artifacts"][0].update(jax_config=[]), r"jax_config must be dict"),
+    (lambda m: m.update(jax_sets={}), r"'jax_sets' must be a list"),
+    (lambda m: m.update(jax_sets=[dict(SET, manifest="../manifest.json")]),
+     r"unsafe artifact file '../manifest.json'"),
+    (lambda m: m.update(jax_sets=[dict(SET, manifest="manifest.json")]),
+     r"jax_sets\[0\] must name another manifest"),
+    (lambda m: m.update(jax_sets=[dict(SET, jax_released="June")]),
+     r"jax_sets\[0\] must name another manifest and the set's jax release date"),
+    (lambda m: m.update(jax_sets=[{"manifest": "manifest-jax-0.8.1.json"}]),
+     r"jax_sets\[0\] lacks 'jax_version'"),
 ])
 def test_corrupt_manifest_is_a_clear_artifact_error(manifest_json, mutate, message):
     mutate(manifest_json)
