@@ -187,16 +187,18 @@ def bake(packages: Mapping[str, Path], options: ExportOptions, reporter: Reporte
         if editable:
             (folder / ".gitignore").write_text(GITIGNORE)
         elif options.jax_releases and (result.manifest.artifacts or result.manifest.concrete):
-            add_jax_sets(name, folder, result, options, reporter, search_path, requirements)
+            add_jax_sets(name, folder, result, options, reporter, search_path, requirements,
+                         signatures=source / SIGNATURES_NAME)
         yield BakedPackage(name, source, folder, result)
 
 
 def add_jax_sets(name: str, folder: Path, result: BuildResult, options: ExportOptions,
-                 reporter: Reporter, search_path: Sequence[str], requirements: Sequence[str]
-                 ) -> None:
+                 reporter: Reporter, search_path: Sequence[str], requirements: Sequence[str],
+                 signatures: Path | None = None) -> None:
     """Export ``name`` with each of ``jax-releases`` but the build's own and add each export
     to ``folder`` as a set (``bake.workers.jax_sets``), a line per release and a summary
-    saying what they cost. A release whose export fails fails the build, as any export."""
+    saying what they cost; each set has the recorded calls (``signatures``) and concrete
+    sizes the build's own export has. A release whose export fails fails the build."""
     others = [v for v in options.jax_releases if v != result.manifest.jax_version]
     dependencies = [r for r in requirements if requirement_name(r) not in BUILDER_OWNED]
     log = reporter_log(reporter)
@@ -207,7 +209,7 @@ def add_jax_sets(name: str, folder: Path, result: BuildResult, options: ExportOp
             export_jax_set(name, folder, version, requirements=dependencies,
                            search_path=search_path, log=log, platforms=options.platforms,
                            jobs=options.jobs, on_error=options.on_error,
-                           executables=options.executables)
+                           executables=options.executables, signatures=signatures)
         except ExportError as err:
             reporter.export_failed(name, [f"with jax {version}: {f}" for f in err.failures],
                                    lacks_module=lacks_module(err, name), on_error=None)

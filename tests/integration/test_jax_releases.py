@@ -49,7 +49,7 @@ from hatch_jaxexport import exportable
 TRACES = {"count": 0}
 
 
-@exportable({"x": ("n", "float32")})
+@exportable({"x": ("n", "float32")}, concrete={"n": [8]})
 def wave(x):
     TRACES["count"] += 1
     return jnp.sin(x) * 2.0 + 1.0
@@ -99,8 +99,16 @@ def test_the_wheel_carries_a_set_per_release_and_the_packages_own_jax_range(rele
         names = archive.namelist()
         main = json.loads(archive.read("jxe_releases/_jaxexport/manifest.json"))
     assert sorted(s["jax_version"] for s in main["jax_sets"]) == sorted(RELEASES)
+    sized = sorted(len(r["sized"]) for r in main["artifacts"])
+    assert sized[-1] >= 1  # wave's concrete-size form (n = 8)
     for jax_set in main["jax_sets"]:
         assert f"jxe_releases/_jaxexport/{jax_set['manifest']}" in names
+        with zipfile.ZipFile(releases_wheel) as archive:
+            theirs = json.loads(archive.read(f"jxe_releases/_jaxexport/{jax_set['manifest']}"))
+        assert theirs["jax_version"] == jax_set["jax_version"]
+        assert sorted(len(r["sized"]) for r in theirs["artifacts"]) == sized  # each set has all
+        for record in theirs["artifacts"]:
+            assert f"jxe_releases/_jaxexport/{record['file']}" in names
     assert jax_requirements(releases_wheel) == ["jax>=0.5"]  # the package's own, untouched
 
 
