@@ -225,12 +225,13 @@ def compile_fresh(lowered: Any, compiler_options: dict[str, Any] | None = None
     return compiled, _cache_hits[0] == before
 
 
-def store(folder: Path, key: str, compiled: Any) -> bool:
+def store(folder: Path, key: str, compiled: Any) -> str | None:
     """Write ``compiled`` (a ``jax.stages.Compiled`` that XLA compiled in this process, see
-    ``compile_fresh``) as the entry ``key``; ``False`` if it cannot be cached (constants as
-    arguments, a jax without the API); trees that name the package's classes are left out
-    (``load`` is given them) or the folder cannot be written (one
-    ``CacheWarning`` per process: a full disk or a read-only home never fails a call)."""
+    ``compile_fresh``) as the entry ``key``: ``None`` once written, else why it was not:
+    jax could not serialize it (constants as arguments, a jax without the API), or the folder
+    cannot be written (one ``CacheWarning`` per process: a full disk or a read-only home never
+    fails a call). Trees that name the package's classes are left out (``load`` is given
+    them)."""
     try:
         from jax.experimental import serialize_executable as se
 
@@ -238,8 +239,8 @@ def store(folder: Path, key: str, compiled: Any) -> bool:
         if not (_plain_tree(in_tree) and _plain_tree(out_tree)):
             in_tree = out_tree = None  # the package's classes: the reader supplies the trees
         data = MAGIC + pickle.dumps((payload, in_tree, out_tree), protocol=5)
-    except Exception:
-        return False
+    except Exception as err:
+        return f"jax could not serialize the executable ({type(err).__name__}: {err})"[:300]
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         handle, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
@@ -254,8 +255,8 @@ def store(folder: Path, key: str, compiled: Any) -> bool:
         from hatch_jaxexport.runtime.disk.cache_folders import cache_unwritable
 
         cache_unwritable(folder, err)
-        return False
+        return f"the executable cache folder {folder} cannot be written ({err})"
     from hatch_jaxexport.runtime.disk.footprint import after_store  # here: not on a call's path
 
     after_store(folder)  # the cache grew: keep it under HATCH_JAXEXPORT_CACHE_MAX_BYTES
-    return True
+    return None

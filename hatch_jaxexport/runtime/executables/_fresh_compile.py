@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hatch_jaxexport.runtime.executables import _executable_cache as executables
-from hatch_jaxexport.runtime.executables.entries import Entry
+from hatch_jaxexport.runtime.executables.entries import JAX_CACHE_SERVED, NO_CACHE, Entry
 from hatch_jaxexport.runtime.jaxcompat import lapack_init_skipped
 
 
@@ -38,9 +38,12 @@ class FreshCompile:
     @staticmethod
     def entry(lowered: Any, key: str | None) -> Entry:
         """The optimized executable of ``lowered``, to be saved under ``key`` once run
-        (``None``: never)."""
+        (``None``: never, there is no executable cache), with why it is not where it cannot."""
         compiled, fresh = executables.compile_fresh(lowered)
-        return Entry(compiled, "compiled", key, save_key=key if fresh else None)
+        entry = Entry(compiled, "compiled", key, save_key=key if fresh else None)
+        entry.not_cached = NO_CACHE if key is None else None if fresh else JAX_CACHE_SERVED
+        return entry
+
 
 
 __all__ = ["FreshCompile"]

@@ -55,7 +55,7 @@ def optimize(job: dict[str, Any]) -> int:
                   for shape, dtype, weak in job["leaves"]]
         args, kwargs = jax.tree_util.tree_unflatten(exported.in_tree, leaves)
         compiled, fresh = executables.compile_fresh(jax.jit(exported.call).lower(*args, **kwargs))
-        if not fresh or not executables.store(scratch, job["key"], compiled):
+        if not fresh or executables.store(scratch, job["key"], compiled) is not None:
             print("the executable could not be written to the cache", file=sys.stderr)
             return 3
         os.replace(executables.entry_path(scratch, job["key"]),

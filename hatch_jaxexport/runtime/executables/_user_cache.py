@@ -95,10 +95,15 @@ class UserCache:
         """
         entry.unsaved = False
         if not self.writable:
+            entry.not_cached = f"the executable cache folder {self.folder} cannot be written"
             return
         assert self.folder is not None and entry.save_key is not None
-        threading.Thread(target=executables.store, name="hatch-jaxexport-store",
-                         args=(self.folder, entry.save_key, entry.compiled)).start()
+        folder, key = self.folder, entry.save_key
+
+        def store() -> None:
+            entry.not_cached = executables.store(folder, key, entry.compiled)
+
+        threading.Thread(target=store, name="hatch-jaxexport-store").start()
 
 
 __all__ = ["UserCache"]

@@ -133,12 +133,12 @@ class EagerCall:
         started = time.perf_counter()
         entry = self._settle(sig, args, kwargs)
         out = entry.compiled(*args, **kwargs)
+        if entry.unsaved:  # before the report: a cache it cannot write is part of it
+            self.cache.save(entry)
         if entry.seconds is None:
             entry.seconds = time.perf_counter() - started
             if self.report:
                 print(served_call(self.job, sig, entry).line(), file=sys.stderr, flush=True)
-        if entry.unsaved:
-            self.cache.save(entry)
         return out
 
     def served_calls(self) -> list[ServedCall]:

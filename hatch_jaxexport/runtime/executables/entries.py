@@ -14,6 +14,13 @@ from hatch_jaxexport.runtime.jaxcompat import concrete_array_type
 
 # Imported in functions: the manifest's texts, only when a call is reported.
 
+#: Why an executable is not cached: the executable cache is off.
+NO_CACHE = "the executable cache is off (HATCH_JAXEXPORT_CACHE=0, or no cache folder)"
+#: Why an executable is not cached: jax's persistent compilation cache served the compile, and
+#: such an executable does not serialize whole; that cache serves the next process instead.
+JAX_CACHE_SERVED = ("jax's persistent compilation cache served its compile (such an "
+                    "executable does not serialize whole); that cache serves the next process")
+
 
 class Entry:
     """A signature's executable: its tier, the optimized key, the compile in flight
@@ -38,6 +45,9 @@ class Entry:
         #: The call's input tree: what an optimized entry whose trees name the package's
         #: classes is read back with (``UserCache.load``).
         self.in_tree: Any = None
+        #: Why a later process will not find this executable in the executable cache
+        #: (``None``: it read it from there, or it is written there).
+        self.not_cached: str | None = None
 
 
 class ServedCall(NamedTuple):
@@ -59,6 +69,9 @@ class ServedCall(NamedTuple):
     #: Which of the function's artifacts: ``(mode='max')`` for its static values, `` vjp``
     #: for the member of a transformation; ``""`` for the primal of a function without.
     label: str = ""
+    #: Why a later process will not find its executable in the executable cache (``None``:
+    #: it is there, or was read from there).
+    not_cached: str | None = None
 
     def line(self) -> str:
         """``hatch-jaxexport: mypkg:f(mode='max') float32[4] shipped in 12.3 ms``; a ``traced``
@@ -66,8 +79,10 @@ class ServedCall(NamedTuple):
         took = "" if self.seconds is None else f" in {self.seconds * 1e3:.1f} ms"
         why = "" if not self.not_shipped else f" ({self.not_shipped})" if self.tier == "traced" \
             else f" (no shipped executable: {self.not_shipped})"
+        uncached = f" (not cached for the next process: {self.not_cached})" \
+            if self.not_cached else ""
         return (f"hatch-jaxexport: {self.function}{self.label} {self.signature} "
-                f"{self.tier}{took}{why}")
+                f"{self.tier}{took}{why}{uncached}")
 
 
 def served_call(job: dict[str, str], sig: Any, entry: Entry) -> ServedCall:
@@ -77,7 +92,7 @@ def served_call(job: dict[str, str], sig: Any, entry: Entry) -> ServedCall:
 
     types = signature_text([[list(shape), dtype] for shape, dtype, _ in sig[1]])
     return ServedCall(job.get("function", "?"), types, entry.tier, entry.seconds,
-                      entry.not_shipped, job.get("label", ""))
+                      entry.not_shipped, job.get("label", ""), entry.not_cached)
 
 
 class CallSignatures:
@@ -134,4 +149,5 @@ def artifact_types(sig: Any) -> Any:
     return treedef, tuple((shape, dtype, False) for shape, dtype, _ in leaves)
 
 
-__all__ = ["CallSignatures", "Entry", "ServedCall", "artifact_types", "served_call"]
+__all__ = ["JAX_CACHE_SERVED", "NO_CACHE", "CallSignatures", "Entry", "ServedCall",
+           "artifact_types", "served_call"]

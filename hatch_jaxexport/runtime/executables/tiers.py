@@ -50,7 +50,7 @@ from hatch_jaxexport.runtime.executables._background import (
     submit,
 )
 from hatch_jaxexport.runtime.executables._user_cache import UserCache
-from hatch_jaxexport.runtime.executables.entries import Entry, artifact_types
+from hatch_jaxexport.runtime.executables.entries import JAX_CACHE_SERVED, Entry, artifact_types
 from hatch_jaxexport.runtime.notices import NEEDS_FIX, notify
 
 #: Compiler options of the quick tier, per platform.
@@ -111,6 +111,7 @@ class QuickTier:
                                                      QUICK_OPTIONS[self.job["platform"]])
             entry = Entry(quick, "quick", key, self.start_optimizer(key, sig),
                           save_key=quick_key if fresh else None, quick_key=quick_key)
+            entry.not_cached = None if fresh else JAX_CACHE_SERVED
         entry.in_tree = in_tree
         return entry
 

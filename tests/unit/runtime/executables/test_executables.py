@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hatch_jaxexport.runtime.executables.entries import NO_CACHE, ServedCall
+
 SCRIPT = """
 import json, sys
 import numpy as np, jax
@@ -32,6 +34,8 @@ for name, call in [("scale", lambda: funcs.scale(x.reshape(2, 3))),
 out["tiers"] = {name: sorted(t for c in tiered_calls(getattr(funcs, name))
                             for t in c.tiers.values())
                 for name in ("scale", "poly", "swap", "stats")}
+out["not_cached"] = sorted({str(c.not_cached) for name in ("scale", "poly", "swap", "stats")
+                           for c in getattr(funcs, name).call_report()})
 out["stats_type"] = type(funcs.stats(x)).__name__
 out["compiles"] = len(compiles)
 out["deserialized"] = any(c._jitted is not None for c in tiered_calls(funcs.scale))
@@ -62,6 +66,7 @@ def test_warm_start_loads_executables_without_deserializing(demo_site, tmp_path,
     assert cold["tiers"]["swap"] == cold["tiers"]["stats"] == ["compiled"]
     assert warm["tiers"]["swap"] == warm["tiers"]["stats"] == ["cached"]
     assert warm["stats_type"] == "Stats" and warm["compiles"] == 0 < cold["compiles"]
+    assert cold["not_cached"] == warm["not_cached"] == ["None"]  # every call is cached
 
 
 def test_damaged_or_foreign_entries_are_misses(demo_site, tmp_path, run_python):
@@ -99,6 +104,15 @@ def test_restricted_unpickler_refuses_non_jax_globals():
 def test_cache_off_writes_nothing(demo_site, tmp_path, run_python, monkeypatch):
     out = _run(run_python, demo_site, "0")
     assert out["tiers"]["scale"] == ["compiled", "compiled"]
+    # call_report() and the REPORT line say why a later process will compile again
+    assert out["not_cached"] == [NO_CACHE]
+
+
+def test_the_report_line_says_why_a_call_is_not_cached():
+    served = ServedCall("pkg:f", "float32[4]", "compiled", 0.0123, None, "", NO_CACHE)
+    assert served.line() == ("hatch-jaxexport: pkg:f float32[4] compiled in 12.3 ms (not "
+                             f"cached for the next process: {NO_CACHE})")
+    assert "not cached" not in served._replace(not_cached=None).line()
 
 
 def test_entry_keys_depend_on_artifact_signature_and_options(tmp_path):
