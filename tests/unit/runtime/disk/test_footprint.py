@@ -62,12 +62,12 @@ def test_a_store_evicts_the_least_recently_used_and_a_hit_counts_as_use(tmp_path
                       package="jxe_demo") for i in range(3)]
     monkeypatch.setenv(CACHE_MAX_BYTES_ENV, "0")
     for i, key in enumerate(keys[:2]):
-        assert store(folder, key, _compiled(i + 2))  # x * 1 would compile to less
+        assert store(folder, key, _compiled(i + 2)) is None  # x * 1 would compile to less
         os.utime(entry_path(folder, key), (time.time() - 100 + i, time.time() - 100 + i))
     size = max(entry_path(folder, key).stat().st_size for key in keys[:2])
     assert load(folder, keys[0]) is not None  # a hit: keys[0] is now the most recently used
     monkeypatch.setenv(CACHE_MAX_BYTES_ENV, str(2 * size + size // 2 + 200))
-    assert store(folder, keys[2], _compiled(4))
+    assert store(folder, keys[2], _compiled(4)) is None
     assert not entry_path(folder, keys[1]).exists()  # the least recently used went
     assert entry_path(folder, keys[0]).exists() and entry_path(folder, keys[2]).exists()
     assert footprint.total_size(footprint.scan(footprint.cache_folders())) <= 2 * size + size
