@@ -82,6 +82,11 @@ WHOLE_ONLY: tuple[tuple[str, str], ...] = (
     # one wheel with artifacts for three jax releases, installed with five: seven environments
     # with jax, four of them old releases CI would download for this test alone
     ("tests/integration/test_jax_releases.py", ""),
+    # the background compiles' queue (a cap per machine, queued compiles dropped at exit): CI
+    # keeps the tiers themselves, a compile in flight elsewhere and the concurrent first calls
+    ("tests/unit/runtime/executables/test_tiers.py",
+     "::test_background_compiles_are_capped_per_machine"),
+    ("tests/unit/runtime/executables/test_tiers.py", "::test_queued_compiles_are_dropped_at_exit"),
     # benchmark smoke runs: the benchmarks run by their own commands
     ("tests/integration/test_build_benchmark.py", ""),
     ("tests/integration/test_manifest_scale_benchmark.py", ""),
