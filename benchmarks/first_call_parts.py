@@ -1,0 +1,170 @@
+"""Where a first call's milliseconds go: the source's ``jax.jit`` beside the baked artifact, part
+by part, in fresh processes, side by side in one run.
+
+    python benchmarks/first_call_parts.py [--runs 5]
+
+Exports a small package (the issue's four rows: a weighted sine, a dense layer with pytree
+parameters, ``jax.grad`` of the weighted sine, and a trace-heavy chain of 400 unrolled steps)
+into a temporary folder with ``export_package``, then, for each row, in fresh processes with
+every cache off (medians of ``--runs``):
+
+- ``source``: ``jax.jit`` of the Python body: trace and lower, compile, run;
+- ``baked``: the decorated function's first call, as a user makes it, and, in another process,
+  its parts done by hand: importing the loader's modules (what the first call imports),
+  reading and deserializing the blob, lowering the artifact's call (the wrapper, and shape
+  refinement for symbolic shapes), compile, run.
+
+Both compile the same kind of module; the compile is the floor jax imposes on both. Python's
+bytecode is written before the runs (``PYTHONDONTWRITEBYTECODE`` unset in the children and one
+untimed run of each), as a pip install compiles it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+PACKAGE = '''
+import jax
+import jax.numpy as jnp
+
+from hatch_jaxexport import exportable
+
+
+@exportable({"x": ("n", "float32"), "w": ("n", "float32")}, vjp_order=1)
+def weighted_sin(x, w):
+    return jnp.sum(jnp.sin(x) * w)
+
+
+@exportable({"params": {"w": ("8, 4", "float32"), "b": ("4", "float32")},
+             "x": ("batch, 8", "float32")})
+def dense(params, x):
+    return jnp.tanh(x @ params["w"] + params["b"])
+
+
+@exportable({"x": ("8, 16", "float32")})
+def trace_heavy(x):
+    for i in range(400):
+        x = jnp.sin(x) * 0.5 + x * (0.001 * i)
+    return x
+'''
+
+ROWS = {  # row: (function, call expression on the module `m`, arguments)
+    "weighted sin": ("weighted_sin", "m.weighted_sin(*args)"),
+    "dense layer, pytree params": ("dense", "m.dense(*args)"),
+    "jax.grad of weighted sin": ("weighted_sin", "jax.grad(m.weighted_sin)(*args)"),
+    "trace-heavy (400 steps)": ("trace_heavy", "m.trace_heavy(*args)"),
+}
+
+ARGS = {
+    "weighted_sin": "(np.linspace(0, 1, 64, dtype=np.float32), np.ones(64, np.float32))",
+    "dense": '({"w": np.ones((8, 4), np.float32), "b": np.zeros(4, np.float32)}, '
+             "np.ones((16, 8), np.float32))",
+    "trace_heavy": "(np.ones((8, 16), np.float32),)",
+}
+
+PROBE = '''
+import json, sys, time
+t = time.perf_counter()
+import numpy as np, jax
+parts = {}
+def mark(name):
+    global t
+    now = time.perf_counter(); parts[name] = (now - t) * 1e3; t = now
+mark("import jax")
+mode, row, function, call = sys.argv[1:5]
+args = ARGS[function]
+import jxe_parts as m
+mark("import package")
+if mode == "source":
+    body = getattr(m, function).__wrapped__
+    target = jax.grad(body) if call.startswith("jax.grad") else body
+    lowered = jax.jit(target).lower(*args); mark("trace+lower")
+    compiled = lowered.compile(); mark("compile")
+    jax.block_until_ready(compiled(*args)); mark("run")
+elif mode == "baked":
+    jax.block_until_ready(eval(call)); mark("first call")
+else:  # the baked first call's parts, by hand
+    from hatch_jaxexport.runtime.call import loader  # what the first call imports
+    from hatch_jaxexport.runtime.artifacts.package_artifacts import (
+        load_package_artifacts, read_record, deserialize_record)
+    mark("our modules")
+    package = load_package_artifacts("jxe_parts")
+    record = next(r for r in package.records(f"jxe_parts:{function}").manifest.artifacts
+                  if r.kind == "primal")
+    exported = deserialize_record(package, record, read_record(package, record))
+    mark("read+deserialize")
+    from hatch_jaxexport.runtime.jaxcompat import lapack_init_skipped, needs_lapack
+    target = (lambda *a: jax.grad(lambda *b: exported.call(*b))(*a)) \\
+        if call.startswith("jax.grad") else exported.call
+    with lapack_init_skipped(not needs_lapack(record.custom_calls)):  # as the loader does
+        lowered = jax.jit(target).lower(*args)
+    mark("lower (+refine)")
+    compiled = lowered.compile(); mark("compile")
+    jax.block_until_ready(compiled(*args)); mark("run")
+print(json.dumps(parts))
+'''
+
+
+def probe(python: str, site: Path, mode: str, row: str) -> dict[str, float]:
+    function, call = ROWS[row]
+    script = "import numpy as np\nARGS = {" + ", ".join(
+        f"{k!r}: {v}" for k, v in ARGS.items()) + "}\n" + PROBE
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update({"PYTHONPATH": os.pathsep.join([str(site), str(ROOT)]), "JAX_PLATFORMS": "cpu",
+                "HATCH_JAXEXPORT_CACHE": "0", "HATCH_JAXEXPORT_TIERED": "0",
+                "HATCH_JAXEXPORT_STRICT": "1"})
+    proc = subprocess.run([python, "-c", script, mode, row, function, call], env=env,
+                          text=True, capture_output=True)
+    if proc.returncode:
+        raise SystemExit(f"{mode} {row} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args(argv)
+    from hatch_jaxexport.bake import export_package
+
+    with tempfile.TemporaryDirectory(prefix="first-call-parts-") as tmp:
+        site = Path(tmp)
+        (site / "jxe_parts").mkdir()
+        (site / "jxe_parts" / "__init__.py").write_text(textwrap.dedent(PACKAGE))
+        export_package("jxe_parts", site / "jxe_parts" / "_jaxexport", search_path=[site])
+        python = sys.executable
+        print(f"jax {__import__('jax').__version__}, Python {sys.version.split()[0]}, "
+              f"{os.cpu_count()} CPUs; ms, median of {args.runs} fresh processes\n")
+        print("| row | source: trace+lower | compile | run | first call | baked: first call "
+              "| ratio | our modules | read+deserialize | lower (+refine) | compile | run |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for row in ROWS:
+            for mode in ("source", "baked", "parts"):
+                probe(python, site, mode, row)  # bytecode written, files cached
+            runs = {mode: [probe(python, site, mode, row) for _ in range(args.runs)]
+                    for mode in ("source", "baked", "parts")}
+            med = {mode: {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+                   for mode, rs in runs.items()}
+            source = med["source"]["trace+lower"] + med["source"]["compile"] + \
+                med["source"]["run"]
+            baked = med["baked"]["first call"]
+            p = med["parts"]
+            print(f"| {row} | {med['source']['trace+lower']:.1f} | {med['source']['compile']:.1f}"
+                  f" | {med['source']['run']:.1f} | {source:.1f} | {baked:.1f} | "
+                  f"{baked / source:.2f} | {p['our modules']:.1f} | {p['read+deserialize']:.1f}"
+                  f" | {p['lower (+refine)']:.1f} | {p['compile']:.1f} | {p['run']:.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
