@@ -114,7 +114,7 @@ WHOLE_ONLY: tuple[tuple[str, str], ...] = (
     ("tests/integration/test_pytest_plugin.py", "::test_artifacts_built_by_another_jax"),
     ("tests/integration/test_pytest_plugin.py", "::test_wheel_installed_in_a_fresh_venv_with"),
     # a second device count of the sharding checks and of the release check on a mesh
-    ("tests/unit/runtime/artifacts/test_sharding.py", "[8-devices]"),
+    ("tests/unit/runtime/artifacts/test_sharding.py", "[8-devices"),
     ("tests/unit/runtime/artifacts/test_sharding.py",
      "::test_release_check_compares_sharded_artifacts_on_a_mesh_of_their_shape[1]"),
 )
