@@ -17,6 +17,7 @@ from hatch_jaxexport.errors import ArtifactError
 from hatch_jaxexport.formats.manifest import (
     ARTIFACT_DIR,
     MANIFEST_NAME,
+    JaxSet,
     Manifest,
     check_file_name,
     inventory,
@@ -53,7 +54,9 @@ class VerifyReport:
         return (f"{self.package}: OK, {counts.functions} function(s), {counts.artifacts} "
                 f"artifact(s){counts.kinds_text()}, {counts.bytes:,} "
                 f"bytes{also} match {ARTIFACT_DIR}/{MANIFEST_NAME} (schema "
-                f"{self.manifest.schema_version}, built with jax {self.manifest.jax_version})")
+                f"{self.manifest.schema_version}, built with jax {self.manifest.jax_version})"
+                + "".join(f"; jax {s.jax_version}'s set matches {s.manifest}"
+                          for s in self.manifest.jax_sets))
 
 
 def _foreign_type_problem(ref: str, package: str) -> str:
@@ -121,20 +124,11 @@ def verify_report(package: str) -> VerifyReport:
     if manifest.package != package:
         problems.append(f"the manifest is for package {manifest.package!r}, not {package!r}")
     listed = {MANIFEST_NAME}
-    for record in manifest.artifacts:
-        listed.add(record.file)
-        problems += _check_blob(root, record.file, record.size, record.sha256, record.id)
-        for entry in record.sized:  # its concrete-size forms (bake/concrete/forms.py)
-            listed.add(entry["file"])
-            problems += _check_blob(root, entry["file"], entry["size"], entry["sha256"],
-                                    f"{record.id} {signature_text(entry['inputs'])}")
-        problems += [f"{record.id}: {problem}" for ref in record.pytree_types
-                     if (problem := _foreign_type_problem(ref, package))]
-    for concrete in manifest.concrete:  # concrete-size artifacts (bake/concrete/exports.py)
-        listed.add(concrete.file)
-        problems += _check_blob(root, concrete.file, concrete.size, concrete.sha256,
-                                concrete.id)
-    problems += _check_executables(root, manifest, listed)
+    problems += _check_records(root, manifest, package, listed)
+    for jax_set in manifest.jax_sets:  # other jax releases' sets (bake/workers/jax_sets.py)
+        listed.add(jax_set.manifest)
+        problems += [f"jax {jax_set.jax_version}'s set: {problem}"
+                     for problem in _check_set(root, jax_set, package, listed)]
     # portable.json and the files it lists
     from hatch_jaxexport.bake.concrete.portable_bundle import verify_files
 
@@ -151,6 +145,44 @@ def verify_report(package: str) -> VerifyReport:
             kind = "folder" if entry.is_dir() else "file"
             problems.append(f"{ARTIFACT_DIR}/{entry.name}: {kind} not listed in the manifest")
     return VerifyReport(package, manifest, problems)
+
+
+def _check_records(root: Any, manifest: Manifest, package: str, listed: set[str]) -> list[str]:
+    """The problems of one set's records (artifacts, their concrete-size forms, concrete-size
+    artifacts, executables); the files they name are added to ``listed``."""
+    problems: list[str] = []
+    for record in manifest.artifacts:
+        listed.add(record.file)
+        problems += _check_blob(root, record.file, record.size, record.sha256, record.id)
+        for entry in record.sized:  # its concrete-size forms (bake/concrete/forms.py)
+            listed.add(entry["file"])
+            problems += _check_blob(root, entry["file"], entry["size"], entry["sha256"],
+                                    f"{record.id} {signature_text(entry['inputs'])}")
+        problems += [f"{record.id}: {problem}" for ref in record.pytree_types
+                     if (problem := _foreign_type_problem(ref, package))]
+    for concrete in manifest.concrete:  # concrete-size artifacts (bake/concrete/exports.py)
+        listed.add(concrete.file)
+        problems += _check_blob(root, concrete.file, concrete.size, concrete.sha256,
+                                concrete.id)
+    return problems + _check_executables(root, manifest, listed)
+
+
+def _check_set(root: Any, jax_set: JaxSet, package: str, listed: set[str]) -> list[str]:
+    """The problems of another jax release's set: its manifest (read, of this package and
+    that jax) and its records, as the main manifest's."""
+    path = root / jax_set.manifest
+    escape = _escapes(root, path) if path.is_file() else "is missing"
+    if escape:
+        return [f"{ARTIFACT_DIR}/{jax_set.manifest} {escape}"]
+    try:
+        theirs = parse_manifest(path.read_bytes(),
+                                where=f"{package}/{ARTIFACT_DIR}/{jax_set.manifest}")
+    except (ArtifactError, OSError) as err:
+        return [str(err)]
+    if (theirs.package, theirs.jax_version) != (package, jax_set.jax_version):
+        return [f"{jax_set.manifest} is {theirs.package}'s with jax {theirs.jax_version}, the "
+                f"main manifest lists it as {package}'s with jax {jax_set.jax_version}"]
+    return _check_records(root, theirs, package, listed)
 
 
 def _escapes(root: Any, path: Any) -> str:

@@ -144,6 +144,9 @@ def test_inspect_and_the_release_check_give_each_sets_window(releases_wheel, pro
     for version in RELEASES:
         assert f"  jax {version} (released " in shown
     assert "; serves this jax 0.10." in shown
+    verified = run([python, "-m", "hatch_jaxexport", "verify", "jxe_releases"], env=env).stdout
+    for version in RELEASES:  # every set's manifest and blobs match
+        assert f"jax {version}'s set matches manifest-jax-{version}.json" in verified
     source = write_project(tmp_path / "source", {"jxe_releases/__init__.py": MODULE})
     check = run([python, "-m", "pytest", "-p", "no:cacheprovider", "--jaxexport-check",
                  "jxe_releases", "--jaxexport-source", source, "--jaxexport-only"],

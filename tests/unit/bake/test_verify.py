@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import sys
@@ -243,3 +244,33 @@ def test_precompiled_executables_are_verified_too(exec_copy: Path) -> None:
     assert f"compiled from artifact {orphan['artifact']}, which the manifest does not list " \
            "with that SHA-256" in broken.stdout
     assert "_jaxexport/stray.x86_64-avx2.0.xla: file not listed in the manifest" in broken.stdout
+
+
+def test_another_jax_releases_set_is_verified_like_the_main_one(site: Path,
+                                                                tmp_path: Path) -> None:
+    """A wheel baked with ``jax-releases``: each set's manifest and the blobs its records name
+    are checked (its files counted as listed), and a damaged blob of a set is named with it.
+    The set here is this jax's own export relabelled as another release's, added by the
+    build's own ``add_jax_set``."""
+    from hatch_jaxexport.bake.workers.jax_sets import add_jax_set
+
+    other = _copy_site(site, tmp_path / "other")
+    raw = _manifest(other)
+    raw["jax_version"], raw["jax_released"] = "0.8.1", "2025-11-18"
+    for record in raw["artifacts"]:  # other bytes, as another jax writes them
+        blob = _art(other) / record["file"]
+        blob.write_bytes(blob.read_bytes() + b"\0")
+        record["size"] += 1
+        record["sha256"] = hashlib.sha256(blob.read_bytes()).hexdigest()
+    (_art(other) / "manifest.json").write_text(json.dumps(raw))
+    add_jax_set(_art(site), _art(other), lambda line: None)
+    proc = verify(site)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "jax 0.8.1's set matches manifest-jax-0.8.1.json" in proc.stdout
+    damaged = next(_art(site).glob("jax0.8.1-*.jaxexport"))
+    damaged.write_bytes(damaged.read_bytes()[:-1])
+    proc = verify(site)
+    assert proc.returncode == 1
+    assert "jax 0.8.1's set: " in proc.stdout and damaged.name in proc.stdout
+    (_art(site) / "manifest-jax-0.8.1.json").unlink()
+    assert "manifest-jax-0.8.1.json is missing" in verify(site).stdout
