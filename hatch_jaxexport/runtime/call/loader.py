@@ -30,12 +30,6 @@ from hatch_jaxexport.runtime.artifacts.package_artifacts import (
     load_package_artifacts,
     unusable_reason,
 )
-from hatch_jaxexport.runtime.artifacts.placement import (
-    call_mesh,
-    current_mesh,
-    place,
-    select_variant,
-)
 from hatch_jaxexport.runtime.call import _recorder as recorder
 from hatch_jaxexport.runtime.call._resolved_calls import fast_key, prime_fast_path
 from hatch_jaxexport.runtime.call._source_calls import run_source, source_calls
@@ -52,7 +46,6 @@ from hatch_jaxexport.runtime.call.matching import (
     export_platform,
     plan_call,
 )
-from hatch_jaxexport.runtime.call.recorded_calls import ConcreteDispatch, recorded_call
 from hatch_jaxexport.runtime.call.refusals import (
     STRICT_FIX,
     no_artifact,
@@ -67,6 +60,9 @@ from hatch_jaxexport.runtime.jaxcompat import lowering_config
 if TYPE_CHECKING:
     from hatch_jaxexport.runtime.call._function_record import FunctionRecord
 
+# Imported in functions: the mesh placement (a function with mesh variants) and the recorded
+# calls (concrete sizes, a call no structure accepts), only where a call needs them: a plain
+# first call imports 2 ms less (benchmarks/first_call_parts.py, "our modules").
 
 class _Target(NamedTuple):
     """What a (structure, static values, platform) resolves to: an artifact or the source."""
@@ -95,6 +91,8 @@ def _resolve(fn: FunctionRecord, plan: CallPlan, platform: str, mesh: str = "",
         else:
             return _Target(call, static_in_call=False, from_artifact=True)
     elif choice.concrete:
+        from hatch_jaxexport.runtime.call.recorded_calls import ConcreteDispatch
+
         return _Target(ConcreteDispatch(fn, choice.package, choice.concrete,
                                         plan.structure_index, dict(plan.static)),
                        static_in_call=False, from_artifact=True)
@@ -183,6 +181,8 @@ def _call_uncovered(fn: FunctionRecord, given: tuple[tuple[Any, ...], dict[str, 
     the source's result (``run_source``: the source's own error first, told after). A call
     of plain arrays and scalars hands its trace to the fast path (``fast``), so later calls
     like it cost what ``jax.jit`` of the source costs."""
+    from hatch_jaxexport.runtime.call.recorded_calls import recorded_call
+
     args, kwargs = given
     run, _ = recorded_call(fn, args, kwargs)  # baked at exactly this call's recorded sizes
     if run is not None:
@@ -204,6 +204,13 @@ def _call_sharded(fn: FunctionRecord, plan: CallPlan, key: tuple[Any, ...],
     """A call of a function with mesh variants: the variant of the call's mesh, NumPy inputs
     placed onto that mesh with the artifact's in_specs. Only calls without any mesh take the
     fast path, guarded: the same arrays may run under a mesh set later."""
+    from hatch_jaxexport.runtime.artifacts.placement import (
+        call_mesh,
+        current_mesh,
+        place,
+        select_variant,
+    )
+
     spec = fn.export_spec
     assert spec.mesh is not None and spec.in_specs is not None
     found = call_mesh(plan.values)

@@ -16,6 +16,7 @@ import pytest
 from conftest import FIXTURES, run
 
 from hatch_jaxexport.formats.manifest import MANIFEST_NAME
+from hatch_jaxexport.runtime.executables.entries import NO_CACHE
 
 pytestmark = pytest.mark.skipif(platform.machine() != "x86_64",
                                 reason="the fixture compiles the x86-64 targets")
@@ -54,7 +55,8 @@ def test_the_reason_when_no_shipped_executable_serves_it(scalars_site, tmp_path)
     assert (off["tier"], off["not_shipped"]) == ("compiled",
                                                  "HATCH_JAXEXPORT_EXECUTABLES=0 turns them off")
     assert lines[0].endswith("(no shipped executable: HATCH_JAXEXPORT_EXECUTABLES=0 turns them "
-                             "off)")
+                             f"off) (not cached for the next process: {NO_CACHE})")
+    assert off["not_cached"] == NO_CACHE  # this test's processes run with the cache off
     site = tmp_path / "site"
     shutil.copytree(scalars_site, site)
     path = site / "jxe_scalars" / "_jaxexport" / MANIFEST_NAME
