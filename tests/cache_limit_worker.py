@@ -46,7 +46,7 @@ def main(folder: Path, done: Path, worker: int, writes: int) -> dict[str, int]:
         k = worker * 100 + i + 1
         compiled, fresh = compile_fresh(jax.jit(lambda v, k=k: v * jnp.float32(k)).lower(x))
         key = key_of(folder, k)
-        assert fresh and store(folder, key, compiled), "the entry was not written"
+        assert fresh and store(folder, key, compiled) is None, "the entry was not written"
         # named whole or not at all: another worker lists DONE at any moment (a plain write
         # showed it an empty file once, in CI)
         pending = done.parent / f".{key}.{worker}.tmp"

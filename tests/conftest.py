@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import shutil
 import subprocess
@@ -275,11 +276,39 @@ def project_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return wheel
 
 
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str,
+               build: Callable[[Path], Path]) -> Path:
+    """What ``build`` makes in a folder of its own, once per test session whatever the number
+    of xdist workers: the first worker to ask builds it under a lock in the session's base
+    folder (the workers' common parent), the others wait for it and reuse it."""
+    import fcntl
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    record = root / f"built-once-{name}.json"
+    with open(root / f"built-once-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if record.is_file():
+            return Path(json.loads(record.read_text())["path"])
+        folder = root / f"built-once-{name}"
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        built = build(folder)
+        record.write_text(json.dumps({"path": str(built)}))
+        return built
+
+
 @pytest.fixture(scope="session")
 def example_wheel(tmp_path_factory: pytest.TempPathFactory, project_wheel: Path) -> Path:
     """``example_pkg`` built as a wheel by the Hatch hook with this interpreter's jax, once per
-    session (the release check and the GPU check's test share it)."""
-    tmp = tmp_path_factory.mktemp("example-wheel")
+    session, shared by the xdist workers (the release check and the portable bundle's tests
+    share it; each build took about 40 s)."""
+    return built_once(tmp_path_factory, "example-wheel",
+                      lambda tmp: _build_example_wheel(tmp, project_wheel))
+
+
+def _build_example_wheel(tmp: Path, project_wheel: Path) -> Path:
     project = Path(shutil.copytree(ROOT / "example_pkg", tmp / "example_pkg", ignore=shutil.
                                    ignore_patterns("_jaxexport", "dist", "build", "__pycache__")))
     links = {"PIP_FIND_LINKS": " ".join(filter(None, [os.fspath(project_wheel.parent),
