@@ -108,8 +108,10 @@ def main() -> None:
         hot = fn.calls.hot
         if hot is None:
             raise SystemExit("the loaded function has no compiled executable in use")
-        compiled, split = hot[0], hot[1]
-        direct = args[:split]
+        # the executable takes the call's leading values (its trailing statics left out),
+        # then the constants the hot call adds
+        compiled = hot.call
+        direct = (*args[:hot.arity - len(hot.tail)], *hot.constants)
         for name, f, a in (("jit", jitted, args), ("loaded", fn, args),
                            ("compiled", compiled, direct)):
             out[f"{name}_call_us"] = min(timeit.repeat(lambda f=f, a=a: f(*a), number=2000,
