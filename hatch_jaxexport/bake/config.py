@@ -156,6 +156,18 @@ def merge_requirement(dependencies: Sequence[str], requirement: str
     return result, None if merged_any else requirement
 
 
+def requirement_name(requirement: str) -> str:
+    """The canonical project name of a requirement line (``"Jax[cpu]>=0.5"``: ``jax``), as
+    ``merge_requirement`` compares them; an unparsable line is its own name."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    try:
+        return str(canonicalize_name(Requirement(requirement).name))
+    except InvalidRequirement:
+        return requirement
+
+
 def requirement_conflicts(dependencies: Sequence[str], requirement: str) -> list[str]:
     """The build's warnings for the project's requirements on jax that ``requirement`` (the
     exporting jax's) cannot tighten: merged, they would admit no version, and a wheel whose
@@ -423,4 +435,5 @@ __all__ = [
     "merge_requirement",
     "requirement_conflicts",
     "parse_options",
+    "requirement_name",
 ]

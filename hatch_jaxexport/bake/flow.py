@@ -22,7 +22,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from hatch_jaxexport.bake.config import ExportOptions, brief_uncaught_build_errors
+from hatch_jaxexport.bake.config import (
+    ExportOptions,
+    brief_uncaught_build_errors,
+    requirement_name,
+)
 from hatch_jaxexport.bake.export.captured import captured_lines
 from hatch_jaxexport.bake.workers.jax_sets import export_jax_set
 from hatch_jaxexport.bake.workers.orchestrate import BuildResult, export_package
@@ -225,12 +229,6 @@ def add_jax_sets(name: str, folder: Path, result: BuildResult, options: ExportOp
 #: Requirements a set's environment never takes from the project: its jax and jaxlib are the
 #: release's, and hatch-jaxexport is this one (linked in).
 BUILDER_OWNED = frozenset({"jax", "jaxlib", "hatch-jaxexport"})
-
-
-def requirement_name(requirement: str) -> str:
-    """The normalized project name of a requirement line (``"Jax[cpu]>=0.5"``: ``jax``)."""
-    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
-    return re.sub(r"[-_.]+", "-", match.group(1)).lower() if match else requirement
 
 
 def folder_bytes(folder: Path) -> int:

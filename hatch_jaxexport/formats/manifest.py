@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from hatch_jaxexport.errors import ArtifactError
+from hatch_jaxexport.formats.jax_window import set_for
 from hatch_jaxexport.formats.statics import static_values_text
 
 SCHEMA_VERSION = 1
@@ -245,6 +246,20 @@ class Manifest(NamedTuple):
     #: readers from before them serve this manifest's own set, as they always did).
     jax_sets: tuple[JaxSet, ...] = ()
 
+    def with_files(self, names: Mapping[str, str]) -> "Manifest":
+        """This manifest with each file name its records name (artifacts, their concrete-size
+        forms, concrete-size artifacts, executables) replaced through ``names``; a name
+        ``names`` lacks is kept."""
+        def sized(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return [{**e, "file": names.get(e["file"], e["file"])} for e in entries]
+
+        return self._replace(
+            artifacts=tuple(r._replace(file=names.get(r.file, r.file), sized=sized(r.sized))
+                            for r in self.artifacts),
+            concrete=tuple(c._replace(file=names.get(c.file, c.file)) for c in self.concrete),
+            executables=tuple(e._replace(file=names.get(e.file, e.file))
+                              for e in self.executables))
+
     def to_bytes(self) -> bytes:
         """Deterministic, compact JSON: sorted keys, records sorted by id, no indentation
         or spaces (a wheel of a thousand concrete-size artifacts wrote a 691 kB manifest
@@ -422,6 +437,12 @@ def artifact_sets(manifest: Any) -> tuple[JaxSet, ...]:
     return (own, *manifest.jax_sets)
 
 
+def loaded_set(sets: Sequence[JaxSet], running: str) -> JaxSet:
+    """Of a wheel's sets (``artifact_sets``), the one the running jax ``running`` loads
+    (``formats.jax_window.set_for``, by the recorded release dates)."""
+    return sets[set_for(running, [(s.jax_version, s.jax_released) for s in sets])]
+
+
 def set_manifest_name(jax_version: str) -> str:
     """The file name of the manifest of jax ``jax_version``'s artifact set."""
     return check_file_name(f"manifest-jax-{jax_version}.json")
@@ -439,5 +460,5 @@ __all__ = ["ARTIFACT_DIR", "ArtifactRecord", "BLOB_SUFFIX", "ConcreteRecord",
            "ExecutableRecord", "FailedCall", "Inventory", "JaxSet", "KNOWN_KINDS",
            "MANIFEST_NAME", "Manifest", "MeshShape", "SCHEMA_VERSION", "SHA256_HEX",
            "SkippedRecord", "artifact_id", "artifact_sets", "byte_text", "captured_by_function",
-           "check_file_name", "constant_text", "inventory", "member_name", "set_manifest_name",
-           "sha256_hex", "signature_text", "summarize", "variant_text"]
+           "check_file_name", "constant_text", "inventory", "loaded_set", "member_name",
+           "set_manifest_name", "sha256_hex", "signature_text", "summarize", "variant_text"]

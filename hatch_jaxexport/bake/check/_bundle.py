@@ -18,14 +18,13 @@ import importlib.util
 import inspect
 import json
 import os
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hatch_jaxexport.bake.config import requirement_name
 from hatch_jaxexport.errors import CheckError
-from hatch_jaxexport.formats.jax_window import set_for
 from hatch_jaxexport.formats.manifest import (
     ARTIFACT_DIR,
     MANIFEST_NAME,
@@ -36,6 +35,7 @@ from hatch_jaxexport.formats.manifest import (
     artifact_sets,
     check_file_name,
     inventory,
+    loaded_set,
     sha256_hex,
 )
 from hatch_jaxexport.formats.manifest_reader import parse_manifest
@@ -159,8 +159,7 @@ def find_bundle(package: str) -> Bundle:
         manifest = parse_manifest(data, where=str(path))
         sets = artifact_sets(manifest) if manifest.jax_sets else ()
         if sets:  # the set this jax loads is the one checked
-            chosen = sets[set_for(running_jax_version(),
-                                  [(s.jax_version, s.jax_released) for s in sets])]
+            chosen = loaded_set(sets, running_jax_version())
             own = path.parent / check_file_name(chosen.manifest)
             manifest = parse_manifest(own.read_bytes(), where=str(own))
     except Exception as err:
@@ -174,7 +173,7 @@ def _jax_requirement(dist: Any) -> str:
     """The distribution's own ``Requires-Dist`` on jax (without its markers), else ``""``."""
     for line in dist.requires or ():
         spec, _, marker = line.partition(";")
-        if re.match(r"\s*jax(?![\w.-])", spec, re.IGNORECASE) and "extra" not in marker:
+        if requirement_name(spec) == "jax" and "extra" not in marker:
             return spec.strip()
     return ""
 

@@ -15,7 +15,6 @@ pairs them across wheels by file name.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from hatch_jaxexport.formats.manifest import Manifest
 
@@ -51,14 +50,7 @@ def dedupe_files(folder: Path, manifest: Manifest) -> tuple[Manifest, int, int]:
         saved += (folder / name).stat().st_size
         (folder / name).unlink()
         removed += 1
-
-    def sized(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [{**e, "file": kept.get(e["file"], e["file"])} for e in entries]
-
-    artifacts = tuple(r._replace(file=kept.get(r.file, r.file), sized=sized(r.sized))
-                      for r in manifest.artifacts)
-    concrete = tuple(c._replace(file=kept.get(c.file, c.file)) for c in manifest.concrete)
-    return manifest._replace(artifacts=artifacts, concrete=concrete), removed, saved
+    return manifest.with_files(kept), removed, saved
 
 
 __all__ = ["dedupe_files"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,18 +58,6 @@ def _named_files(manifest: Manifest) -> list[str]:
     return sorted(set(names))
 
 
-def _renamed(manifest: Manifest, names: Mapping[str, str]) -> Manifest:
-    """``manifest`` with every file name it records replaced through ``names``."""
-    def sized(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [{**e, "file": names[e["file"]]} for e in entries]
-
-    return manifest._replace(
-        artifacts=tuple(r._replace(file=names[r.file], sized=sized(r.sized))
-                        for r in manifest.artifacts),
-        concrete=tuple(c._replace(file=names[c.file]) for c in manifest.concrete),
-        executables=tuple(e._replace(file=names[e.file]) for e in manifest.executables))
-
-
 def add_jax_set(folder: Path, set_folder: Path, log: Callable[[str], None]) -> JaxSet:
     """Add the export in ``set_folder`` (another jax's) to the artifact folder ``folder`` as a
     set: its blobs (each stored once: one byte-equal to a file already there is that file),
@@ -103,7 +91,7 @@ def add_jax_set(folder: Path, set_folder: Path, log: Callable[[str], None]) -> J
     jax_set = JaxSet(set_manifest_name(version), version, theirs.jaxlib_version,
                      theirs.jax_released)
     (folder / jax_set.manifest).write_bytes(
-        _renamed(theirs._replace(sources={}), names).to_bytes())
+        theirs._replace(sources={}).with_files(names).to_bytes())
     (folder / MANIFEST_NAME).write_bytes(
         main._replace(jax_sets=(*main.jax_sets, jax_set)).to_bytes())
     log(f"{main.package}: added the artifacts of jax {version} (released "

@@ -20,7 +20,7 @@ import threading
 from typing import Any, NamedTuple
 
 from hatch_jaxexport.errors import ArtifactError, FallbackWarning
-from hatch_jaxexport.formats.jax_window import jax_release_date, loads_until, set_for, window_text
+from hatch_jaxexport.formats.jax_window import jax_release_date, loads_until, window_text
 from hatch_jaxexport.formats.manifest import (
     ARTIFACT_DIR,
     MANIFEST_NAME,
@@ -29,6 +29,7 @@ from hatch_jaxexport.formats.manifest import (
     Manifest,
     artifact_sets,
     check_file_name,
+    loaded_set,
     sha256_hex,
     variant_text,
 )
@@ -205,12 +206,7 @@ def _read_package_artifacts(package: str) -> PackageArtifacts | None:
     if not exists:
         return None
     check_inside(root, package_dir, f"{package}/{ARTIFACT_DIR}")
-    check_inside(manifest_path, root, f"{package}/{ARTIFACT_DIR}/{MANIFEST_NAME}")
-    try:
-        data = manifest_path.read_bytes()
-    except OSError as err:
-        raise ArtifactError(f"cannot read the manifest of {package}: {err}") from None
-    index = read_manifest_index(data, where=f"{package}/{ARTIFACT_DIR}/{MANIFEST_NAME}")
+    index = _read_index(package, root, MANIFEST_NAME)
     if not index.jax_sets:
         return PackageArtifacts(package, index, root)
     return PackageArtifacts(package, _running_jax_set(package, index, root), root,
@@ -221,24 +217,28 @@ def _running_jax_set(package: str, index: ManifestIndex, root: Any) -> ManifestI
     """Of a wheel baked with several jax releases (``jax-releases``), the set the running jax
     reads (``formats.jax_window.set_for``): the main manifest's, or another set's manifest,
     whose blobs share the folder. One set serves a process: jax does not change under it."""
-    sets = [(index.jax_version, index.jax_released), *((s.jax_version, s.jax_released)
-                                                       for s in index.jax_sets)]
-    chosen = set_for(running_jax_version(), sets)
-    if chosen == 0:
+    chosen = loaded_set(artifact_sets(index), running_jax_version())
+    if chosen.manifest == MANIFEST_NAME:
         return index
-    name = check_file_name(index.jax_sets[chosen - 1].manifest)
-    path = root / name
+    found = _read_index(package, root, chosen.manifest)
+    if found.jax_sets or found.jax_version != chosen.jax_version:
+        raise ArtifactError(f"corrupt manifest {package}/{ARTIFACT_DIR}/{chosen.manifest}: the "
+                            f"main manifest lists it for jax {chosen.jax_version}, it says jax "
+                            f"{found.jax_version}{' and lists sets' if found.jax_sets else ''}")
+    return found
+
+
+def _read_index(package: str, root: Any, name: str) -> ManifestIndex:
+    """The manifest file ``name`` of ``package``'s artifact folder ``root``, its name and
+    place checked (no link out of the folder), read and indexed."""
+    path = root / check_file_name(name)
     check_inside(path, root, f"{package}/{ARTIFACT_DIR}/{name}")
     try:
         data = path.read_bytes()
     except OSError as err:
-        raise ArtifactError(f"cannot read the manifest {name} of {package}: {err}") from None
-    found = read_manifest_index(data, where=f"{package}/{ARTIFACT_DIR}/{name}")
-    if found.jax_sets or found.jax_version != sets[chosen][0]:
-        raise ArtifactError(f"corrupt manifest {package}/{ARTIFACT_DIR}/{name}: the main "
-                            f"manifest lists it for jax {sets[chosen][0]}, it says jax "
-                            f"{found.jax_version}{' and lists sets' if found.jax_sets else ''}")
-    return found
+        what = "the manifest" if name == MANIFEST_NAME else f"the manifest {name}"
+        raise ArtifactError(f"cannot read {what} of {package}: {err}") from None
+    return read_manifest_index(data, where=f"{package}/{ARTIFACT_DIR}/{name}")
 
 
 def running_jax_version() -> str:
