@@ -54,6 +54,17 @@ def dense(params, x):
     return jnp.tanh(x @ params["w"] + params["b"])
 
 
+@exportable({"x": ("n", "float32"), "w": ("n", "float32")}, executable_sizes={"n": [64]})
+def weighted_sin_sized(x, w):
+    return jnp.sum(jnp.sin(x) * w)
+
+
+@exportable({"params": {"w": ("8, 4", "float32"), "b": ("4", "float32")},
+             "x": ("batch, 8", "float32")}, executable_sizes={"batch": [16]})
+def dense_sized(params, x):
+    return jnp.tanh(x @ params["w"] + params["b"])
+
+
 @exportable({"x": ("8, 16", "float32")})
 def trace_heavy(x):
     for i in range(400):
@@ -64,6 +75,8 @@ def trace_heavy(x):
 ROWS = {  # row: (function, call expression on the module `m`)
     "weighted sin": ("weighted_sin", "m.weighted_sin(*args)"),
     "dense layer, pytree params": ("dense", "m.dense(*args)"),
+    "weighted sin, baked at its size": ("weighted_sin_sized", "m.weighted_sin_sized(*args)"),
+    "dense layer, baked at its size": ("dense_sized", "m.dense_sized(*args)"),
     "jax.grad of weighted sin": ("weighted_sin", "jax.grad(m.weighted_sin)(*args)"),
     "jax.grad of weighted sin, source jax.grad(jax.jit(f))": (
         "weighted_sin", "jax.grad(m.weighted_sin)(*args)"),
@@ -78,6 +91,9 @@ ARGS = {
     "dense": '({"w": np.ones((8, 4), np.float32), "b": np.zeros(4, np.float32)}, '
              "np.ones((16, 8), np.float32))",
     "trace_heavy": "(np.ones((8, 16), np.float32),)",
+    "weighted_sin_sized": "(np.linspace(0, 1, 64, dtype=np.float32), np.ones(64, np.float32))",
+    "dense_sized": '({"w": np.ones((8, 4), np.float32), "b": np.zeros(4, np.float32)}, '
+                   "np.ones((16, 8), np.float32))",
 }
 
 PROBE = '''
@@ -107,18 +123,24 @@ elif mode == "baked":
 else:  # the baked first call's parts, by hand
     from hatch_jaxexport.runtime.call import loader  # what the first call imports
     from hatch_jaxexport.runtime.artifacts.package_artifacts import (
-        load_package_artifacts, read_record, deserialize_record)
+        load_package_artifacts, load_concrete, read_record, deserialize_record)
+    from hatch_jaxexport.runtime.executables.direct_module import DirectModule
     mark("our modules")
     package = load_package_artifacts("jxe_parts")
     record = next(r for r in package.records(f"jxe_parts:{function}").manifest.artifacts
-                  if r.kind == "primal")
-    exported = deserialize_record(package, record, read_record(package, record))
-    mark("read+deserialize")
+                  if r.kind == "primal" and r.platform == "cpu")
     from hatch_jaxexport.runtime.jaxcompat import lapack_init_skipped, needs_lapack
-    target = (lambda *a: jax.grad(lambda *b: exported.call(*b))(*a)) \\
-        if call.startswith("jax.grad") else exported.call
-    with lapack_init_skipped(not needs_lapack(record.custom_calls)):  # as the loader does
-        lowered = jax.jit(target).lower(*args)
+    if record.sized:  # a concrete-size form: compiled from its bytes, nothing lowered
+        exported = load_concrete(package, record.sized[0])
+        mark("read+deserialize")
+        lowered = DirectModule.of(exported, False).lower(*args)
+    else:
+        exported = deserialize_record(package, record, read_record(package, record))
+        mark("read+deserialize")
+        target = (lambda *a: jax.grad(lambda *b: exported.call(*b))(*a)) \\
+            if call.startswith("jax.grad") else exported.call
+        with lapack_init_skipped(not needs_lapack(record.custom_calls)):  # as the loader does
+            lowered = jax.jit(target).lower(*args)
     mark("lower (+refine)")
     compiled = lowered.compile(); mark("compile")
     jax.block_until_ready(compiled(*args)); mark("run")

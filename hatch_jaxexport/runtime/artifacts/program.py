@@ -68,26 +68,20 @@ class ArtifactProgram:
             return tree
         return self.exported().out_tree
 
-    def eager_lowerable(self) -> Callable[[tuple[Any, ...]], Callable[..., Any] | None]:
-        """What an eager first call of given flat argument types lowers (``EagerCall``'s
-        ``eager_lowerable``): ``jax.jit`` of the concrete-size form of the record for exactly
-        those types where the wheel has one (the build refined its shapes), else of the
-        artifact's call (``None`` when that is unusable: the primitive's path falls back)."""
-        import jax  # the call path only: importing a baked package never imports jax
-
+    def sized_form(self) -> Callable[[tuple[Any, ...]], Any | None]:
+        """Given flat argument types, the ``Exported`` of the record's concrete-size form for
+        exactly those types (the build refined its shapes), where the wheel has a usable one;
+        ``None`` otherwise (the artifact's own call serves them)."""
         sized = {leaf_types(entry["inputs"]): entry for entry in self.record.sized}
 
-        def eager_lowerable(types: tuple[Any, ...]) -> Callable[..., Any] | None:
-            if (entry := sized.get(types)) is not None:
-                try:
-                    return jax.jit(load_concrete(self.package, entry).call)
-                except ArtifactError:
-                    pass  # the symbolic artifact serves the same call
-            try:
-                return jax.jit(self.exported().call)
-            except ArtifactError:
+        def sized_form(types: tuple[Any, ...]) -> Any | None:
+            if (entry := sized.get(types)) is None:
                 return None
-        return eager_lowerable
+            try:
+                return load_concrete(self.package, entry)
+            except ArtifactError:
+                return None  # the symbolic artifact serves the same call
+        return sized_form
 
 
 def leaf_types(leaves: Any) -> tuple[Any, ...]:

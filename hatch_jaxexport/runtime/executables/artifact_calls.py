@@ -24,6 +24,7 @@ from hatch_jaxexport.runtime.artifacts.native_vjp import NativeVjpCall
 from hatch_jaxexport.runtime.artifacts.package_artifacts import PackageArtifacts, load_record
 from hatch_jaxexport.runtime.artifacts.program import ArtifactProgram
 from hatch_jaxexport.runtime.disk.cache_folders import ensure_compilation_cache
+from hatch_jaxexport.runtime.executables.direct_module import eager_lowerable
 from hatch_jaxexport.runtime.executables.eager_call import EagerCall
 from hatch_jaxexport.runtime.executables.tiers import tiering_wanted
 from hatch_jaxexport.runtime.jaxcompat import needs_lapack
@@ -72,11 +73,11 @@ def build_artifact_call(site: CallSite, package: PackageArtifacts, record: Artif
     jit = ArtifactJit(site, program)
     if site.mesh:  # sharded variants: always through the family, never tiered
         return jit()
+    lapack = needs_lapack(record.custom_calls)
     call = EagerCall(jit, job(site, record), tiering_wanted(site.platform, site.tiered,
                                                             record.size),
-                     needs_lapack(record.custom_calls), _shipped(site, package, record,
-                                                                 program.out_tree),
-                     program.eager_lowerable(), out_tree=program.out_tree)
+                     lapack, _shipped(site, package, record, program.out_tree),
+                     eager_lowerable(program, lapack), out_tree=program.out_tree)
     jit.primal = call
     return call
 

@@ -46,12 +46,22 @@ def counting(module):  # jax's own pass, counted: every call still runs it
     refined.append(1)
     return original(module)
 mlir.refine_polymorphic_shapes = counting
+lowered = []
+original_lower = mlir.lower_jaxpr_to_module
+def counting_lower(*args, **kwargs):  # every jax lowering of a jaxpr, counted
+    lowered.append(1)
+    return original_lower(*args, **kwargs)
+mlir.lower_jaxpr_to_module = counting_lower
 
 def count(fn, *args, **kwargs):
-    before = len(refined)
+    before, lowered_before = len(refined), len(lowered)
     out = np.asarray(fn(*args, **kwargs))
+    found = {"refined": len(refined) - before, "lowered": len(lowered) - lowered_before}
     ref = np.asarray(fn.__wrapped__(*args, **kwargs))
-    return {"refined": len(refined) - before, "close": bool(np.allclose(out, ref, atol=1e-6))}
+    jitted = np.asarray(jax.jit(fn.__wrapped__, static_argnames="mode")(*args, **kwargs)
+                        if kwargs else jax.jit(fn.__wrapped__)(*args))
+    return {**found, "close": bool(np.allclose(out, ref, atol=1e-6)),
+            "as_jit": out.dtype == jitted.dtype and bool(np.array_equal(out, jitted))}
 
 print(json.dumps({
     "sized": count(jxe_sized.scaled, np.ones((2, 3), np.float32)),
@@ -104,10 +114,13 @@ def test_the_build_writes_a_refined_module_per_named_size(sized_site):
 
 def test_a_call_of_a_named_size_compiles_without_shape_refinement(sized_site):
     out = _probe(sized_site, {"HATCH_JAXEXPORT_EXECUTABLES": "0"})
-    assert out["sized"] == {"refined": 0, "close": True}
-    assert out["static"] == {"refined": 0, "close": True}
-    assert out["other"] == {"refined": 1, "close": True}  # the symbolic artifact, refined
-    assert out["unsized"] == {"refined": 1, "close": True}
+    # a named size: its module compiled from its bytes (``DirectModule``), nothing lowered,
+    # the numbers of ``jax.jit`` of the source bit for bit
+    assert out["sized"] == {"refined": 0, "lowered": 0, "close": True, "as_jit": True}
+    assert out["static"] == {"refined": 0, "lowered": 0, "close": True, "as_jit": True}
+    for other in ("other", "unsized"):  # the symbolic artifact: lowered, refined
+        assert out[other]["refined"] == 1 and out[other]["lowered"] >= 1, out
+        assert out[other]["close"] and out[other]["as_jit"], out
 
 
 def test_a_damaged_static_shape_form_falls_back_to_the_symbolic_artifact(sized_site, tmp_path):
@@ -121,7 +134,7 @@ def test_a_damaged_static_shape_form_falls_back_to_the_symbolic_artifact(sized_s
                 for e in r["sized"]]
     (folder / entry["file"]).write_bytes(b"damaged")
     out = _probe(site)
-    assert out["sized"] == {"refined": 1, "close": True}
+    assert out["sized"]["refined"] == 1 and out["sized"]["close"], out
     problems = run([sys.executable, "-m", "hatch_jaxexport", "verify", "jxe_sized"],
                    env={"PYTHONPATH": str(site)}, check=False)
     assert problems.returncode == 1 and entry["file"] in problems.stdout

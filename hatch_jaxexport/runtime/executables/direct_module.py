@@ -1,0 +1,105 @@
+"""A concrete-size module compiled straight from its StableHLO bytes, without jax's lowering.
+
+``jax.jit(exported.call).lower(...)`` of an artifact traces the call, creates jax's first MLIR
+context in Python (its dialects' import), parses the module into it, wraps it in a module of
+its own and refines its shapes: about 25 ms of a small function's first call, as much as
+tracing and lowering the source itself (``benchmarks/first_call_parts.py``). A concrete-size
+form (``bake.concrete.forms``: one platform, no symbolic dimension, no effect) needs none of
+it: its ``main`` takes exactly the call's flat arrays and returns its flat results, so the
+backend's client compiles its bytes as they are, with jax's own compile options for one device
+(``jaxcompat.compile_stablehlo``), and the executable is wrapped in the ``jax.stages.Compiled``
+that ``jax.jit`` would have built (``jaxcompat.compiled_from_loaded``). The ops are the
+artifact's, so the numbers are the ones the usual lowering gives. Where this jax's internals
+differ, ``compile`` lowers the usual way instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hatch_jaxexport.errors import ArtifactError
+from hatch_jaxexport.runtime.artifacts.program import ArtifactProgram
+from hatch_jaxexport.runtime.jaxcompat import (
+    compile_stablehlo,
+    compiled_from_loaded,
+    initialize_lapack,
+    lapack_init_skipped,
+)
+
+
+class DirectModule:
+    """A concrete-size ``Exported`` to compile for an eager call: ``lower(...)`` and
+    ``compile(...)`` as ``jax.jit(exported.call)``'s, minus the lowering. Made by ``of``."""
+
+    def __init__(self, exported: Any, platform: str, lapack: bool) -> None:
+        self.exported, self.platform, self.lapack = exported, platform, lapack
+        self._call_args: tuple[tuple[Any, ...], dict[str, Any]] = ((), {})
+
+    @classmethod
+    def of(cls, exported: Any, lapack: bool) -> DirectModule | None:
+        """The direct form of ``exported`` where its module takes the call's flat arrays as
+        they are: one platform and one device, every input kept, no effect, no symbolic
+        dimension (so no dimension or platform argument), no sharding; else ``None``."""
+        try:
+            flat_avals = [*exported.in_avals, *exported.out_avals]
+            shardings = [*exported.in_shardings_hlo, *exported.out_shardings_hlo]
+            direct = len(exported.platforms) == 1 and exported.nr_devices == 1 and \
+                not exported.ordered_effects and not exported.unordered_effects and \
+                tuple(exported.module_kept_var_idx) == tuple(range(len(exported.in_avals))) \
+                and not getattr(exported, "uses_global_constants", False) and \
+                all(sharding is None for sharding in shardings) and \
+                all(isinstance(d, int) for aval in flat_avals for d in aval.shape)
+        except AttributeError:  # another jax's ``Exported``: the usual lowering
+            return None
+        return cls(exported, exported.platforms[0], lapack) if direct else None
+
+    def lower(self, *args: Any, **kwargs: Any) -> DirectModule:
+        """Nothing to lower: the arguments are kept for the usual lowering, should the direct
+        compile fail."""
+        self._call_args = (args, kwargs)
+        return self
+
+    def compile(self, compiler_options: dict[str, Any] | None = None) -> Any:
+        """The ``jax.stages.Compiled`` of the module for these arguments' types."""
+        import jax
+
+        exported = self.exported
+        try:
+            loaded = compile_stablehlo(exported.mlir_module_serialized, self.platform,
+                                       compiler_options)
+            compiled = compiled_from_loaded(
+                loaded, jax.devices(self.platform)[0], exported.in_avals, exported.out_avals,
+                exported.in_tree, exported.out_tree, exported.fun_name)
+        except Exception:  # another jax's internals: jax lowers and compiles it
+            args, kwargs = self._call_args
+            with lapack_init_skipped(not self.lapack):
+                lowered = jax.jit(exported.call).lower(*args, **kwargs)
+            return lowered.compile(compiler_options=compiler_options) if compiler_options \
+                else lowered.compile()
+        if self.lapack:
+            initialize_lapack()
+        return compiled
+
+
+def eager_lowerable(program: ArtifactProgram, lapack: bool
+                    ) -> Callable[[tuple[Any, ...]], Any | None]:
+    """What an eager first call of given flat argument types lowers (``EagerCall``'s
+    ``eager_lowerable``): the record's concrete-size form for exactly those types, compiled
+    directly (``DirectModule``) where it can be, else ``jax.jit`` of it; else ``jax.jit`` of
+    the artifact's call (``None`` when that is unusable: the primitive's path falls back)."""
+    sized_form = program.sized_form()
+
+    def lowerable(types: tuple[Any, ...]) -> Any | None:
+        import jax  # the call path only: importing a baked package never imports jax
+
+        if (exported := sized_form(types)) is not None:
+            return DirectModule.of(exported, lapack) or jax.jit(exported.call)
+        try:
+            return jax.jit(program.exported().call)
+        except ArtifactError:
+            return None
+    return lowerable
+
+
+__all__ = ["DirectModule", "eager_lowerable"]
