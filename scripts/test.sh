@@ -16,6 +16,8 @@ root=$(pwd)
 work="${HATCH_JAXEXPORT_TEST_VENVS:-$root/.venvs}"
 if [ "${1:-}" = "--whole" ]; then WHOLE=1; shift; fi
 if [ "${WHOLE:-0}" = "1" ]; then selection=(); FULL_312=1; else selection=(-m "not whole"); fi
+# the whole run also draws every fuzz example (CI's run draws the first third of each test's)
+if [ "${WHOLE:-0}" = "1" ]; then export HATCH_JAXEXPORT_TEST_WHOLE=1; fi
 
 find_python312() {  # a Python 3.12 that really runs (pyenv shims exist for absent versions)
   local cand candidates=()

@@ -28,6 +28,16 @@ def links_env(wheel_dir: Path) -> dict[str, str]:
     return {"PIP_FIND_LINKS": pip, "UV_FIND_LINKS": uv}
 
 
+def python_m_build(*args: str | os.PathLike[str]) -> list[str | os.PathLike[str]]:
+    """``python -m build ARGS``: the real PEP 517 isolated build, its environment installed by
+    uv where uv is found (``--installer uv``: about 6 s less per environment than pip, each
+    holding jax). The front-end tests (test_hatch_hook's front ends, test_build_progress,
+    test_setuptools' front-end matrix) keep pip's, a user's default."""
+    installer = ["--installer", "uv"] if shutil.which("uv") or \
+        Path(sys.executable).with_name("uv").exists() else []
+    return [sys.executable, "-m", "build", *installer, *args]
+
+
 def copy_project(source: Path, dest: Path) -> Path:
     shutil.copytree(source, dest, ignore=IGNORED)
     return dest
@@ -224,7 +234,7 @@ def build_install_and_call(tmp: Path, package: str, libraries: Sequence[str],
     pins = [f"{name}=={version(name)}" for name in libraries]
     source = copy_project(FIXTURES / package, tmp / "src" / package)
     env = {**links_env(project_wheel.parent), "HATCH_JAXEXPORT_CACHE": str(tmp / "cache")}
-    run([sys.executable, "-m", "build", "--wheel", "-o", tmp / "dist", source], env=env)
+    run(python_m_build("--wheel", "-o", tmp / "dist", source), env=env)
     (wheel,) = (tmp / "dist").glob(f"{package}-*.whl")
     python = make_venv(tmp / "venv", project_wheel, *pins, "flatbuffers", wheel)
     call_env = {"JAX_PLATFORMS": "cpu", "PYTHONPATH": "", "HATCH_JAXEXPORT_STRICT": "1",

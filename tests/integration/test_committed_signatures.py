@@ -14,12 +14,18 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-from _buildkit import artifact_files, hatch_pyproject, links_env, members, write_project
+from _buildkit import (
+    artifact_files,
+    hatch_pyproject,
+    links_env,
+    members,
+    python_m_build,
+    write_project,
+)
 from conftest import FIXTURES, make_venv, run
 
 from hatch_jaxexport.formats.signatures import SIGNATURES_NAME, signatures_text
@@ -91,7 +97,7 @@ def build_and_call(project: Path, tmp: Path, project_wheel: Path) -> tuple[Path,
     """``python -m build`` (sdist and wheel) with the real isolated front end; the wheel
     installed into a fresh venv; the recorded calls in a fresh process there."""
     env = {**links_env(project_wheel.parent), "HATCH_JAXEXPORT_CACHE": str(tmp / "cache")}
-    built = run([sys.executable, "-m", "build", "-o", tmp / "dist", project], env=env)
+    built = run(python_m_build("-o", tmp / "dist", project), env=env)
     lines = (built.stdout + built.stderr).splitlines()
     assert not [line for line in lines if "warning" in line and "record" in line], lines
     (wheel,) = (tmp / "dist").glob("jxe_concrete-*.whl")

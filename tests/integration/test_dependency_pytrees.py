@@ -7,13 +7,12 @@ artifact runs params of two sizes, its state fed back over several steps."""
 from __future__ import annotations
 
 import json
-import sys
 from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
 import pytest
-from _buildkit import copy_project, links_env, metadata
+from _buildkit import copy_project, links_env, metadata, python_m_build
 from conftest import FIXTURES, make_venv, run
 
 STEPS = r"""
@@ -57,7 +56,7 @@ print(json.dumps({"traces": jxe_optax.TRACES["count"], "losses": losses,
 def test_optax_training_step_from_an_installed_wheel(tmp_path: Path, project_wheel: Path) -> None:
     source = copy_project(FIXTURES / "jxe_optax", tmp_path / "src" / "jxe_optax")
     env = {**links_env(project_wheel.parent), "HATCH_JAXEXPORT_CACHE": str(tmp_path / "cache")}
-    run([sys.executable, "-m", "build", "--wheel", "-o", tmp_path / "dist", source], env=env)
+    run(python_m_build("--wheel", "-o", tmp_path / "dist", source), env=env)
     (wheel,) = (tmp_path / "dist").glob("jxe_optax-*.whl")
     assert "Requires-Dist: optax" in metadata(wheel)
     python = make_venv(tmp_path / "venv", project_wheel, f"jax=={version('jax')}",

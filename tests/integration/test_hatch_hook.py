@@ -34,6 +34,7 @@ from _buildkit import (
     members,
     metadata,
     other_python,
+    python_m_build,
     run_example,
     wheel_tag,
     write_project,
@@ -487,7 +488,7 @@ def source_results(tmp_path_factory, reproducible_builds, runtime_requirements) 
 def _build_sdist_then_wheel(source: Path, out: Path, env: dict[str, str]) -> Path:
     """``python -m build`` of example_pkg: an sdist without artifacts, then the wheel built from
     it; returns the wheel."""
-    run([sys.executable, "-m", "build", "-o", out, source], env=env)
+    run(python_m_build("-o", out, source), env=env)
     (sdist,) = out.glob("example_pkg-*.tar.gz")
     names = list(members(sdist))
     assert any(n.endswith("src/example_pkg/nn.py") for n in names)

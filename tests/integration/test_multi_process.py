@@ -17,7 +17,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
 from importlib.metadata import version
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _buildkit import copy_project, links_env
+from _buildkit import copy_project, links_env, python_m_build
 from conftest import FIXTURES, TESTS, make_venv, run
 
 WORKER = TESTS / "multi_process_worker.py"
@@ -39,7 +38,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory, project_wheel: Path) -> 
     base = tmp_path_factory.mktemp("multi-process")
     source = copy_project(FIXTURES / "jxe_multiproc", base / "src" / "jxe_multiproc")
     env = {**links_env(project_wheel.parent), "HATCH_JAXEXPORT_CACHE": str(base / "cache")}
-    run([sys.executable, "-m", "build", "--wheel", "-o", base / "dist", source], env=env)
+    run(python_m_build("--wheel", "-o", base / "dist", source), env=env)
     (wheel,) = (base / "dist").glob("jxe_multiproc-*.whl")
     return make_venv(base / "venv", project_wheel, f"jax=={version('jax')}", "flatbuffers",
                      wheel)

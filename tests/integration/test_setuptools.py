@@ -19,6 +19,7 @@ from _buildkit import (
     jax_requirements,
     links_env,
     members,
+    python_m_build,
     wheel_tag,
     write_project,
 )
@@ -93,7 +94,7 @@ def call(python: Path, cwd: Path) -> dict:
 
 def test_python_m_build_bakes_the_wheel_not_the_sdist(tmp_path, env, runtime):
     root = st_project(tmp_path / "proj", 'platforms = ["cpu", "cuda"]\njobs = 2\n')
-    proc = run([sys.executable, "-m", "build", "-o", tmp_path / "dist", root], env=env)
+    proc = run(python_m_build("-o", tmp_path / "dist", root), env=env)
     assert "jaxexport: jxe_st: 2 function(s), 6 artifact(s)" in proc.stdout + proc.stderr
     (sdist,) = (tmp_path / "dist").glob("jxe_st-*.tar.gz")
     assert not [n for n in members(sdist) if "_jaxexport" in n]

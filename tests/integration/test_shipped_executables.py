@@ -8,13 +8,12 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
-import sys
 import zipfile
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from _buildkit import copy_project, hatch_pyproject, links_env, wheel_tag
+from _buildkit import copy_project, hatch_pyproject, links_env, python_m_build, wheel_tag
 from conftest import COUNT_COMPILES, FIXTURES, make_venv, run
 
 from hatch_jaxexport.formats.cpu_targets import default_targets, machine_name
@@ -51,7 +50,7 @@ def built(tmp_path_factory: pytest.TempPathFactory, project_wheel: Path) -> Path
         require-runtime-dependencies = true
         executables = true
         """))
-    proc = run([sys.executable, "-m", "build", "--wheel", "--outdir", root / "dist", root],
+    proc = run(python_m_build("--wheel", "--outdir", root / "dist", root),
                env=links_env(project_wheel.parent), timeout=900)
     assert "precompiled executable(s) for x86_64-avx2, x86_64-avx512" in proc.stdout + proc.stderr
     (wheel,) = (root / "dist").glob("jxe_exec-*.whl")

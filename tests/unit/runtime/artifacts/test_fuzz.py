@@ -282,6 +282,17 @@ def fuzz_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
             del sys.modules[name]
 
 
+#: CI's run (``scripts/test.sh`` without ``--whole``) draws the first third of each test's
+#: examples (derandomized: the same cases, in the same order, as the whole run's first third);
+#: the whole run (``HATCH_JAXEXPORT_TEST_WHOLE=1``) draws them all.
+EXAMPLES_DIVISOR = 1 if os.environ.get("HATCH_JAXEXPORT_TEST_WHOLE") == "1" else 3
+
+
+def examples(whole_run: int) -> int:
+    """How many examples a fuzz test draws in this run, ``whole_run`` in the whole run."""
+    return max(1, whole_run // EXAMPLES_DIVISOR)
+
+
 FUZZ = settings(derandomize=True, database=None, deadline=None, print_blob=False,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.function_scoped_fixture])
@@ -306,7 +317,7 @@ def _records(site: Site) -> st.SearchStrategy[dict[str, Any]]:
     return st.sampled_from(site.records)
 
 
-@settings(FUZZ, max_examples=120)
+@settings(FUZZ, max_examples=examples(120))
 @given(data=st.data(), strict=st.booleans())
 def test_truncated_blobs(fuzz_site: Site, data: st.DataObject, strict: bool,
                          maintainer_warnings) -> None:
@@ -316,7 +327,7 @@ def test_truncated_blobs(fuzz_site: Site, data: st.DataObject, strict: bool,
     _check_blob_case(fuzz_site, record, blob[:cut], strict, "blob truncation")
 
 
-@settings(FUZZ, max_examples=150)
+@settings(FUZZ, max_examples=examples(150))
 @given(data=st.data(), strict=st.booleans())
 def test_bit_flipped_blobs(fuzz_site: Site, data: st.DataObject, strict: bool,
                            maintainer_warnings) -> None:
@@ -329,7 +340,7 @@ def test_bit_flipped_blobs(fuzz_site: Site, data: st.DataObject, strict: bool,
     _check_blob_case(fuzz_site, record, bytes(blob), strict, "blob bit flips")
 
 
-@settings(FUZZ, max_examples=120)
+@settings(FUZZ, max_examples=examples(120))
 @given(data=st.data(), strict=st.booleans())
 def test_random_byte_blobs(fuzz_site: Site, data: st.DataObject, strict: bool,
                            maintainer_warnings) -> None:
@@ -428,7 +439,7 @@ def _functions_touched(site: Site, path: tuple[Any, ...], tree: Any) -> list[str
     return sorted(names) or ["jxe_fuzz:scale"]
 
 
-@settings(FUZZ, max_examples=450)
+@settings(FUZZ, max_examples=examples(450))
 @given(data=st.data(), strict=st.booleans())
 def test_manifest_json_mutations(fuzz_site: Site, data: st.DataObject, strict: bool) -> None:
     site = fuzz_site
@@ -493,7 +504,7 @@ def test_manifest_json_mutations(fuzz_site: Site, data: st.DataObject, strict: b
                 message
 
 
-@settings(FUZZ, max_examples=150)
+@settings(FUZZ, max_examples=examples(150))
 @given(data=st.data(), strict=st.booleans())
 def test_manifest_byte_damage(fuzz_site: Site, data: st.DataObject, strict: bool) -> None:
     site = fuzz_site
@@ -683,8 +694,9 @@ def test_hash_matching_damaged_blobs_never_crash_a_fresh_process(fuzz_site: Site
 
 def test_fuzz_summary(capsys: pytest.CaptureFixture[str]) -> None:
     """Prints the figures; needs the whole module (skipped when run alone)."""
-    expected = {"blob truncation": 120, "blob bit flips": 150, "blob random bytes": 120,
-                "manifest JSON mutations": 450, "manifest byte damage": 150}
+    expected = {"blob truncation": examples(120), "blob bit flips": examples(150),
+                "blob random bytes": examples(120), "manifest JSON mutations": examples(450),
+                "manifest byte damage": examples(150)}
     if any(COUNTS[name] == 0 for name in expected):
         pytest.skip("summary needs every fuzz test of this module in this process")
     for name, minimum in expected.items():
@@ -694,7 +706,7 @@ def test_fuzz_summary(capsys: pytest.CaptureFixture[str]) -> None:
         print(f"\nfuzz: {total} cases: " + ", ".join(f"{k} {v}" for k, v in COUNTS.items()))
         print("fuzz outcomes (per call): " + ", ".join(f"{k} {v}" for k, v in
                                                        sorted(OUTCOMES.items())))
-    assert total >= 1000
+    assert total >= examples(1000)
 
 
 @pytest.mark.parametrize("strict", [False, True])
