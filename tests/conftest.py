@@ -52,29 +52,40 @@ def pytest_configure(config: pytest.Config) -> None:
 
 #: The test files that take longest (builds, fresh venvs, many fresh processes), heaviest first,
 #: from ``--durations`` of a clean-clone run of ``scripts/test.sh``. They are collected first so
-#: that the two xdist workers (``--dist loadfile``: a file stays on one worker) start them at
+#: that the xdist workers (``--dist loadfile``: a file stays on one worker) start them at
 #: once and finish together: collected in path order, ``test_tiers.py`` and ``test_transforms.py``
 #: came last, and one worker ran them alone for minutes while the other
 #: idled (longest-processing-time-first scheduling). Only the order changes, never what runs.
 LONGEST_FIRST = (
-    "tests/integration/test_peer_suites.py",
+    # only in the whole run (``WHOLE_ONLY``), where they are the longest
     "tests/integration/test_ecosystem.py",
     "tests/examples/test_getting_started.py",
-    "tests/unit/runtime/executables/test_tiers.py",
-    "tests/unit/runtime/artifacts/test_transforms.py",
-    "tests/integration/test_hatch_hook.py",
-    "tests/unit/runtime/artifacts/test_option_matrix.py",
-    "tests/integration/test_setuptools.py",
-    "tests/integration/test_pytest_plugin.py",
-    "tests/integration/test_merge.py",
     "tests/integration/test_field2.py",
     "tests/examples/test_gpu_check.py",
+    # CI's run, from a clean-clone run's durations (December 2026, three workers)
+    "tests/integration/test_hatch_hook.py",
+    "tests/integration/test_pytest_plugin.py",
+    "tests/integration/test_setuptools.py",
+    "tests/integration/test_peer_suites.py",
+    "tests/unit/runtime/artifacts/test_transforms.py",
+    "tests/unit/runtime/artifacts/test_option_matrix.py",
     "tests/examples/test_example_pkg.py",
+    "tests/unit/runtime/executables/test_tiers.py",
     "tests/unit/runtime/artifacts/test_sharding.py",
     "tests/integration/test_shipped_executables.py",
-    "tests/unit/runtime/artifacts/test_fuzz.py",
-    "tests/unit/runtime/call/test_argument_kinds.py",
     "tests/unit/runtime/executables/test_shipped.py",
+    "tests/integration/test_multi_process.py",
+    "tests/integration/test_merge.py",
+    "tests/unit/runtime/call/test_argument_kinds.py",
+    "tests/examples/test_readme_commands.py",
+    "tests/unit/runtime/artifacts/test_fuzz.py",
+    "tests/unit/formats/test_manifest.py",
+    "tests/unit/runtime/artifacts/test_aux_keys.py",
+    "tests/integration/test_dependency_pytrees.py",
+    "tests/integration/test_concrete_sizes.py",
+    "tests/integration/test_recorded_sizes.py",
+    "tests/integration/test_release_check_concrete.py",
+    "tests/integration/test_reproducible_executables.py",
 )
 
 
