@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from conftest import FIXTURES, ROOT, run
+from conftest import FIXTURES, ROOT, _uv, run
 
 EXAMPLE = ROOT / "example_pkg"
 DEMO = ROOT / "scripts" / "demo.py"
@@ -33,8 +33,7 @@ def python_m_build(*args: str | os.PathLike[str]) -> list[str | os.PathLike[str]
     uv where uv is found (``--installer uv``: about 6 s less per environment than pip, each
     holding jax). The front-end tests (test_hatch_hook's front ends, test_build_progress,
     test_setuptools' front-end matrix) keep pip's, a user's default."""
-    installer = ["--installer", "uv"] if shutil.which("uv") or \
-        Path(sys.executable).with_name("uv").exists() else []
+    installer = ["--installer", "uv"] if _uv() else []
     return [sys.executable, "-m", "build", *installer, *args]
 
 

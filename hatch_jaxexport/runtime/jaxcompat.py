@@ -79,11 +79,11 @@ def x64_switch(value: bool) -> contextlib.AbstractContextManager[object]:
     return enable_x64(value)  # type: ignore[no-any-return]
 
 
-#: The jax config values that change what an export lowers to, recorded per function at
-#: decoration and per artifact in the manifest (docs/loader.md: how each one was checked).
 #: The ``jax.monitoring`` event jax records for the duration of each XLA compile.
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
+#: The jax config values that change what an export lowers to, recorded per function at
+#: decoration and per artifact in the manifest (docs/loader.md: how each one was checked).
 LOWERING_CONFIG = ("jax_enable_x64", "jax_default_matmul_precision")
 #: The environment variable jax reads each one's default from.
 _CONFIG_ENV = {"jax_enable_x64": "JAX_ENABLE_X64",
