@@ -103,11 +103,14 @@ DARWIN_TO_LINUX: dict[str, str] = {
 #: fault outside ring 0, and macOS does not list them), or on aarch64
 #: the architecture versions and facilities of the kernel and hypervisor (exception levels,
 #: PAN, RAS, performance monitors, trace) that user code never executes, and Apple's zero-cycle
-#: moves (``zcm``, ``zcz``, tuning): no host flag is needed for them.
+#: moves (``zcm``, ``zcz``, tuning): no host flag is needed for them. Nor for the hardware
+#: random-number instructions (``rdrnd``, ``rdseed``): no XLA operation draws hardware entropy,
+#: and Linux hides ``rdseed`` where it is unreliable (AMD's Zen 5 erratum) while cpuid, which
+#: LLVM reads when XLA compiles on such a machine, still reports it.
 NOT_INSTRUCTIONS = re.compile(r"^(prefer-|fast-|slow-|tuning-|false-deps-|idiom-|"
                               r"allow-light-|retpoline|lvi-|harden-|macrofusion$|"
                               r"branchfusion$|shstk$|ibt$|v8|v9|outline-atomics$|zc[mz]|"
-                              r"(xsaves|invpcid|pconfig|wbnoinvd)$|"
+                              r"(xsaves|invpcid|pconfig|wbnoinvd|rdrnd|rdseed)$|"
                               r"(el2vmsa|el3|vh|pan|pan-rwv|lor|uaops|sel2|tlb-rmi|ras|"
                               r"perfmon|specrestrict|ccidx|predres|nv|mpam|am|spe|trbe|ete|"
                               r"tracev8\.4)$)")

@@ -184,6 +184,18 @@ def test_each_os_recorded_probe_yields_its_features(recorded_host, system, machi
     assert flags is not None and has <= flags and not lacks & flags
 
 
+def test_an_executable_compiled_where_cpuid_reports_rdseed_runs_where_linux_hides_it(
+        recorded_host):
+    # Zen 5 under Linux 6.18: no rdseed in /proc/cpuinfo (AMD's erratum), while the executable
+    # compiled on that very machine lists it (LLVM reads cpuid); XLA's code never runs it
+    flags = recorded_host("Linux", "x86_64", "linux-x86_64-zen5-rdseed-hidden.cpuinfo")
+    assert flags is not None and "rdseed" not in flags and "avx512f" in flags
+    assert missing_features(X86_AVX2_EXECUTABLE, flags, "x86_64") == []
+    assert missing_features(X86_AVX512_EXECUTABLE, flags, "x86_64") == []
+    assert missing_features([*X86_AVX2_EXECUTABLE, "amx-tile"], flags, "x86_64") == [
+        "amx-tile"]  # an instruction set the CPU lacks still refuses the executable
+
+
 @pytest.mark.parametrize("system, machine, name", [
     ("Linux", "x86_64", "linux-x86_64-coffeelake.cpuinfo"),
     ("Darwin", "x86_64", "macos-x86_64-coffeelake.sysctl"),
