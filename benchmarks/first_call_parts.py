@@ -11,6 +11,9 @@ every cache off (medians of ``--runs``):
 - ``source``: ``jax.jit`` of the Python body: trace and lower, compile, run (for the gradient,
   ``jax.jit(jax.grad(f))``, one program; and in a row of its own ``jax.grad(jax.jit(f))``,
   what a user of a library whose function is jitted gets: two programs, forward and backward);
+- for the gradient baked at its size, also ``jax.jit(jax.value_and_grad(f))``: the work an
+  eager ``jax.grad`` cannot leave out (the value), in one program; and, after the table, the
+  cotangent of ones every eager ``jax.grad`` makes (jax's first eager op in the process);
 - ``baked``: the decorated function's first call, as a user makes it, and, in another process,
   its parts done by hand: importing the loader's modules (what the first call imports),
   reading and deserializing the blob, lowering the artifact's call (the wrapper, and shape
@@ -54,7 +57,8 @@ def dense(params, x):
     return jnp.tanh(x @ params["w"] + params["b"])
 
 
-@exportable({"x": ("n", "float32"), "w": ("n", "float32")}, executable_sizes={"n": [64]})
+@exportable({"x": ("n", "float32"), "w": ("n", "float32")}, vjp_order=1,
+            executable_sizes={"n": [64]})
 def weighted_sin_sized(x, w):
     return jnp.sum(jnp.sin(x) * w)
 
@@ -80,6 +84,10 @@ ROWS = {  # row: (function, call expression on the module `m`)
     "jax.grad of weighted sin": ("weighted_sin", "jax.grad(m.weighted_sin)(*args)"),
     "jax.grad of weighted sin, source jax.grad(jax.jit(f))": (
         "weighted_sin", "jax.grad(m.weighted_sin)(*args)"),
+    "jax.grad of weighted sin, baked at its size": (
+        "weighted_sin_sized", "jax.grad(m.weighted_sin_sized)(*args)"),
+    "jax.grad of weighted sin, baked at its size, source jax.jit(jax.value_and_grad(f))": (
+        "weighted_sin_sized", "jax.grad(m.weighted_sin_sized)(*args)"),
     "trace-heavy (400 steps)": ("trace_heavy", "m.trace_heavy(*args)"),
 }
 #: The row whose source is what a plain library's user gets from ``jax.grad`` of its jitted
@@ -112,9 +120,12 @@ mark("import package")
 if mode == "source-grad-of-jit":
     body = getattr(m, function).__wrapped__
     jax.block_until_ready(jax.grad(jax.jit(body))(*args)); mark("first call")
+elif mode == "ones-op":  # the cotangent jax.grad makes: jax's first eager op here
+    jax.block_until_ready(jax.lax.full_like(np.float32(0.5), 1, shape=())); mark("first call")
 elif mode == "source":
     body = getattr(m, function).__wrapped__
-    target = jax.grad(body) if call.startswith("jax.grad") else body
+    target = jax.value_and_grad(body) if "value_and_grad" in row else \
+        jax.grad(body) if call.startswith("jax.grad") else body
     lowered = jax.jit(target).lower(*args); mark("trace+lower")
     compiled = lowered.compile(); mark("compile")
     jax.block_until_ready(compiled(*args)); mark("run")
@@ -130,6 +141,15 @@ else:  # the baked first call's parts, by hand
     record = next(r for r in package.records(f"jxe_parts:{function}").manifest.artifacts
                   if r.kind == "primal" and r.platform == "cpu")
     from hatch_jaxexport.runtime.jaxcompat import lapack_init_skipped, needs_lapack
+    if record.sized and call.startswith("jax.grad"):  # the forms of the call and its VJP
+        forward, backward = (load_concrete(package, e) for e in record.sized)
+        mark("read+deserialize")
+        mark("lower (+refine)")
+        compiled_forward = DirectModule.of(forward, False).compile()
+        compiled_backward = DirectModule.of(backward, False).compile(); mark("compile")
+        jax.block_until_ready(compiled_forward(*args))
+        jax.block_until_ready(compiled_backward(*args, np.ones((), np.float32))); mark("run")
+        print(json.dumps(parts)); sys.exit()
     if record.sized:  # a concrete-size form: compiled from its bytes, nothing lowered
         exported = load_concrete(package, record.sized[0])
         mark("read+deserialize")
@@ -202,6 +222,12 @@ def main(argv: list[str] | None = None) -> int:
                   f" | {med['source']['run']:.1f} | {source:.1f} | {baked:.1f} | "
                   f"{baked / source:.2f} | {p['our modules']:.1f} | {p['read+deserialize']:.1f}"
                   f" | {p['lower (+refine)']:.1f} | {p['compile']:.1f} | {p['run']:.1f} |")
+        ones = statistics.median(probe(python, site, "ones-op", "weighted sin")["first call"]
+                                 for _ in range(args.runs))
+        print(f"\nFloor of an eager jax.grad: the cotangent of ones it makes "
+              f"(jax.lax.full_like), jax's first eager op in a process, {ones:.1f} ms; and "
+              "the value, which jax.jit(jax.grad(f)) leaves out and every eager gradient "
+              "computes (the row beside jax.jit(jax.value_and_grad(f))).")
     return 0
 
 

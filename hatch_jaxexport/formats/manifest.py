@@ -16,6 +16,12 @@ from hatch_jaxexport.formats.jax_window import set_for
 from hatch_jaxexport.formats.statics import static_values_text
 
 SCHEMA_VERSION = 1
+
+#: What a concrete-size form's module computes (an ``ArtifactRecord.sized`` entry's ``form``):
+#: the artifact's ``call``, or the ``vjp`` of an artifact serialized with its VJP
+#: (``vjp_order``: primal inputs, then output cotangents, to input cotangents), which an eager
+#: backward pass runs.
+SIZED_FORMS = ("call", "vjp")
 #: The folder, inside the top-level package, that holds the manifest and the blobs.
 ARTIFACT_DIR = "_jaxexport"
 MANIFEST_NAME = "manifest.json"
@@ -79,6 +85,7 @@ class ArtifactRecord(NamedTuple):
     #: flat ``[[dims...], dtype]`` it takes), ``file``, ``sha256``, ``size``. A first call of
     #: exactly those types that no executable serves compiles one of these instead of the
     #: symbolic module: the same computation, without shape refinement in the user's process.
+    #: An entry's ``form`` (``SIZED_FORMS``; absent: ``call``) says what its module computes.
     sized: list[dict[str, Any]] = []  # noqa: RUF012 - read only, like every field
 
     @property
@@ -458,7 +465,7 @@ def check_file_name(name: Any) -> str:
 
 __all__ = ["ARTIFACT_DIR", "ArtifactRecord", "BLOB_SUFFIX", "ConcreteRecord",
            "ExecutableRecord", "FailedCall", "Inventory", "JaxSet", "KNOWN_KINDS",
-           "MANIFEST_NAME", "Manifest", "MeshShape", "SCHEMA_VERSION", "SHA256_HEX",
+           "MANIFEST_NAME", "Manifest", "MeshShape", "SCHEMA_VERSION", "SHA256_HEX", "SIZED_FORMS",
            "SkippedRecord", "artifact_id", "artifact_sets", "byte_text", "captured_by_function",
            "check_file_name", "constant_text", "inventory", "loaded_set", "member_name",
            "set_manifest_name", "sha256_hex", "signature_text", "summarize", "variant_text"]

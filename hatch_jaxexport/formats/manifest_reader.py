@@ -19,6 +19,7 @@ from hatch_jaxexport.formats.manifest import (
     MANIFEST_NAME,
     SCHEMA_VERSION,
     SHA256_HEX,
+    SIZED_FORMS,
     ArtifactRecord,
     ConcreteRecord,
     ExecutableRecord,
@@ -313,9 +314,13 @@ def _checked_artifacts(raw_artifacts: list[tuple[int, Any]], raw_skipped: list[t
 def _checked_sized(entries: list[Any], where: str, seen: "_Claims") -> None:
     """Validate a record's ``sized`` entries, and claim the files they name."""
     for j, entry in enumerate(entries):
-        if not isinstance(entry, Mapping) or set(entry) != {"inputs", "file", "sha256", "size"}:
+        if not isinstance(entry, Mapping) or \
+                set(entry) - {"form"} != {"inputs", "file", "sha256", "size"}:
             raise ArtifactError(f"corrupt manifest: {where}[{j}] must have exactly inputs, "
-                                "file, sha256 and size")
+                                "file, sha256 and size (and form, but for a call's)")
+        if entry.get("form", SIZED_FORMS[1]) not in SIZED_FORMS[1:]:
+            raise ArtifactError(f"corrupt manifest: {where}[{j}].form must be one of "
+                                f"{', '.join(SIZED_FORMS[1:])}, got {entry['form']!r:.40}")
         check_file_name(entry["file"])
         size = entry["size"]
         if not (isinstance(entry["sha256"], str) and SHA256_HEX.match(entry["sha256"])) or \

@@ -21,7 +21,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 # Imported in functions: the XLA object names, only when one is looked up (importing a baked
@@ -411,19 +411,20 @@ def evaluating_eagerly() -> bool:
         return False
 
 
-def static_shape_export(exported: Any, args: Sequence[Any], kwargs: Mapping[str, Any],
-                        platform: str) -> Any | None:
-    """``exported``'s call for these concrete argument types, as an ``Exported`` whose module
-    has no symbolic dimension left: shapes refined and shape checks folded now, at build, so a
-    loader compiles it without ``call_exported``'s refinement (a second MLIR context and the
-    shape-refinement passes, a share of a small function's first call). Nothing is traced but
-    the artifact's own call. ``None`` where jax's internals differ from what this expects."""
+def static_shape_export(call: Callable[..., Any], args: Sequence[Any],
+                        kwargs: Mapping[str, Any], platform: str) -> Any | None:
+    """``call`` (an artifact's ``Exported.call``, or calls of artifacts composed) for these
+    concrete argument types, as an ``Exported`` whose module has no symbolic dimension left:
+    shapes refined and shape checks folded now, at build, so a loader compiles it without
+    ``call_exported``'s refinement (a second MLIR context and the shape-refinement passes, a
+    share of a small function's first call). Nothing is traced but the artifacts' own calls.
+    ``None`` where jax's internals differ from what this expects."""
     import dataclasses
 
     import jax
     from jax import export
 
-    wrapped = export.export(jax.jit(exported.call), platforms=[platform])(*args, **kwargs)
+    wrapped = export.export(jax.jit(call), platforms=[platform])(*args, **kwargs)
     try:
         from jax._src.export import _export
         from jax._src.interpreters import mlir

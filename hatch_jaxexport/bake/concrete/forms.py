@@ -44,40 +44,76 @@ def sized_entries(fn: Any, record: ArtifactRecord, blob: bytes, out_dir: Path,
                   recorded: Recorded | None, note: Callable[[str], None]) -> list[dict[str, Any]]:
     """Write the concrete-size forms of ``record`` (its ``blob``) into ``out_dir``; their
     manifest entries. A size that fails to export is noted (``note``) and left out: the
-    symbolic artifact still serves it."""
-    import jax
+    symbolic artifact still serves it. An artifact serialized with its VJP (``vjp_order``)
+    gets the forms an eager ``jax.grad`` runs too (``sized_forms``)."""
     from jax import export
 
-    entries = []
+    entries: list[dict[str, Any]] = []
     exported = None
     for sizes in size_envs(fn, record, recorded):
         if not sizes:
             continue
         try:
             exported = exported or export.deserialize(bytearray(blob))
-            if has_keys([*exported.in_avals, *exported.out_avals]):
-                note(f"{record.id}: no concrete-size modules: typed PRNG keys in its inputs or "
-                     "outputs (a first call compiles the symbolic artifact)")
-                return entries
-            avals = [jax.ShapeDtypeStruct(concrete_shape(a.shape, sizes), a.dtype)
-                     for a in exported.in_avals]
-            args, kwargs = exported.in_tree.unflatten(avals)
-            with x64_context(bool(record.jax_config.get("jax_enable_x64"))):
-                fixed = static_shape_export(exported, args, kwargs, record.platform)
-            if fixed is None:
-                return entries
-            data = bytes(fixed.serialize())
         except Exception as err:  # the artifact still serves the size, compiled as usual
             note(f"{record.id}: no concrete-size module for {sizes}: "
                  f"{type(err).__name__}: {str(err)[:200]}")
             continue
-        inputs = [[list(a.shape), a.dtype.name] for a in avals]
-        digest = hashlib.sha256(json.dumps([record.sha256, inputs]).encode()).hexdigest()
-        file = f"{Path(record.file).stem}.{digest[:16]}{SIZED_SUFFIX}"
-        (out_dir / file).write_bytes(data)
-        entries.append({"inputs": inputs, "file": file, "sha256": sha256_hex(data),
-                        "size": len(data)})
+        if has_keys([*exported.in_avals, *exported.out_avals]):
+            note(f"{record.id}: no concrete-size modules: typed PRNG keys in its inputs or "
+                 "outputs (a first call compiles the symbolic artifact)")
+            return entries
+        for form in sized_forms(record, exported):
+            entry = _sized_entry(record, exported, sizes, form, out_dir, note)
+            entries += [entry] if entry is not None else []
     return entries
 
 
-__all__ = ["SIZED_SUFFIX", "sized_entries", "wants_sized"]
+def sized_forms(record: ArtifactRecord, exported: Any) -> tuple[str, ...]:
+    """The forms (``formats.manifest.SIZED_FORMS``) to write per size of ``record``: its
+    call; and, with its VJP (``vjp_order``) and only inexact inputs and outputs (an integer's
+    ``float0`` cotangent takes jax's own backward pass, ``runtime.artifacts.native_vjp``), the
+    VJP, which an eager backward pass runs."""
+    import jax.numpy as jnp
+
+    avals = [*exported.in_avals, *exported.out_avals]
+    if record.vjp_order < 1 or not all(jnp.issubdtype(a.dtype, jnp.inexact) for a in avals):
+        return ("call",)
+    return ("call", "vjp")
+
+
+def _form_call(exported: Any, form: str) -> tuple[Any, Any, Callable[..., Any]]:
+    """A form's flat input avals, input tree and call, from the artifact's own calls."""
+    program = exported.vjp() if form == "vjp" else exported
+    return program.in_avals, program.in_tree, program.call
+
+
+def _sized_entry(record: ArtifactRecord, exported: Any, sizes: dict[str, int], form: str,
+                 out_dir: Path, note: Callable[[str], None]) -> dict[str, Any] | None:
+    """Write one concrete-size form of ``record`` into ``out_dir``; its manifest entry,
+    ``None`` where it fails (noted)."""
+    import jax
+
+    try:
+        in_avals, in_tree, call = _form_call(exported, form)
+        avals = [jax.ShapeDtypeStruct(concrete_shape(a.shape, sizes), a.dtype) for a in in_avals]
+        args, kwargs = in_tree.unflatten(avals)
+        with x64_context(bool(record.jax_config.get("jax_enable_x64"))):
+            fixed = static_shape_export(call, args, kwargs, record.platform)
+        if fixed is None:
+            return None
+        data = bytes(fixed.serialize())
+    except Exception as err:  # the artifact still serves the size, compiled as usual
+        note(f"{record.id}: no concrete-size module ({form}) for {sizes}: "
+             f"{type(err).__name__}: {str(err)[:200]}")
+        return None
+    inputs = [[list(a.shape), a.dtype.name] for a in avals]
+    named = [record.sha256, inputs] + ([] if form == "call" else [form])
+    digest = hashlib.sha256(json.dumps(named).encode()).hexdigest()
+    file = f"{Path(record.file).stem}.{digest[:16]}{SIZED_SUFFIX}"
+    (out_dir / file).write_bytes(data)
+    entry = {"inputs": inputs, "file": file, "sha256": sha256_hex(data), "size": len(data)}
+    return entry if form == "call" else {**entry, "form": form}
+
+
+__all__ = ["SIZED_SUFFIX", "sized_entries", "sized_forms", "wants_sized"]

@@ -68,11 +68,13 @@ class ArtifactProgram:
             return tree
         return self.exported().out_tree
 
-    def sized_form(self) -> Callable[[tuple[Any, ...]], Any | None]:
-        """Given flat argument types, the ``Exported`` of the record's concrete-size form for
-        exactly those types (the build refined its shapes), where the wheel has a usable one;
-        ``None`` otherwise (the artifact's own call serves them)."""
-        sized = {leaf_types(entry["inputs"]): entry for entry in self.record.sized}
+    def sized_form(self, form: str = "call") -> Callable[[tuple[Any, ...]], Any | None]:
+        """Given flat argument types, the ``Exported`` of the record's concrete-size form
+        ``form`` (``formats.manifest.SIZED_FORMS``: of its call, its VJP...) for exactly those
+        types (the build refined its shapes), where the wheel has a usable one; ``None``
+        otherwise (the artifact's own call serves them)."""
+        sized = {leaf_types(entry["inputs"]): entry for entry in self.record.sized
+                 if entry.get("form", "call") == form}
 
         def sized_form(types: tuple[Any, ...]) -> Any | None:
             if (entry := sized.get(types)) is None:

@@ -122,8 +122,10 @@ class ArtifactJit:
             leaves = len(exported.in_avals)
             shipped = _shipped(site, self.program.package, record, lambda: flat_tree(leaves),
                                native_vjp=1)
+            lapack = needs_lapack(record.custom_calls)
             call = EagerCall(lambda: jax.jit(exported.vjp().call), job=vjp_job, tiered=False,
-                             lapack=needs_lapack(record.custom_calls), shipped=shipped)
+                             lapack=lapack, shipped=shipped,
+                             eager_lowerable=eager_lowerable(self.program, lapack, "vjp"))
             self.members.append(call)
             return call
 

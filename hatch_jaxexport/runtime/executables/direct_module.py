@@ -82,13 +82,15 @@ class DirectModule:
         return compiled
 
 
-def eager_lowerable(program: ArtifactProgram, lapack: bool
+def eager_lowerable(program: ArtifactProgram, lapack: bool, form: str = "call"
                     ) -> Callable[[tuple[Any, ...]], Any | None]:
     """What an eager first call of given flat argument types lowers (``EagerCall``'s
-    ``eager_lowerable``): the record's concrete-size form for exactly those types, compiled
-    directly (``DirectModule``) where it can be, else ``jax.jit`` of it; else ``jax.jit`` of
-    the artifact's call (``None`` when that is unusable: the primitive's path falls back)."""
-    sized_form = program.sized_form()
+    ``eager_lowerable``): the record's concrete-size form for exactly those types, else the
+    artifact's own call where it is already of exactly those types (no symbolic dimension),
+    compiled directly (``DirectModule``) where it can be, else ``jax.jit`` of it (``None``
+    when the artifact is unusable: the primitive's path falls back). ``form="vjp"``: the same
+    for the artifact's serialized VJP (an eager ``jax.grad``'s backward pass)."""
+    sized_form = program.sized_form(form)
 
     def lowerable(types: tuple[Any, ...]) -> Any | None:
         import jax  # the call path only: importing a baked package never imports jax
@@ -96,10 +98,22 @@ def eager_lowerable(program: ArtifactProgram, lapack: bool
         if (exported := sized_form(types)) is not None:
             return DirectModule.of(exported, lapack) or jax.jit(exported.call)
         try:
-            return jax.jit(program.exported().call)
+            exported = program.exported()
         except ArtifactError:
             return None
+        if form == "vjp":
+            exported = exported.vjp()
+        direct = DirectModule.of(exported, lapack) if exact_types(exported) == types else None
+        return direct or jax.jit(exported.call)
     return lowerable
 
 
-__all__ = ["DirectModule", "eager_lowerable"]
+def exact_types(exported: Any) -> tuple[Any, ...] | None:
+    """``exported``'s flat input types as a signature's (``((dims...), dtype)`` each), or
+    ``None`` where a dimension is symbolic."""
+    if not all(isinstance(d, int) for aval in exported.in_avals for d in aval.shape):
+        return None
+    return tuple((tuple(aval.shape), aval.dtype.name) for aval in exported.in_avals)
+
+
+__all__ = ["DirectModule", "eager_lowerable", "exact_types"]

@@ -31,6 +31,17 @@ def wave(x, mode="sin"):
 @exportable({"x": ("n", "float32")})
 def unsized(x):
     return x + 1
+
+
+@exportable({"x": ("n", "float32"), "w": ("n", "float32")}, vjp_order=1,
+            executable_sizes={"n": [6]})
+def weighted(x, w):
+    return jnp.sum(jnp.sin(x) * w)
+
+
+@exportable({"x": ("4, 3", "float32")}, vjp_order=1)
+def fixed(x):
+    return jnp.sum(jnp.tanh(x) ** 2)
 '''
 
 PROBE = '''
@@ -63,7 +74,24 @@ def count(fn, *args, **kwargs):
     return {**found, "close": bool(np.allclose(out, ref, atol=1e-6)),
             "as_jit": out.dtype == jitted.dtype and bool(np.array_equal(out, jitted))}
 
+def count_grad(fn, *args):
+    """``jax.grad`` of ``fn``: our lowerings and refinements (jax.grad's own cotangent of ones,
+    an eager op it compiles for any function, is compiled first), and the gradient beside
+    ``jax.jit(jax.grad(source))``'s."""
+    jax.grad(lambda v: v)(np.float32(0.5))
+    before, lowered_before = len(refined), len(lowered)
+    out = np.asarray(jax.grad(fn)(*args))
+    found = {"refined": len(refined) - before, "lowered": len(lowered) - lowered_before}
+    ref = np.asarray(jax.jit(jax.grad(fn.__wrapped__))(*args))
+    return {**found, "close": bool(np.allclose(out, ref, atol=1e-6))}
+
 print(json.dumps({
+    "grad sized": count_grad(jxe_sized.weighted, np.linspace(0, 1, 6, dtype=np.float32),
+                             np.ones(6, np.float32)),
+    "grad other": count_grad(jxe_sized.weighted, np.linspace(0, 1, 7, dtype=np.float32),
+                             np.ones(7, np.float32)),
+    "fixed": count(jxe_sized.fixed, np.ones((4, 3), np.float32)),
+    "grad fixed": count_grad(jxe_sized.fixed, np.ones((4, 3), np.float32)),
     "sized": count(jxe_sized.scaled, np.ones((2, 3), np.float32)),
     "other": count(jxe_sized.scaled, np.ones((4, 3), np.float32)),
     "static": count(jxe_sized.wave, np.linspace(0, 1, 5, dtype=np.float32), mode="cos"),
@@ -103,7 +131,13 @@ def test_the_build_writes_a_refined_module_per_named_size(sized_site):
     assert [e["inputs"] for e in by_function["jxe_sized:scaled"]] == [[[[2, 3], "float32"]]]
     assert len(by_function["jxe_sized:wave"]) == 2  # one per static value
     assert by_function["jxe_sized:unsized"] == []  # no size named, none recorded
-    for entry in by_function["jxe_sized:scaled"] + by_function["jxe_sized:wave"]:
+    assert by_function["jxe_sized:fixed"] == []  # no symbol: the artifact is of one size
+    # an artifact with its VJP (vjp_order) gets the VJP's form too: primal inputs, cotangent
+    vjp_inputs = [[[6], "float32"]] * 2 + [[[], "float32"]]
+    assert [(e["inputs"], e.get("form")) for e in by_function["jxe_sized:weighted"]] == [
+        ([[[6], "float32"]] * 2, None), (vjp_inputs, "vjp")]
+    for entry in [*by_function["jxe_sized:scaled"], *by_function["jxe_sized:wave"],
+                  *by_function["jxe_sized:weighted"]]:
         data = (folder / entry["file"]).read_bytes()
         assert len(data) == entry["size"] and str(sized_site).encode() not in data
         exported = export.deserialize(bytearray(data))
@@ -121,6 +155,17 @@ def test_a_call_of_a_named_size_compiles_without_shape_refinement(sized_site):
     for other in ("other", "unsized"):  # the symbolic artifact: lowered, refined
         assert out[other]["refined"] == 1 and out[other]["lowered"] >= 1, out
         assert out[other]["close"] and out[other]["as_jit"], out
+    # an artifact without symbols is already of the call's size: compiled from its bytes
+    assert out["fixed"] == {"refined": 0, "lowered": 0, "close": True, "as_jit": True}
+
+
+def test_an_eager_gradient_at_a_named_size_lowers_neither_program(sized_site):
+    out = _probe(sized_site, {"HATCH_JAXEXPORT_EXECUTABLES": "0"})
+    # the forward's and the serialized VJP's concrete-size forms, both compiled from bytes
+    assert out["grad sized"] == {"refined": 0, "lowered": 0, "close": True}, out
+    assert out["grad fixed"] == {"refined": 0, "lowered": 0, "close": True}, out
+    # another size: both symbolic programs lowered and refined, the same gradient
+    assert out["grad other"]["refined"] == 2 and out["grad other"]["close"], out
 
 
 def test_a_damaged_static_shape_form_falls_back_to_the_symbolic_artifact(sized_site, tmp_path):
@@ -152,4 +197,10 @@ def test_the_manifest_refuses_a_static_shape_form_outside_the_folder(sized_site)
         parse_manifest(json.dumps(raw).encode())
     record["sized"][0] = {"file": "x.jaxexport"}
     with pytest.raises(ArtifactError, match="exactly inputs, file, sha256 and size"):
+        parse_manifest(json.dumps(raw).encode())
+    (vjp_form,) = [json.loads(json.dumps(e)) for r in raw["artifacts"]
+                   if r["function"] == "jxe_sized:weighted" for e in r["sized"]
+                   if e.get("form") == "vjp"]
+    record["sized"][0] = {**vjp_form, "form": "call"}  # a call's form has no form key
+    with pytest.raises(ArtifactError, match="form must be one of vjp, got 'call'"):
         parse_manifest(json.dumps(raw).encode())
