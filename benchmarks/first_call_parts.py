@@ -69,6 +69,11 @@ def dense_sized(params, x):
     return jnp.tanh(x @ params["w"] + params["b"])
 
 
+@exportable({"x": ("n", "float32"), "w": ("n", "float32")}, concrete={"n": [64]})
+def weighted_sin_unrolled(x, w):  # not shape-polymorphic: a concrete-size artifact at n=64
+    return sum(jnp.sin(x[i]) * w[i] for i in range(0, len(x), 8))
+
+
 @exportable({"x": ("8, 16", "float32")})
 def trace_heavy(x):
     for i in range(400):
@@ -88,6 +93,8 @@ ROWS = {  # row: (function, call expression on the module `m`)
         "weighted_sin_sized", "jax.grad(m.weighted_sin_sized)(*args)"),
     "jax.grad of weighted sin, baked at its size, source jax.jit(jax.value_and_grad(f))": (
         "weighted_sin_sized", "jax.grad(m.weighted_sin_sized)(*args)"),
+    "not shape-polymorphic, a concrete-size artifact": (
+        "weighted_sin_unrolled", "m.weighted_sin_unrolled(*args)"),
     "trace-heavy (400 steps)": ("trace_heavy", "m.trace_heavy(*args)"),
 }
 #: The row whose source is what a plain library's user gets from ``jax.grad`` of its jitted
@@ -99,6 +106,8 @@ ARGS = {
     "dense": '({"w": np.ones((8, 4), np.float32), "b": np.zeros(4, np.float32)}, '
              "np.ones((16, 8), np.float32))",
     "trace_heavy": "(np.ones((8, 16), np.float32),)",
+    "weighted_sin_unrolled": "(np.linspace(0, 1, 64, dtype=np.float32), "
+                             "np.ones(64, np.float32))",
     "weighted_sin_sized": "(np.linspace(0, 1, 64, dtype=np.float32), np.ones(64, np.float32))",
     "dense_sized": '({"w": np.ones((8, 4), np.float32), "b": np.zeros(4, np.float32)}, '
                    "np.ones((16, 8), np.float32))",
@@ -135,11 +144,19 @@ else:  # the baked first call's parts, by hand
     from hatch_jaxexport.runtime.call import loader  # what the first call imports
     from hatch_jaxexport.runtime.artifacts.package_artifacts import (
         load_package_artifacts, load_concrete, read_record, deserialize_record)
-    from hatch_jaxexport.runtime.executables.direct_module import DirectModule
+    from hatch_jaxexport.runtime.executables.direct_module import DirectModule, exact_types
     mark("our modules")
     package = load_package_artifacts("jxe_parts")
-    record = next(r for r in package.records(f"jxe_parts:{function}").manifest.artifacts
-                  if r.kind == "primal" and r.platform == "cpu")
+    manifest = package.records(f"jxe_parts:{function}").manifest
+    for concrete in manifest.concrete:  # a concrete-size artifact: compiled from its bytes
+        exported = load_concrete(package, {"file": concrete.file, "size": concrete.size,
+                                           "sha256": concrete.sha256})
+        mark("read+deserialize")
+        lowered = DirectModule.of(exported, False).lower(*args); mark("lower (+refine)")
+        compiled = lowered.compile(); mark("compile")
+        jax.block_until_ready(compiled(*args)); mark("run")
+        print(json.dumps(parts)); sys.exit()
+    record = next(r for r in manifest.artifacts if r.kind == "primal" and r.platform == "cpu")
     from hatch_jaxexport.runtime.jaxcompat import lapack_init_skipped, needs_lapack
     if record.sized and call.startswith("jax.grad"):  # the forms of the call and its VJP
         forward, backward = (load_concrete(package, e) for e in record.sized)
@@ -159,8 +176,11 @@ else:  # the baked first call's parts, by hand
         mark("read+deserialize")
         target = (lambda *a: jax.grad(lambda *b: exported.call(*b))(*a)) \\
             if call.startswith("jax.grad") else exported.call
-        with lapack_init_skipped(not needs_lapack(record.custom_calls)):  # as the loader does
-            lowered = jax.jit(target).lower(*args)
+        if exact_types(exported) is not None and not call.startswith("jax.grad"):  # no symbol
+            lowered = DirectModule.of(exported, False).lower(*args)
+        else:
+            with lapack_init_skipped(not needs_lapack(record.custom_calls)):  # as the loader
+                lowered = jax.jit(target).lower(*args)
     mark("lower (+refine)")
     compiled = lowered.compile(); mark("compile")
     jax.block_until_ready(compiled(*args)); mark("run")

@@ -163,21 +163,47 @@ def _x64_differs(record: ConcreteRecord) -> bool:
 
 
 class _ConcreteCall:
-    """A concrete-size artifact's call: ``jax.jit`` of ``Exported.call`` for concrete arrays,
-    and under a trace (``jax.jit``, ``vmap``, ``grad``, ``jacrev``) the artifact rebuilt from
-    parts jax can transform (``artifacts.concrete_rules``), so that what the caller does with
-    the trace later cannot fail out of reach. Forward mode (a ``custom_vjp`` has none) is
-    refused with ``NotImplementedError`` at the call: its caller runs the source."""
+    """A concrete-size artifact's call: for concrete arrays, the artifact compiled straight
+    from its bytes (``DirectModule``: nothing lowered) where its module allows, else
+    ``jax.jit`` of ``Exported.call``; under a trace (``jax.jit``, ``vmap``, ``grad``,
+    ``jacrev``) the artifact rebuilt from parts jax can transform
+    (``artifacts.concrete_rules``), so that what the caller does with the trace later cannot
+    fail out of reach. Forward mode (a ``custom_vjp`` has none) is refused with
+    ``NotImplementedError`` at the call: its caller runs the source."""
 
-    __slots__ = ("_exported", "_jax", "_staged", "_tracer", "plain", "record")
+    __slots__ = ("_exported", "_jax", "_lock", "_staged", "_tracer", "plain", "record")
 
     def __init__(self, exported: Any, record: ConcreteRecord) -> None:
         import jax
 
         self.record = record
-        self.plain = jax.jit(exported.call)
+        #: What runs an eager call: ``_first_eager`` until it has compiled, then the
+        #: executable's own dispatch (or ``jax.jit``'s function), which the fast path keeps.
+        self.plain: Callable[..., Any] = self._first_eager
         self._exported, self._staged = exported, None
         self._tracer, self._jax = jax.core.Tracer, jax
+        self._lock = threading.Lock()
+
+    def _first_eager(self, *args: Any, **kwargs: Any) -> Any:
+        """The first eager call: the module compiled from its bytes where it takes the call's
+        flat arrays as they are (``DirectModule``; LAPACK initialised only for a module that
+        calls it), else ``jax.jit`` of the artifact's call; either then serves every eager
+        call."""
+        from hatch_jaxexport.runtime.executables.direct_module import DirectModule
+        from hatch_jaxexport.runtime.jaxcompat import compiled_dispatch
+
+        with self._lock:
+            if self.plain == self._first_eager:
+                exported = self._exported
+                lapack = b"lapack" in bytes(exported.mlir_module_serialized).lower()
+                direct = DirectModule.of(exported, lapack)
+                try:
+                    compiled = direct.lower(*args, **kwargs).compile() if direct else None
+                except Exception:  # the usual lowering says what is wrong, if anything
+                    compiled = None
+                self.plain = compiled_dispatch(compiled) if compiled is not None else \
+                    self._jax.jit(exported.call)
+        return self.plain(*args, **kwargs)
 
     def traced(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Whether a trace holds any argument (arrays checked as they are, containers flat)."""

@@ -42,6 +42,11 @@ def weighted(x, w):
 @exportable({"x": ("4, 3", "float32")}, vjp_order=1)
 def fixed(x):
     return jnp.sum(jnp.tanh(x) ** 2)
+
+
+@exportable({"x": ("n", "float32")}, concrete={"n": [4]})
+def lengthy(x):  # not shape-polymorphic: baked as a concrete-size artifact at n=4
+    return sum(x[i] * i for i in range(len(x)))
 '''
 
 PROBE = '''
@@ -91,6 +96,7 @@ print(json.dumps({
     "grad other": count_grad(jxe_sized.weighted, np.linspace(0, 1, 7, dtype=np.float32),
                              np.ones(7, np.float32)),
     "fixed": count(jxe_sized.fixed, np.ones((4, 3), np.float32)),
+    "concrete": count(jxe_sized.lengthy, np.linspace(0, 1, 4, dtype=np.float32)),
     "grad fixed": count_grad(jxe_sized.fixed, np.ones((4, 3), np.float32)),
     "sized": count(jxe_sized.scaled, np.ones((2, 3), np.float32)),
     "other": count(jxe_sized.scaled, np.ones((4, 3), np.float32)),
@@ -157,6 +163,8 @@ def test_a_call_of_a_named_size_compiles_without_shape_refinement(sized_site):
         assert out[other]["close"] and out[other]["as_jit"], out
     # an artifact without symbols is already of the call's size: compiled from its bytes
     assert out["fixed"] == {"refined": 0, "lowered": 0, "close": True, "as_jit": True}
+    # and so is a concrete-size artifact (code that is not shape-polymorphic)
+    assert out["concrete"] == {"refined": 0, "lowered": 0, "close": True, "as_jit": True}
 
 
 def test_an_eager_gradient_at_a_named_size_lowers_neither_program(sized_site):
