@@ -77,6 +77,7 @@ ROWS = [
     ("registered node", lambda: m.node_sum(node), jit(m.node_sum), lambda f: f(node)),
     ("list of 128 leaves", lambda: m.many(leaves), jit(m.many), lambda f: f(leaves)),
     ("static method", lambda: m.Layer.apply(x), apply_src, lambda f: f(x)),
+    ("concrete-size artifact", lambda: m.unrolled(x), jit(m.unrolled), lambda f: f(x)),
     ("drop-in fallback (int32)", lambda: m.add(xi, xi), jit(m.add), lambda f: f(xi, xi)),
 ]
 

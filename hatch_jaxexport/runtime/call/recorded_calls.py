@@ -171,7 +171,8 @@ class _ConcreteCall:
     fail out of reach. Forward mode (a ``custom_vjp`` has none) is refused with
     ``NotImplementedError`` at the call: its caller runs the source."""
 
-    __slots__ = ("_exported", "_jax", "_lock", "_staged", "_tracer", "plain", "record")
+    __slots__ = ("_dispatch", "_exported", "_jax", "_lock", "_staged", "_tracer", "plain",
+                 "record")
 
     def __init__(self, exported: Any, record: ConcreteRecord) -> None:
         import jax
@@ -183,6 +184,14 @@ class _ConcreteCall:
         self._exported, self._staged = exported, None
         self._tracer, self._jax = jax.core.Tracer, jax
         self._lock = threading.Lock()
+        #: The executable's own dispatch, once compiled from its bytes (``settled``).
+        self._dispatch: Callable[..., Any] | None = None
+
+    def settled(self) -> Callable[..., Any]:
+        """What the fast path may keep for later calls of the same types: the executable's
+        dispatch once compiled, which refuses other types and tracers itself (the fast path
+        then resolves the call again); this call otherwise."""
+        return self._dispatch if self._dispatch is not None else self
 
     def _first_eager(self, *args: Any, **kwargs: Any) -> Any:
         """The first eager call: the module compiled from its bytes where it takes the call's
@@ -201,8 +210,8 @@ class _ConcreteCall:
                     compiled = direct.lower(*args, **kwargs).compile() if direct else None
                 except Exception:  # the usual lowering says what is wrong, if anything
                     compiled = None
-                self.plain = compiled_dispatch(compiled) if compiled is not None else \
-                    self._jax.jit(exported.call)
+                self._dispatch = compiled_dispatch(compiled) if compiled is not None else None
+                self.plain = self._dispatch or self._jax.jit(exported.call)
         return self.plain(*args, **kwargs)
 
     def traced(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
@@ -297,7 +306,8 @@ class ConcreteDispatch:
 
         types = _leaf_types(jax.tree_util.tree_leaves((args, kwargs)))
         record = self._records.get(types) if types is not None else None
-        return self._calls.get(types) if record is not None else None
+        call = self._calls.get(types) if record is not None else None
+        return call.settled() if isinstance(call, _ConcreteCall) else call
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         import jax

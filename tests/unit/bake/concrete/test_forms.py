@@ -90,6 +90,15 @@ def count_grad(fn, *args):
     ref = np.asarray(jax.jit(jax.grad(fn.__wrapped__))(*args))
     return {**found, "close": bool(np.allclose(out, ref, atol=1e-6))}
 
+def after_eager(fn, x):
+    """Once its eager calls run the executable's own dispatch (the fast path keeps it):
+    ``jax.jit``, ``jax.grad`` and ``vmap`` of the function, then eager calls again."""
+    src = fn.__wrapped__
+    found = [fn(x), fn(x), jax.jit(fn)(x), jax.grad(fn)(x), jax.vmap(fn)(np.stack([x, x])),
+             fn(x)]
+    want = [src(x), src(x), src(x), jax.grad(src)(x), jax.vmap(src)(np.stack([x, x])), src(x)]
+    return all(np.allclose(a, b, atol=1e-6) for a, b in zip(found, want))
+
 print(json.dumps({
     "grad sized": count_grad(jxe_sized.weighted, np.linspace(0, 1, 6, dtype=np.float32),
                              np.ones(6, np.float32)),
@@ -102,6 +111,8 @@ print(json.dumps({
     "other": count(jxe_sized.scaled, np.ones((4, 3), np.float32)),
     "static": count(jxe_sized.wave, np.linspace(0, 1, 5, dtype=np.float32), mode="cos"),
     "unsized": count(jxe_sized.unsized, np.ones(5, np.float32)),
+    "concrete transformed": after_eager(jxe_sized.lengthy,  # after its first call's count
+                                        np.linspace(0, 1, 4, dtype=np.float32)),
 }))
 '''
 
@@ -163,8 +174,10 @@ def test_a_call_of_a_named_size_compiles_without_shape_refinement(sized_site):
         assert out[other]["close"] and out[other]["as_jit"], out
     # an artifact without symbols is already of the call's size: compiled from its bytes
     assert out["fixed"] == {"refined": 0, "lowered": 0, "close": True, "as_jit": True}
-    # and so is a concrete-size artifact (code that is not shape-polymorphic)
+    # and so is a concrete-size artifact (code that is not shape-polymorphic), whose
+    # executable then serves eager calls, refusing tracers to the artifact's transformations
     assert out["concrete"] == {"refined": 0, "lowered": 0, "close": True, "as_jit": True}
+    assert out["concrete transformed"] is True
 
 
 def test_an_eager_gradient_at_a_named_size_lowers_neither_program(sized_site):
