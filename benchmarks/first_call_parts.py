@@ -131,6 +131,23 @@ if mode == "source-grad-of-jit":
     jax.block_until_ready(jax.grad(jax.jit(body))(*args)); mark("first call")
 elif mode == "ones-op":  # the cotangent jax.grad makes: jax's first eager op here
     jax.block_until_ready(jax.lax.full_like(np.float32(0.5), 1, shape=())); mark("first call")
+elif mode == "refine-floor":  # the least a symbolic module's first call needs of jax
+    from jax._src.interpreters import mlir
+    from jax._src.lib import _jax
+    from hatch_jaxexport.runtime.artifacts.package_artifacts import (
+        load_package_artifacts, read_record, deserialize_record)
+    package = load_package_artifacts("jxe_parts")
+    record = next(r for r in package.records(f"jxe_parts:{function}").manifest.artifacts
+                  if r.kind == "primal" and r.platform == "cpu")
+    exported = deserialize_record(package, record, read_record(package, record))
+    mark("read+deserialize")
+    context = mlir.make_ir_context(); mark("MLIR context")
+    with context, mlir.ir.Location.unknown():
+        module = _jax.mlir.deserialize_portable_artifact(exported.mlir_module_serialized)
+        bytecode = mlir.module_to_bytecode(module)
+    _jax.mlir.refine_polymorphic_shapes(mlir_module=bytecode, enable_shape_assertions=False,
+                                        validate_static_shapes=False, enable_shardy=False)
+    mark("parse+refine")
 elif mode == "source":
     body = getattr(m, function).__wrapped__
     target = jax.value_and_grad(body) if "value_and_grad" in row else \
@@ -244,6 +261,13 @@ def main(argv: list[str] | None = None) -> int:
                   f" | {p['lower (+refine)']:.1f} | {p['compile']:.1f} | {p['run']:.1f} |")
         ones = statistics.median(probe(python, site, "ones-op", "weighted sin")["first call"]
                                  for _ in range(args.runs))
+        floor = [probe(python, site, "refine-floor", "weighted sin") for _ in range(args.runs)]
+        context, refine = (statistics.median(f[k] for f in floor)
+                           for k in ("MLIR context", "parse+refine"))
+        print(f"\nFloor of a symbolic artifact at a size not baked (weighted sin): refining its "
+              f"shapes needs jax's first MLIR context in the process ({context:.1f} ms) and "
+              f"the parse and refinement passes ({refine:.1f} ms), before any wrapper; its "
+              "lower (+refine) column is that plus jax's call_exported wrapper.")
         print(f"\nFloor of an eager jax.grad: the cotangent of ones it makes "
               f"(jax.lax.full_like), jax's first eager op in a process, {ones:.1f} ms; and "
               "the value, which jax.jit(jax.grad(f)) leaves out and every eager gradient "
