@@ -195,6 +195,13 @@ def needs_lapack(custom_calls: Sequence[str]) -> bool:
     return any(is_lapack_target(target) for target in custom_calls)
 
 
+def module_needs_lapack(serialized: bytes) -> bool:
+    """``needs_lapack`` for a serialized module whose record lists no custom-call targets (a
+    concrete-size artifact): whether any string in its bytecode names a LAPACK kernel (a
+    custom-call target is stored as it is; a false "yes" only initialises LAPACK)."""
+    return b"lapack" in bytes(serialized).lower()
+
+
 def initialize_lapack() -> None:
     """Initialise jax's LAPACK kernels (what lowering a LAPACK call does), for an executable
     loaded without lowering; a no-op where jax has no such function."""
@@ -447,7 +454,8 @@ __all__ = ["BACKEND_COMPILE_EVENT", "LOWERING_CONFIG", "backend_identity", "comp
            "compiled_by_position", "compiled_dispatch", "compiled_from_executable",
            "compiled_from_loaded", "concrete_array_type", "concrete_shape", "evaluating_eagerly",
            "initialize_lapack", "install_lapack_guard", "ir_context", "is_lapack_target",
-           "lapack_init_skipped", "lowering_config", "lowering_context", "mlir_ir", "needs_lapack",
-           "no_locations", "primitive_type", "pytree_serialization", "serialize_compiled",
+           "lapack_init_skipped", "lowering_config", "lowering_context", "mlir_ir",
+           "module_needs_lapack", "needs_lapack", "no_locations", "primitive_type",
+           "pytree_serialization", "serialize_compiled",
            "set_lowering_config", "static_shape_export", "with_mesh_physical", "x64_context",
            "x64_flag"]

@@ -199,13 +199,13 @@ class _ConcreteCall:
         calls it), else ``jax.jit`` of the artifact's call; either then serves every eager
         call."""
         from hatch_jaxexport.runtime.executables.direct_module import DirectModule
-        from hatch_jaxexport.runtime.jaxcompat import compiled_dispatch
+        from hatch_jaxexport.runtime.jaxcompat import compiled_dispatch, module_needs_lapack
 
         with self._lock:
             if self.plain == self._first_eager:
                 exported = self._exported
-                lapack = b"lapack" in bytes(exported.mlir_module_serialized).lower()
-                direct = DirectModule.of(exported, lapack)
+                direct = DirectModule.of(exported,
+                                         module_needs_lapack(exported.mlir_module_serialized))
                 try:
                     compiled = direct.lower(*args, **kwargs).compile() if direct else None
                 except Exception:  # the usual lowering says what is wrong, if anything
