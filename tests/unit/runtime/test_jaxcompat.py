@@ -7,11 +7,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax import export
 
-from hatch_jaxexport.runtime.jaxcompat import module_needs_lapack
+from hatch_jaxexport.runtime.jaxcompat import module_needs_lapack, no_locations
 
 
 def _serialized(fn, *args):
-    return export.export(jax.jit(fn), platforms=["cpu"])(*args).mlir_module_serialized
+    """``fn`` exported as the build exports (``no_locations``: no traceback in locations, so
+    no caller's name, such as this test's, is in the bytes)."""
+    with no_locations():
+        return export.export(jax.jit(fn), platforms=["cpu"])(*args).mlir_module_serialized
 
 
 def test_a_module_is_said_to_need_lapack_only_where_it_calls_a_lapack_kernel():
