@@ -20,7 +20,6 @@ import inspect
 import os
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -306,15 +305,19 @@ def compiled_from_executable(blob: bytes, inputs: Sequence[tuple[Sequence[int], 
 
 
 def compile_stablehlo(module: bytes, platform: str,
-                      compiler_options: Mapping[str, Any] | None = None) -> Any:
+                      compiler_options: Mapping[str, Any] | None = None,
+                      name: str = "jit(call)") -> Any:
     """The loaded executable of a serialized one-device StableHLO module
     (``Exported.mlir_module_serialized``), compiled by the backend's client straight from its
     bytes, with jax's own compile options for one device (and ``compiler_options``, as
     ``Lowered.compile`` takes them): no trace, no MLIR context in Python, no wrapper to lower.
-    Raises on a jax whose internals differ (the caller lowers the usual way)."""
+    Timed, logged and recorded as jax's own compile of ``name`` (its ``log_compiles`` line,
+    its ``backend_compile_duration`` event): the name jax gives ``jax.jit(exported.call)``,
+    whose compile this stands in for. Raises on a jax whose internals differ (the caller
+    lowers the usual way)."""
     import jax
     import numpy as np
-    from jax._src import compiler
+    from jax._src import compiler, dispatch
     from jax._src.lib import xla_client
 
     device = jax.devices(platform)[0]
@@ -322,13 +325,12 @@ def compile_stablehlo(module: bytes, platform: str,
         num_replicas=1, num_partitions=1, device_assignment=np.array([[device]]),
         env_options_overrides=dict(compiler_options) if compiler_options else None,
         backend=device.client)
-    started = time.perf_counter()
-    loaded = device.client.compile_and_load(module, xla_client.DeviceList((device,)), options)
-    # the event jax records for each XLA compile: whoever counts or times compiles
-    # (``jax.monitoring`` listeners, profilers) sees this one as jax's own
-    jax.monitoring.record_event_duration_secs(BACKEND_COMPILE_EVENT,
-                                              time.perf_counter() - started)
-    return loaded
+    # whoever counts, times or logs compiles (``jax.monitoring`` listeners, profilers,
+    # ``jax_log_compiles``) sees this one as jax's own
+    with dispatch.log_elapsed_time("Finished XLA compilation of {fun_name} in "
+                                   "{elapsed_time:.9f} sec", fun_name=name,
+                                   event=BACKEND_COMPILE_EVENT):
+        return device.client.compile_and_load(module, xla_client.DeviceList((device,)), options)
 
 
 def compiled_from_loaded(loaded: Any, device: Any, in_avals: Sequence[Any],

@@ -1,4 +1,4 @@
-"""Concrete-size StableHLO of primal artifacts, for the sizes a function names or was called with.
+"""Concrete-size StableHLO of artifacts, for the sizes a function names or was called with.
 
 Build layer. A symbolic artifact serves every size, but compiling it costs the user's process a
 shape refinement first: ``call_exported``'s lowering parses the module into a second MLIR
@@ -30,13 +30,15 @@ SIZED_SUFFIX = ".sized.jaxexport"
 
 
 def wants_sized(record: ArtifactRecord) -> bool:
-    """Whether ``record`` may get concrete-size forms: an unsharded ``cpu`` primal without
-    pytree classes of the user's (whose nodes a second serialization would have to name).
+    """Whether ``record`` may get concrete-size forms: an unsharded ``cpu`` artifact without
+    pytree classes of the user's (whose nodes a second serialization would have to name): the
+    primal, or an unbatched member of its transformation family (``ad_order``: the ``jvp``
+    and ``vjp`` an eager ``jax.grad`` evaluates). A batched member's batch size is any size.
 
     Only ``cpu``: there the refinement is a share of a first call worth a file (XLA:CPU
     compiles a small function quickly); on an accelerator the compile dwarfs it, and each form
     costs the build an export of the artifact's call and a refinement."""
-    return (record.kind, record.batched, record.platform) == ("primal", False, "cpu") and \
+    return (record.batched, record.platform) == (False, "cpu") and \
         not record.mesh and not record.pytree_types
 
 

@@ -162,6 +162,17 @@ def member_avals(kind: str, in_avals: Sequence[Any], out_avals: Sequence[Any],
 # The family
 
 
+def flat_call(exported: Any) -> Callable[..., list[Any]]:
+    """``exported``'s call on its flat inputs, returning its flat outputs as a list: the
+    convention of a family's members (the primitive binds flat values, with many results)."""
+    import jax
+
+    def call(*flat: Any) -> list[Any]:
+        args, kwargs = jax.tree_util.tree_unflatten(exported.in_tree, flat)
+        return jax.tree_util.tree_leaves(exported.call(*args, **kwargs))
+    return call
+
+
 class Family:
     """The baked members of one artifact family, plus the source to fall back on.
 
@@ -233,14 +244,7 @@ class Family:
 
     def exported_call(self, kind: str, batched: bool) -> Callable[..., list[Any]]:
         """A flat callable running the member's ``Exported``."""
-        import jax
-
-        exported = self.members[(kind, batched)]
-
-        def call(*flat: Any) -> list[Any]:
-            args, kwargs = jax.tree_util.tree_unflatten(exported.in_tree, flat)
-            return jax.tree_util.tree_leaves(exported.call(*args, **kwargs))
-        return call
+        return flat_call(self.members[(kind, batched)])
 
     def source(self, kind: str, batched: bool, why: str, reason: str | None = None
                ) -> Callable[..., Any]:
@@ -276,5 +280,5 @@ def warn_or_raise(name: str, strict: bool) -> Callable[[str], None]:
 
 
 __all__ = ["BATCH_SYMBOL", "KINDS_BY_ORDER", "REVERSE_KINDS_BY_ORDER", "Family", "baked_kinds",
-           "inexact_indices", "member_avals", "member_function", "on_inexact", "option_advice",
-           "source_call", "source_flat", "warn_or_raise"]
+           "flat_call", "inexact_indices", "member_avals", "member_function", "on_inexact",
+           "option_advice", "source_call", "source_flat", "warn_or_raise"]

@@ -21,7 +21,7 @@ from hatch_jaxexport.formats.manifest import ArtifactRecord, member_name
 from hatch_jaxexport.formats.statics import static_values_text
 from hatch_jaxexport.runtime.artifacts.family import Family, warn_or_raise
 from hatch_jaxexport.runtime.artifacts.native_vjp import NativeVjpCall
-from hatch_jaxexport.runtime.artifacts.package_artifacts import PackageArtifacts, load_record
+from hatch_jaxexport.runtime.artifacts.package_artifacts import PackageArtifacts
 from hatch_jaxexport.runtime.artifacts.program import ArtifactProgram
 from hatch_jaxexport.runtime.disk.cache_folders import ensure_compilation_cache
 from hatch_jaxexport.runtime.executables.direct_module import eager_lowerable
@@ -93,6 +93,7 @@ class ArtifactJit:
         #: The artifact's own eager call (a native VJP's gradients run its primal through it).
         self.primal: Callable[..., Any] | None = None
         self.members: list[EagerCall] = []
+        self._programs: dict[str, ArtifactProgram] = {}  # the members', by record id
 
     def __call__(self) -> Callable[..., Any]:
         import jax  # the call path only: importing a baked package never imports jax
@@ -142,7 +143,7 @@ class ArtifactJit:
         loaders = {}
         for (*rest, kind, batched), member in package.records(site.function).by_key.items():
             if tuple(rest) == site.family_key and (kind, batched) != ("primal", False):
-                loaders[(kind, batched)] = functools.partial(load_record, package, member)
+                loaders[(kind, batched)] = functools.partial(self._member_exported, member)
                 if not needs_lapack(member.custom_calls):
                     lapack_free.add((kind, batched))
         return Family(
@@ -154,15 +155,32 @@ class ArtifactJit:
             lapack_free=frozenset(lapack_free), loaders=loaders, wanted=site.wanted_kinds,
             eager=None if site.mesh else self._member_call)
 
+    def _member_program(self, record: ArtifactRecord) -> ArtifactProgram:
+        """A member's program, read once: its ``Exported`` for the family, its concrete-size
+        forms for its eager call (``ArtifactError`` where its blob is missing or damaged)."""
+        if record.id not in self._programs:
+            self._programs[record.id] = ArtifactProgram.read(self.program.package, record,
+                                                             sharded=bool(self.site.mesh))
+        return self._programs[record.id]
+
+    def _member_exported(self, record: ArtifactRecord) -> Any:
+        """A member's ``Exported`` (the family loads it on first use)."""
+        return self._member_program(record).exported()
+
     def _member_call(self, member: tuple[str, bool], make_jitted: Callable[[], Any]
                      ) -> EagerCall:
         """A family member's eager call (``Family.eager``): through shipped executables and
-        the executable cache, like the primal's."""
+        the executable cache, like the primal's, and compiled from its bytes where it is of
+        the call's size (``direct_module``: a member without symbols, or its concrete-size
+        form)."""
         site, package = self.site, self.program.package
         record = package.records(site.function).by_key[(*site.family_key, *member)]  # type: ignore[index]
         shipped = _shipped(site, package, record, lambda: flat_tree(len(record.out_avals)))
-        call = EagerCall(make_jitted, job(site, record, "flat"), False,
-                         needs_lapack(record.custom_calls), shipped)
+        lapack = needs_lapack(record.custom_calls)
+        program = self.program if member == ("primal", False) else \
+            self._member_program(record)
+        call = EagerCall(make_jitted, job(site, record, "flat"), False, lapack, shipped,
+                         eager_lowerable(program, lapack, flat=True))
         self.members.append(call)
         return call
 

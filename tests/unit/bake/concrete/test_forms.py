@@ -39,6 +39,12 @@ def weighted(x, w):
     return jnp.sum(jnp.sin(x) * w)
 
 
+@exportable({"x": ("n", "float32"), "w": ("n", "float32")}, ad_order=1,
+            executable_sizes={"n": [6]})
+def weighted_family(x, w):
+    return jnp.sum(jnp.sin(x) * w)
+
+
 @exportable({"x": ("4, 3", "float32")}, vjp_order=1)
 def fixed(x):
     return jnp.sum(jnp.tanh(x) ** 2)
@@ -102,6 +108,9 @@ def after_eager(fn, x):
 print(json.dumps({
     "grad sized": count_grad(jxe_sized.weighted, np.linspace(0, 1, 6, dtype=np.float32),
                              np.ones(6, np.float32)),
+    "grad family sized": count_grad(jxe_sized.weighted_family,
+                                    np.linspace(0, 1, 6, dtype=np.float32),
+                                    np.ones(6, np.float32)),
     "grad other": count_grad(jxe_sized.weighted, np.linspace(0, 1, 7, dtype=np.float32),
                              np.ones(7, np.float32)),
     "fixed": count(jxe_sized.fixed, np.ones((4, 3), np.float32)),
@@ -149,6 +158,10 @@ def test_the_build_writes_a_refined_module_per_named_size(sized_site):
     assert len(by_function["jxe_sized:wave"]) == 2  # one per static value
     assert by_function["jxe_sized:unsized"] == []  # no size named, none recorded
     assert by_function["jxe_sized:fixed"] == []  # no symbol: the artifact is of one size
+    # a family's unbatched members get their forms too (an eager jax.grad runs the vjp)
+    family = [r for r in manifest["artifacts"]
+              if r["function"] == "jxe_sized:weighted_family" and r["platform"] == "cpu"]
+    assert {r["kind"]: len(r["sized"]) for r in family} == {"primal": 1, "jvp": 1, "vjp": 1}
     # an artifact with its VJP (vjp_order) gets the VJP's form too: primal inputs, cotangent
     vjp_inputs = [[[6], "float32"]] * 2 + [[[], "float32"]]
     assert [(e["inputs"], e.get("form")) for e in by_function["jxe_sized:weighted"]] == [
@@ -185,6 +198,8 @@ def test_an_eager_gradient_at_a_named_size_lowers_neither_program(sized_site):
     # the forward's and the serialized VJP's concrete-size forms, both compiled from bytes
     assert out["grad sized"] == {"refined": 0, "lowered": 0, "close": True}, out
     assert out["grad fixed"] == {"refined": 0, "lowered": 0, "close": True}, out
+    # through the transformation family (ad_order): its members' forms, compiled from bytes
+    assert out["grad family sized"] == {"refined": 0, "lowered": 0, "close": True}, out
     # another size: both symbolic programs lowered and refined, the same gradient
     assert out["grad other"]["refined"] == 2 and out["grad other"]["close"], out
 

@@ -190,10 +190,10 @@ import numpy as np, jax
 compiled = []
 
 class Compiles(logging.Handler):
-    def emit(self, record):
+    def emit(self, record):  # each XLA compile, jax's or one straight from an artifact's bytes
         text = record.getMessage()
-        if text.startswith("Compiling "):
-            compiled.append(text.split()[1])
+        if text.startswith("Finished XLA compilation of "):
+            compiled.append(text.split()[4])
 
 logging.getLogger("jax").addHandler(Compiles())
 jax.config.update("jax_log_compiles", True)
