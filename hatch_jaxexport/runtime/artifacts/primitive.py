@@ -39,6 +39,7 @@ from hatch_jaxexport.runtime.jaxcompat import (
     evaluating_eagerly,
     lapack_init_skipped,
     primitive_type,
+    x64_context,
 )
 
 #: The primitive: one bind runs one member of one family.
@@ -270,10 +271,53 @@ def _jvp_of_bilinear(family: Family, kind: str, batched: bool, primals: Sequence
     return total
 
 
+@functools.lru_cache(maxsize=1024)
+def _prepared_types(family: Family) -> set[tuple[Any, ...]]:
+    """The argument types whose ``vjp`` executable ``_prepare_reverse`` settled, per family."""
+    return set()
+
+
+def _prepare_reverse(family: Family, primals: Sequence[Any], tangents: Sequence[Any]) -> None:
+    """Under reverse mode (``jax.grad`` linearizes through the primal: concrete primals,
+    traced tangents) the ``vjp`` member's eager call comes next, in the backward pass: settle
+    its executable in a thread while the primal's compiles, so that on a cold machine the two
+    compiles overlap (XLA compiles without the GIL), as a native VJP's backward pass does.
+    Once per argument types; a failure here is left to the backward pass, which settles the
+    executable again and says why."""
+    import threading
+
+    tracer = jax.core.Tracer
+    if family.eager is None or not family.has("vjp", False) or \
+            any(isinstance(p, tracer) for p in primals) or \
+            not any(isinstance(t, tracer) for t in tangents):
+        return
+    types = tuple((np.shape(p), str(getattr(p, "dtype", type(p)))) for p in primals)
+    if types in _prepared_types(family):
+        return
+    _prepared_types(family).add(types)
+    x64 = bool(jax.config.jax_enable_x64)  # a thread does not see a jax.enable_x64 block
+
+    def settle() -> None:
+        try:
+            with x64_context(x64):
+                outs = jax.eval_shape(family.exported_call("primal", False), *primals)
+                cotangents = [jax.ShapeDtypeStruct(outs[j].shape, outs[j].dtype)
+                              for j in family.dout]
+                _jitted_member(family, "vjp", False).prepare(  # type: ignore[attr-defined]
+                    (*primals[:family.n_in], *cotangents))
+        except Exception:  # the backward pass settles it again and reports why
+            pass
+
+    # not a daemon: a thread inside XLA's compiler at interpreter exit aborts the process
+    threading.Thread(target=settle, name="hatch-jaxexport-vjp").start()
+
+
 def _family_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, family: Family, kind: str,
                 batched: bool) -> tuple[list[Any], list[Any]]:
     """The JVP of a member is another member (or a sum of members) of the same family, so
     forward mode runs baked artifacts at every order the build covered."""
+    if (kind, batched) == ("primal", False):
+        _prepare_reverse(family, primals, tangents)
     outs = call_member(family, kind, batched, primals, f"jax.jvp of {kind}")
     if kind == "primal":
         return outs, _jvp_of_primal(family, batched, primals, tangents, outs)

@@ -148,3 +148,39 @@ def test_the_backward_executable_is_settled_while_the_forward_pass_runs(exec_sit
     want = source_grads()["grad"]
     for got, expected in zip(found["grad"], want, strict=True):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+FAMILY_OVERLAP = COUNT_COMPILES + """
+import threading
+w, x = np.array([0.5, -1.0, 2.0, 0.25], f32), np.linspace(-1, 1, 12, dtype=f32).reshape(3, 4)
+value, pullback = jax.vjp(m.loss, w, x)  # the forward pass only: jax linearizes the primal
+for thread in threading.enumerate():
+    if thread.name == "hatch-jaxexport-vjp":
+        thread.join()
+members = tiered_calls(m.loss)[0].member_calls()  # the family's eager calls built so far
+settled = sorted(t for c in members if c.job["label"].endswith("vjp") for t in c.tiers.values())
+one = jax.device_put(f32(1.0))
+before = len(compiles)
+cotangents = pullback(one)
+in_the_backward_pass = len(compiles) - before
+want = jax.vjp(m.loss.__wrapped__, w, x)[1](one)
+print(json.dumps({"settled_before_the_backward_pass": settled,
+                  "compiles_in_the_backward_pass": in_the_backward_pass,
+                  "grad": [np.asarray(c).tolist() for c in cotangents],
+                  "want": [np.asarray(c).tolist() for c in want]}))
+"""
+
+
+def test_a_familys_vjp_executable_is_settled_while_the_forward_pass_runs(exec_site, tmp_path):
+    """The same overlap for a function baked with ``ad_order`` (its transformation family):
+    jax linearizes through the primal, whose JVP rule settles the ``vjp`` member's executable
+    in a thread while the primal's compiles."""
+    proc = run([sys.executable, "-c", FAMILY_OVERLAP], env={
+        "PYTHONPATH": str(exec_site), "HATCH_JAXEXPORT_STRICT": "1",
+        "HATCH_JAXEXPORT_TIERED": "0", "HATCH_JAXEXPORT_EXECUTABLES": "0",
+        "HATCH_JAXEXPORT_CACHE": str(tmp_path / "cache")})
+    found = json.loads(proc.stdout.splitlines()[-1])
+    assert found["settled_before_the_backward_pass"] == ["compiled"]
+    assert found["compiles_in_the_backward_pass"] == 0
+    for got, expected in zip(found["grad"], found["want"], strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
