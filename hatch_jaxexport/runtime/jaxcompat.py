@@ -20,7 +20,7 @@ import inspect
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 # Imported in functions: the XLA object names, only when one is looked up (importing a baked
@@ -305,16 +305,15 @@ def compiled_from_executable(blob: bytes, inputs: Sequence[tuple[Sequence[int], 
 
 
 def compile_stablehlo(module: bytes, platform: str,
-                      compiler_options: Mapping[str, Any] | None = None,
-                      name: str = "jit(call)") -> Any:
+                      compiler_options: Mapping[str, Any] | None = None) -> Any:
     """The loaded executable of a serialized one-device StableHLO module
     (``Exported.mlir_module_serialized``), compiled by the backend's client straight from its
     bytes, with jax's own compile options for one device (and ``compiler_options``, as
     ``Lowered.compile`` takes them): no trace, no MLIR context in Python, no wrapper to lower.
-    Timed, logged and recorded as jax's own compile of ``name`` (its ``log_compiles`` line,
-    its ``backend_compile_duration`` event): the name jax gives ``jax.jit(exported.call)``,
-    whose compile this stands in for. Raises on a jax whose internals differ (the caller
-    lowers the usual way)."""
+    Timed, logged and recorded as jax's own compile of ``jit(call)`` (its ``log_compiles``
+    line, its ``backend_compile_duration`` event): the name jax gives
+    ``jax.jit(exported.call)``, whose compile this stands in for. Raises on a jax whose
+    internals differ (the caller lowers the usual way)."""
     import jax
     import numpy as np
     from jax._src import compiler, dispatch
@@ -328,7 +327,7 @@ def compile_stablehlo(module: bytes, platform: str,
     # whoever counts, times or logs compiles (``jax.monitoring`` listeners, profilers,
     # ``jax_log_compiles``) sees this one as jax's own
     with dispatch.log_elapsed_time("Finished XLA compilation of {fun_name} in "
-                                   "{elapsed_time:.9f} sec", fun_name=name,
+                                   "{elapsed_time:.9f} sec", fun_name="jit(call)",
                                    event=BACKEND_COMPILE_EVENT):
         return device.client.compile_and_load(module, xla_client.DeviceList((device,)), options)
 
@@ -420,20 +419,19 @@ def evaluating_eagerly() -> bool:
         return False
 
 
-def static_shape_export(call: Callable[..., Any], args: Sequence[Any],
-                        kwargs: Mapping[str, Any], platform: str) -> Any | None:
-    """``call`` (an artifact's ``Exported.call``, or calls of artifacts composed) for these
-    concrete argument types, as an ``Exported`` whose module has no symbolic dimension left:
-    shapes refined and shape checks folded now, at build, so a loader compiles it without
-    ``call_exported``'s refinement (a second MLIR context and the shape-refinement passes, a
-    share of a small function's first call). Nothing is traced but the artifacts' own calls.
-    ``None`` where jax's internals differ from what this expects."""
+def static_shape_export(exported: Any, args: Sequence[Any], kwargs: Mapping[str, Any],
+                        platform: str) -> Any | None:
+    """``exported``'s call for these concrete argument types, as an ``Exported`` whose module
+    has no symbolic dimension left: shapes refined and shape checks folded now, at build, so a
+    loader compiles it without ``call_exported``'s refinement (a second MLIR context and the
+    shape-refinement passes, a share of a small function's first call). Nothing is traced but
+    the artifact's own call. ``None`` where jax's internals differ from what this expects."""
     import dataclasses
 
     import jax
     from jax import export
 
-    wrapped = export.export(jax.jit(call), platforms=[platform])(*args, **kwargs)
+    wrapped = export.export(jax.jit(exported.call), platforms=[platform])(*args, **kwargs)
     try:
         from jax._src.export import _export
         from jax._src.interpreters import mlir

@@ -84,12 +84,6 @@ def sized_forms(record: ArtifactRecord, exported: Any) -> tuple[str, ...]:
     return ("call", "vjp")
 
 
-def _form_call(exported: Any, form: str) -> tuple[Any, Any, Callable[..., Any]]:
-    """A form's flat input avals, input tree and call, from the artifact's own calls."""
-    program = exported.vjp() if form == "vjp" else exported
-    return program.in_avals, program.in_tree, program.call
-
-
 def _sized_entry(record: ArtifactRecord, exported: Any, sizes: dict[str, int], form: str,
                  out_dir: Path, note: Callable[[str], None]) -> dict[str, Any] | None:
     """Write one concrete-size form of ``record`` into ``out_dir``; its manifest entry,
@@ -97,11 +91,12 @@ def _sized_entry(record: ArtifactRecord, exported: Any, sizes: dict[str, int], f
     import jax
 
     try:
-        in_avals, in_tree, call = _form_call(exported, form)
-        avals = [jax.ShapeDtypeStruct(concrete_shape(a.shape, sizes), a.dtype) for a in in_avals]
-        args, kwargs = in_tree.unflatten(avals)
+        program = exported.vjp() if form == "vjp" else exported
+        avals = [jax.ShapeDtypeStruct(concrete_shape(a.shape, sizes), a.dtype)
+                 for a in program.in_avals]
+        args, kwargs = program.in_tree.unflatten(avals)
         with x64_context(bool(record.jax_config.get("jax_enable_x64"))):
-            fixed = static_shape_export(call, args, kwargs, record.platform)
+            fixed = static_shape_export(program, args, kwargs, record.platform)
         if fixed is None:
             return None
         data = bytes(fixed.serialize())
