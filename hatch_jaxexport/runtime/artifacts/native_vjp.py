@@ -46,6 +46,29 @@ def in_our_words(err: Exception) -> str | None:
                  if isinstance(err, kind) and fragment in str(err)), None)
 
 
+def settle_in_background(settle: Callable[[], None]) -> None:
+    """Run ``settle`` (which settles a backward pass's executable) in a thread while the
+    forward pass runs, so that on a cold machine the two compiles overlap (XLA compiles
+    without the GIL), under the caller's ``jax_enable_x64`` (a thread does not see a
+    ``jax.enable_x64`` block). A failure is left to the backward pass, which settles the
+    executable again and says why."""
+    import threading
+
+    import jax
+
+    x64 = bool(jax.config.jax_enable_x64)
+
+    def run() -> None:
+        try:
+            with x64_context(x64):
+                settle()
+        except Exception:  # the backward pass settles it again and reports why
+            pass
+
+    # not a daemon: a thread inside XLA's compiler at interpreter exit aborts the process
+    threading.Thread(target=run, name="hatch-jaxexport-vjp").start()
+
+
 class NativeVjpCall:
     """``jax.jit(exported.call)``, with ``traced``: the form ``EagerCall`` runs under a
     transformation (a ``jax.custom_vjp`` over the flat arguments).
@@ -143,8 +166,6 @@ class NativeVjpCall:
         thread while the forward pass runs, so that on a cold machine the two compiles
         overlap (XLA compiles without the GIL). Once per argument signature; a failure here
         is left to the backward pass, which settles the executable again and says why."""
-        import threading
-
         import jax
 
         vjp = self._eager_vjp()
@@ -152,21 +173,14 @@ class NativeVjpCall:
         if key in self._prepared:
             return
         self._prepared.add(key)
-        x64 = bool(jax.config.jax_enable_x64)  # a thread does not see a jax.enable_x64 block
 
         def settle() -> None:
-            try:
-                with x64_context(x64):
-                    args, kwargs = self.exported.in_tree.unflatten(leaves)
-                    out = jax.eval_shape(self.plain, *args, **kwargs)
-                    cotangents = [jax.ShapeDtypeStruct(o.shape, o.dtype)
-                                  for o in jax.tree_util.tree_leaves(out)]
-                    vjp.prepare((*leaves, *cotangents))  # type: ignore[attr-defined]
-            except Exception:  # the backward pass settles it again and reports why
-                pass
-
-        # not a daemon: a thread inside XLA's compiler at interpreter exit aborts the process
-        threading.Thread(target=settle, name="hatch-jaxexport-vjp").start()
+            args, kwargs = self.exported.in_tree.unflatten(leaves)
+            out = jax.eval_shape(self.plain, *args, **kwargs)
+            cotangents = [jax.ShapeDtypeStruct(o.shape, o.dtype)
+                          for o in jax.tree_util.tree_leaves(out)]
+            vjp.prepare((*leaves, *cotangents))  # type: ignore[attr-defined]
+        settle_in_background(settle)
 
     def _backward(self, residuals: tuple[Any, ...], cotangents: Sequence[Any]
                   ) -> tuple[Any, ...]:
@@ -211,4 +225,4 @@ class NativeVjpCall:
         return call
 
 
-__all__ = ["NativeVjpCall"]
+__all__ = ["NativeVjpCall", "settle_in_background"]

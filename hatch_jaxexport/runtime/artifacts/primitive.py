@@ -34,12 +34,12 @@ import numpy as np
 from jax.interpreters import ad, batching, mlir
 
 from hatch_jaxexport.runtime.artifacts.family import Family
+from hatch_jaxexport.runtime.artifacts.native_vjp import settle_in_background
 from hatch_jaxexport.runtime.artifacts.placement import typed_out_shardings
 from hatch_jaxexport.runtime.jaxcompat import (
     evaluating_eagerly,
     lapack_init_skipped,
     primitive_type,
-    x64_context,
 )
 
 #: The primitive: one bind runs one member of one family.
@@ -282,10 +282,7 @@ def _prepare_reverse(family: Family, primals: Sequence[Any], tangents: Sequence[
     traced tangents) the ``vjp`` member's eager call comes next, in the backward pass: settle
     its executable in a thread while the primal's compiles, so that on a cold machine the two
     compiles overlap (XLA compiles without the GIL), as a native VJP's backward pass does.
-    Once per argument types; a failure here is left to the backward pass, which settles the
-    executable again and says why."""
-    import threading
-
+    Once per argument types (``native_vjp.settle_in_background``)."""
     tracer = jax.core.Tracer
     if family.eager is None or not family.has("vjp", False) or \
             any(isinstance(p, tracer) for p in primals) or \
@@ -295,21 +292,13 @@ def _prepare_reverse(family: Family, primals: Sequence[Any], tangents: Sequence[
     if types in _prepared_types(family):
         return
     _prepared_types(family).add(types)
-    x64 = bool(jax.config.jax_enable_x64)  # a thread does not see a jax.enable_x64 block
 
     def settle() -> None:
-        try:
-            with x64_context(x64):
-                outs = jax.eval_shape(family.exported_call("primal", False), *primals)
-                cotangents = [jax.ShapeDtypeStruct(outs[j].shape, outs[j].dtype)
-                              for j in family.dout]
-                _jitted_member(family, "vjp", False).prepare(  # type: ignore[attr-defined]
-                    (*primals[:family.n_in], *cotangents))
-        except Exception:  # the backward pass settles it again and reports why
-            pass
-
-    # not a daemon: a thread inside XLA's compiler at interpreter exit aborts the process
-    threading.Thread(target=settle, name="hatch-jaxexport-vjp").start()
+        outs = jax.eval_shape(family.exported_call("primal", False), *primals)
+        cotangents = [jax.ShapeDtypeStruct(outs[j].shape, outs[j].dtype) for j in family.dout]
+        _jitted_member(family, "vjp", False).prepare(  # type: ignore[attr-defined]
+            (*primals[:family.n_in], *cotangents))
+    settle_in_background(settle)
 
 
 def _family_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, family: Family, kind: str,

@@ -134,16 +134,24 @@ print(json.dumps({"settled_before_the_backward_pass": settled,
 """
 
 
-def test_the_backward_executable_is_settled_while_the_forward_pass_runs(exec_site, tmp_path):
-    """On a cold machine the VJP compiles in a thread during the forward pass (the two compiles
-    overlap); the backward pass then finds it and compiles nothing."""
-    proc = run([sys.executable, "-c", OVERLAP], env={
-        "PYTHONPATH": str(exec_site), "HATCH_JAXEXPORT_STRICT": "1",
+def settled_in_the_forward_pass(script: str, site: Path, cache: Path) -> dict:
+    """Run an overlap ``script`` on a cold machine (no executables shipped or cached, no
+    tiering); check that the backward executable was settled during the forward pass, so that
+    the backward pass compiled nothing; what the script found."""
+    proc = run([sys.executable, "-c", script], env={
+        "PYTHONPATH": str(site), "HATCH_JAXEXPORT_STRICT": "1",
         "HATCH_JAXEXPORT_TIERED": "0", "HATCH_JAXEXPORT_EXECUTABLES": "0",
-        "HATCH_JAXEXPORT_CACHE": str(tmp_path / "cache")})
+        "HATCH_JAXEXPORT_CACHE": str(cache)})
     found = json.loads(proc.stdout.splitlines()[-1])
     assert found["settled_before_the_backward_pass"] == ["compiled"]
     assert found["compiles_in_the_backward_pass"] == 0
+    return found
+
+
+def test_the_backward_executable_is_settled_while_the_forward_pass_runs(exec_site, tmp_path):
+    """On a cold machine the VJP compiles in a thread during the forward pass (the two compiles
+    overlap); the backward pass then finds it and compiles nothing."""
+    found = settled_in_the_forward_pass(OVERLAP, exec_site, tmp_path / "cache")
     assert found["tiers_after"] == ["compiled"]
     want = source_grads()["grad"]
     for got, expected in zip(found["grad"], want, strict=True):
@@ -175,12 +183,6 @@ def test_a_familys_vjp_executable_is_settled_while_the_forward_pass_runs(exec_si
     """The same overlap for a function baked with ``ad_order`` (its transformation family):
     jax linearizes through the primal, whose JVP rule settles the ``vjp`` member's executable
     in a thread while the primal's compiles."""
-    proc = run([sys.executable, "-c", FAMILY_OVERLAP], env={
-        "PYTHONPATH": str(exec_site), "HATCH_JAXEXPORT_STRICT": "1",
-        "HATCH_JAXEXPORT_TIERED": "0", "HATCH_JAXEXPORT_EXECUTABLES": "0",
-        "HATCH_JAXEXPORT_CACHE": str(tmp_path / "cache")})
-    found = json.loads(proc.stdout.splitlines()[-1])
-    assert found["settled_before_the_backward_pass"] == ["compiled"]
-    assert found["compiles_in_the_backward_pass"] == 0
+    found = settled_in_the_forward_pass(FAMILY_OVERLAP, exec_site, tmp_path / "cache")
     for got, expected in zip(found["grad"], found["want"], strict=True):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
