@@ -14,31 +14,31 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hatch_jaxexport.formats.manifest import ArtifactRecord, member_name
 from hatch_jaxexport.formats.statics import static_values_text
 from hatch_jaxexport.runtime.artifacts.family import Family, warn_or_raise
-from hatch_jaxexport.runtime.artifacts.native_vjp import NativeVjpCall
 from hatch_jaxexport.runtime.artifacts.package_artifacts import PackageArtifacts
 from hatch_jaxexport.runtime.artifacts.program import ArtifactProgram
 from hatch_jaxexport.runtime.disk.cache_folders import ensure_compilation_cache
 from hatch_jaxexport.runtime.executables.direct_module import eager_lowerable
 from hatch_jaxexport.runtime.executables.eager_call import EagerCall
-from hatch_jaxexport.runtime.executables.tiers import tiering_wanted
 from hatch_jaxexport.runtime.jaxcompat import needs_lapack
 
 if TYPE_CHECKING:
+    from hatch_jaxexport.runtime.artifacts.native_vjp import NativeVjpCall
     from hatch_jaxexport.runtime.executables.shipped import ShippedExecutables
 
-# Imported in functions: the shipped executables' reader (and its CPU target table), only for
-# a wheel that ships executables of the artifact: 1.4 ms of a first call's imports otherwise.
+# Imported in functions, only where a call needs them: the shipped executables' reader (and
+# its CPU target table), for a wheel that ships executables of the artifact (1.4 ms of a first
+# call's imports otherwise); the tiers' policy, at the first signature no shipped executable
+# serves; the native VJP, for an artifact serialized with its VJP.
 
 
-@dataclass(frozen=True)
-class CallSite:
-    """What building a chosen artifact's call needs of the function and the call."""
+class CallSite(NamedTuple):
+    """What building a chosen artifact's call needs of the function and the call (a
+    NamedTuple, not a frozen dataclass, for the reason ``formats.manifest`` gives)."""
 
     function: str
     package: str
@@ -74,8 +74,7 @@ def build_artifact_call(site: CallSite, package: PackageArtifacts, record: Artif
     if site.mesh:  # sharded variants: always through the family, never tiered
         return jit()
     lapack = needs_lapack(record.custom_calls)
-    call = EagerCall(jit, job(site, record), tiering_wanted(site.platform, site.tiered,
-                                                            record.size),
+    call = EagerCall(jit, job(site, record), functools.partial(_tiering, site, record.size),
                      lapack, _shipped(site, package, record, program.out_tree),
                      eager_lowerable(program, lapack), out_tree=program.out_tree)
     jit.primal = call
@@ -113,6 +112,8 @@ class ArtifactJit:
         primal's eager call and an eager call of the VJP; what it cannot serve (``vmap``,
         forward mode, a second derivative) says so in our words, then traces the source or,
         in strict mode, raises."""
+        from hatch_jaxexport.runtime.artifacts.native_vjp import NativeVjpCall
+
         site, record = self.site, self.program.record
 
         def vjp_call() -> EagerCall:
@@ -203,6 +204,13 @@ def served_label(record: ArtifactRecord) -> str:
     statics = f"({static_values_text(record.static)})" if record.static else ""
     member = member_name(record.kind, record.batched)
     return statics + ("" if member == "primal" else f" {member}")
+
+
+def _tiering(site: CallSite, module_bytes: int) -> bool:
+    """Whether the artifact's first calls use a quick tier (``tiers.tiering_wanted``)."""
+    from hatch_jaxexport.runtime.executables.tiers import tiering_wanted
+
+    return tiering_wanted(site.platform, site.tiered, module_bytes)
 
 
 def _shipped(site: CallSite, package: PackageArtifacts, record: ArtifactRecord,

@@ -21,11 +21,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hatch_jaxexport.formats.settings import call_report_wanted
-from hatch_jaxexport.runtime.executables._fresh_compile import FreshCompile
-from hatch_jaxexport.runtime.executables._user_cache import UserCache
 from hatch_jaxexport.runtime.executables.entries import (
     CallSignatures,
     Entry,
@@ -33,13 +31,22 @@ from hatch_jaxexport.runtime.executables.entries import (
     artifact_types,
     served_call,
 )
-from hatch_jaxexport.runtime.executables.tiers import QuickTier
 from hatch_jaxexport.runtime.jaxcompat import (
     compiled_by_position,
     compiled_dispatch,
     initialize_lapack,
     lapack_init_skipped,
 )
+
+if TYPE_CHECKING:
+    from hatch_jaxexport.runtime.executables._fresh_compile import FreshCompile
+    from hatch_jaxexport.runtime.executables._user_cache import UserCache
+    from hatch_jaxexport.runtime.executables.tiers import QuickTier
+
+# Imported in ``_compilers``: the executable cache, the quick tier and the compiler (seven
+# modules with the background compiles and the cache's files), only for a signature no
+# shipped executable serves: a shipped first call imports 1.4 ms less
+# (``benchmarks/first_call_parts.py``, "our modules").
 
 
 class EagerCall:
@@ -52,7 +59,9 @@ class EagerCall:
         job: What a background compile needs to find the artifact again: ``package`` and
             ``file`` (the manifest record's file), ``sha256``, ``platform``; ``convention``
             ``"flat"`` for a family member's call (flat arrays in and out).
-        tiered: Whether first calls use a quick tier.
+        tiered: Whether first calls use a quick tier, or a function that decides it
+            (``tiers.tiering_wanted``), asked at the first signature no shipped executable
+            serves.
         lapack: Whether the artifact calls LAPACK: initialised before a cached executable runs.
         shipped: The wheel's precompiled executables of the artifact
             (``shipped.ShippedExecutables``), tried first; ``None`` for none.
@@ -64,7 +73,7 @@ class EagerCall:
     """
 
     def __init__(self, make_jitted: Callable[[], Callable[..., Any]], job: dict[str, str],
-                 tiered: bool, lapack: bool, shipped: Any = None,
+                 tiered: bool | Callable[[], bool], lapack: bool, shipped: Any = None,
                  eager_lowerable: Callable[[Any], Callable[..., Any] | None] | None = None,
                  out_tree: Callable[[], Any] | None = None) -> None:
         self._make_jitted = make_jitted
@@ -72,11 +81,11 @@ class EagerCall:
         self.job = job
         self.platform = job["platform"]
         self.shipped = shipped
-        self.cache = UserCache(job, lapack, out_tree)
-        self.tiered = tiered and self.cache.folder is not None and self.cache.writable
-        self.quick = QuickTier(self.cache, job)
-        self.compile = FreshCompile(lambda: self.jitted, eager_lowerable, lapack)
         self.lapack = lapack
+        self._tiering = tiered
+        self._eager_lowerable = eager_lowerable
+        self._out_tree = out_tree
+        self._built: tuple[UserCache, QuickTier, FreshCompile, bool] | None = None
         #: ``HATCH_JAXEXPORT_REPORT=1``: one line on stderr per first call of a signature.
         self.report = call_report_wanted()
         self.entries: dict[Any, Entry] = {}
@@ -87,6 +96,30 @@ class EagerCall:
     def folder(self) -> Any:
         """The executable cache's folder (``None``: no cache, or a fallback to the source)."""
         return self.cache.folder
+
+    @property
+    def cache(self) -> UserCache:
+        return self._compilers()[0]
+
+    def _compilers(self) -> tuple[UserCache, QuickTier, FreshCompile, bool]:
+        """The executable cache, the quick tier, the compiler and whether to tier: built at
+        the first signature no shipped executable serves."""
+        built = self._built
+        if built is None:
+            from hatch_jaxexport.runtime.executables._fresh_compile import FreshCompile
+            from hatch_jaxexport.runtime.executables._user_cache import UserCache
+            from hatch_jaxexport.runtime.executables.tiers import QuickTier
+
+            with self.lock:
+                if self._built is None:
+                    cache = UserCache(self.job, self.lapack, self._out_tree)
+                    wanted = self._tiering() if callable(self._tiering) else self._tiering
+                    self._built = (cache, QuickTier(cache, self.job),
+                                   FreshCompile(lambda: self.jitted, self._eager_lowerable,
+                                                self.lapack),
+                                   wanted and cache.folder is not None and cache.writable)
+                built = self._built
+        return built
 
     @property
     def jitted(self) -> Callable[..., Any]:
@@ -178,8 +211,8 @@ class EagerCall:
         with self.lock:
             entry = self.entries.get(sig)
             if entry is not None:
-                if entry.pending is not None:
-                    entry = self.entries[sig] = self.quick.poll(entry)
+                if entry.pending is not None:  # only a quick tier is pending
+                    entry = self.entries[sig] = self._compilers()[1].poll(entry)
                 return entry
             not_shipped = "the wheel ships no executable of this artifact"
             if self.shipped is not None:
@@ -191,14 +224,14 @@ class EagerCall:
                     entry = self.entries[sig] = Entry(compiled, "shipped", None)
                     return entry
                 not_shipped = self.shipped.why_not(artifact_types(sig)[1])
+            cache, quick, compiler, tiered = self._compilers()
             in_tree = self.signature.flatten((args, kwargs))[1]
-            key, entry = self.cache.cached(sig, self.tiered, in_tree)
-            if entry is None and self.tiered and key is not None:
-                entry = self.quick.entry(sig, key, lambda: self.compile.lower(sig, args, kwargs),
-                                         in_tree)
+            key, entry = cache.cached(sig, tiered, in_tree)
+            if entry is None and tiered and key is not None:
+                entry = quick.entry(sig, key, lambda: compiler.lower(sig, args, kwargs), in_tree)
             elif entry is None:
-                lowered = self.compile.lower(sig, args, kwargs)  # may find the source instead
-                entry = self.compile.entry(lowered, key if self.folder is not None else None)
+                lowered = compiler.lower(sig, args, kwargs)  # may find the source instead
+                entry = compiler.entry(lowered, key if cache.folder is not None else None)
             entry.not_shipped = not_shipped
             self.entries[sig] = entry
             return entry
@@ -206,7 +239,9 @@ class EagerCall:
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for background compiles (queued ones too) and switch to their executables
         (tests, benchmarks); ``True`` if none is left pending."""
-        return self.quick.wait(self.entries, self.lock, timeout)
+        if self._built is None:  # no signature compiled here: none is pending
+            return True
+        return self._built[1].wait(self.entries, self.lock, timeout)
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         return self.jitted.lower(*args, **kwargs)  # type: ignore[attr-defined]

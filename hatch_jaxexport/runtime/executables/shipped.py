@@ -51,10 +51,21 @@ class Host(NamedTuple):
     system: str = "Linux"
 
 
-def read_proc_cpuinfo() -> str:
-    """Linux's ``/proc/cpuinfo`` (``OSError`` where there is none)."""
-    with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
-        return cpuinfo.read()
+def read_proc_cpuinfo(path: str = "/proc/cpuinfo") -> str:
+    """Linux's ``/proc/cpuinfo`` up to the end of the first block that lists the features
+    (``OSError`` where there is none): the first processor's, which ``linux_cpu_flags`` reads.
+    The file has a block per logical CPU, generated as it is read (the kernel measures each
+    one's frequency), so on a large server the whole file costs milliseconds of a first call."""
+    lines: list[str] = []
+    seen_features = False
+    with open(path, encoding="utf-8", errors="replace") as cpuinfo:
+        for line in cpuinfo:
+            if seen_features and not line.strip():
+                break
+            seen_features = seen_features or line.partition(":")[0].strip() in (
+                "flags", "Features")
+            lines.append(line)
+    return "".join(lines)
 
 
 def _cpu_flags(system: str) -> frozenset[str] | None:

@@ -329,3 +329,17 @@ def test_target_aliases_name_the_standard_levels(name, canonical):
     assert all(alias not in TARGETS and target in TARGETS
                for alias, target in TARGET_ALIASES.items())
     assert describe_targets() == "x86_64-avx2 (x86-64-v3), x86_64-avx512 (x86-64-v4), aarch64"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in PROBES.glob("*.cpuinfo")))
+def test_reading_cpuinfo_stops_after_the_first_block_with_its_features(name):
+    """A first call reads ``/proc/cpuinfo`` only up to the first processor's features: the
+    same flags as the whole file gives, without generating every other CPU's block."""
+    path = PROBES / name
+    whole = path.read_text()
+    read = shipped.read_proc_cpuinfo(str(path))
+    assert linux_cpu_flags(read) == linux_cpu_flags(whole) and linux_cpu_flags(read)
+    processors = [line for line in read.splitlines() if line.startswith("processor")]
+    assert len(processors) == 1 and whole.startswith(read)
+    if sum(line.startswith("processor\t") for line in whole.splitlines()) > 1:
+        assert len(read) < len(whole)  # the second processor's block is not read

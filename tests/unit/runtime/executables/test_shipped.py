@@ -42,6 +42,9 @@ with warnings.catch_warnings(record=True) as caught:
         out["compiles"][name] = len(compiles) - before
         out["types"][name] = type(value).__name__
         out["results"][name] = [np.asarray(a).tolist() for a in jax.tree_util.tree_leaves(value)]
+        if name == "chain":  # the first call: what a shipped one imports of the compile path
+            out["compile_path"] = sorted(n for n in sys.modules if n.rsplit(".", 1)[-1] in (
+                "tiers", "_fresh_compile", "_user_cache", "_background", "native_vjp"))
     with jax.enable_x64(True):
         before = len(compiles)
         out["results"]["wide"] = np.asarray(m.wide(np.arange(4, dtype=np.float64))).tolist()
@@ -112,6 +115,10 @@ def test_first_calls_load_shipped_executables_and_compile_nothing(exec_site, ref
     assert shipped["avx2_only"] == ["x86_64-avx2"]  # its own target list, not the build's
     for name in ("chain", "combine", "stats", "solve", "wide"):
         assert shipped["tiers"][name] == ["shipped"], name
+    # a first call served by a shipped executable imports nothing of the compile path (the
+    # executable cache, the quick tier, the compiler): a StableHLO one needs them
+    assert shipped["compile_path"] == []
+    assert "hatch_jaxexport.runtime.executables.tiers" in reference["compile_path"]
     # both targets match a CPU with AVX-512: the one compiled for more of its features runs
     host = linux_cpu_flags(Path("/proc/cpuinfo").read_text())
     assert shipped["targets"] == ["x86_64-avx512" if "avx512f" in host else "x86_64-avx2"]
