@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from hatch_jaxexport.runtime.artifacts.native_vjp import NativeVjpCall
     from hatch_jaxexport.runtime.executables.shipped import ShippedExecutables
 
-# Imported in functions, only where a call needs them: the shipped executables' reader (and
+# Imported in functions: only where a call needs them, the shipped executables' reader (and
 # its CPU target table), for a wheel that ships executables of the artifact (1.4 ms of a first
 # call's imports otherwise); the tiers' policy, at the first signature no shipped executable
 # serves; the native VJP, for an artifact serialized with its VJP.

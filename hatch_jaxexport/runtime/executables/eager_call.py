@@ -13,6 +13,9 @@ each a class of its own module, in this order:
    to once it is in;
 4. ``FreshCompile`` (``_fresh_compile``): an optimized compile here, written to the cache once
    the call has run.
+
+The last three are ``_compile_path``'s, built at the first signature no shipped executable
+serves.
 """
 
 from __future__ import annotations
@@ -39,14 +42,10 @@ from hatch_jaxexport.runtime.jaxcompat import (
 )
 
 if TYPE_CHECKING:
-    from hatch_jaxexport.runtime.executables._fresh_compile import FreshCompile
-    from hatch_jaxexport.runtime.executables._user_cache import UserCache
-    from hatch_jaxexport.runtime.executables.tiers import QuickTier
+    from hatch_jaxexport.runtime.executables._compile_path import CompilePath
 
-# Imported in ``_compilers``: the executable cache, the quick tier and the compiler (seven
-# modules with the background compiles and the cache's files), only for a signature no
-# shipped executable serves: a shipped first call imports 1.4 ms less
-# (``benchmarks/first_call_parts.py``, "our modules").
+# Imported in functions: the compile path (the executable cache, the quick tier, the
+# compiler), only for a signature no shipped executable serves (``_compile_path``).
 
 
 class EagerCall:
@@ -59,17 +58,11 @@ class EagerCall:
         job: What a background compile needs to find the artifact again: ``package`` and
             ``file`` (the manifest record's file), ``sha256``, ``platform``; ``convention``
             ``"flat"`` for a family member's call (flat arrays in and out).
-        tiered: Whether first calls use a quick tier, or a function that decides it
-            (``tiers.tiering_wanted``), asked at the first signature no shipped executable
-            serves.
         lapack: Whether the artifact calls LAPACK: initialised before a cached executable runs.
         shipped: The wheel's precompiled executables of the artifact
             (``shipped.ShippedExecutables``), tried first; ``None`` for none.
-        eager_lowerable: Given a signature's flat argument types, what its eager first call
-            lowers where that can be simpler than ``make_jitted()``'s function
-            (``FreshCompile``); ``None``: that function.
-        out_tree: The artifact's output tree, read where a cached executable's trees name the
-            package's classes (``UserCache``).
+        tiered, eager_lowerable, out_tree: The ``_compile_path.CompilePath``'s, for the
+            signatures no shipped executable serves.
     """
 
     def __init__(self, make_jitted: Callable[[], Callable[..., Any]], job: dict[str, str],
@@ -82,10 +75,8 @@ class EagerCall:
         self.platform = job["platform"]
         self.shipped = shipped
         self.lapack = lapack
-        self._tiering = tiered
-        self._eager_lowerable = eager_lowerable
-        self._out_tree = out_tree
-        self._built: tuple[UserCache, QuickTier, FreshCompile, bool] | None = None
+        self._path_options = (tiered, eager_lowerable, out_tree)
+        self._built: CompilePath | None = None
         #: ``HATCH_JAXEXPORT_REPORT=1``: one line on stderr per first call of a signature.
         self.report = call_report_wanted()
         self.entries: dict[Any, Entry] = {}
@@ -95,31 +86,19 @@ class EagerCall:
     @property
     def folder(self) -> Any:
         """The executable cache's folder (``None``: no cache, or a fallback to the source)."""
-        return self.cache.folder
+        return self._compile_path().cache.folder
 
-    @property
-    def cache(self) -> UserCache:
-        return self._compilers()[0]
-
-    def _compilers(self) -> tuple[UserCache, QuickTier, FreshCompile, bool]:
-        """The executable cache, the quick tier, the compiler and whether to tier: built at
-        the first signature no shipped executable serves."""
-        built = self._built
-        if built is None:
-            from hatch_jaxexport.runtime.executables._fresh_compile import FreshCompile
-            from hatch_jaxexport.runtime.executables._user_cache import UserCache
-            from hatch_jaxexport.runtime.executables.tiers import QuickTier
+    def _compile_path(self) -> CompilePath:
+        """The path of a signature no shipped executable serves, built at the first one."""
+        if self._built is None:
+            from hatch_jaxexport.runtime.executables._compile_path import CompilePath
 
             with self.lock:
                 if self._built is None:
-                    cache = UserCache(self.job, self.lapack, self._out_tree)
-                    wanted = self._tiering() if callable(self._tiering) else self._tiering
-                    self._built = (cache, QuickTier(cache, self.job),
-                                   FreshCompile(lambda: self.jitted, self._eager_lowerable,
-                                                self.lapack),
-                                   wanted and cache.folder is not None and cache.writable)
-                built = self._built
-        return built
+                    tiered, eager_lowerable, out_tree = self._path_options
+                    self._built = CompilePath(self.job, self.lapack, tiered,
+                                              lambda: self.jitted, eager_lowerable, out_tree)
+        return self._built
 
     @property
     def jitted(self) -> Callable[..., Any]:
@@ -157,7 +136,7 @@ class EagerCall:
             entry = self._settle(sig, args, kwargs)
         out = entry.compiled(*args, **kwargs)
         if entry.unsaved:
-            self.cache.save(entry)
+            self._compile_path().cache.save(entry)
         return out
 
     def _first_call(self, sig: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -167,7 +146,7 @@ class EagerCall:
         entry = self._settle(sig, args, kwargs)
         out = entry.compiled(*args, **kwargs)
         if entry.unsaved:  # before the report: a cache it cannot write is part of it
-            self.cache.save(entry)
+            self._compile_path().cache.save(entry)
         if entry.seconds is None:
             entry.seconds = time.perf_counter() - started
             if self.report:
@@ -212,7 +191,7 @@ class EagerCall:
             entry = self.entries.get(sig)
             if entry is not None:
                 if entry.pending is not None:  # only a quick tier is pending
-                    entry = self.entries[sig] = self._compilers()[1].poll(entry)
+                    entry = self.entries[sig] = self._compile_path().quick.poll(entry)
                 return entry
             not_shipped = "the wheel ships no executable of this artifact"
             if self.shipped is not None:
@@ -224,14 +203,8 @@ class EagerCall:
                     entry = self.entries[sig] = Entry(compiled, "shipped", None)
                     return entry
                 not_shipped = self.shipped.why_not(artifact_types(sig)[1])
-            cache, quick, compiler, tiered = self._compilers()
-            in_tree = self.signature.flatten((args, kwargs))[1]
-            key, entry = cache.cached(sig, tiered, in_tree)
-            if entry is None and tiered and key is not None:
-                entry = quick.entry(sig, key, lambda: compiler.lower(sig, args, kwargs), in_tree)
-            elif entry is None:
-                lowered = compiler.lower(sig, args, kwargs)  # may find the source instead
-                entry = compiler.entry(lowered, key if cache.folder is not None else None)
+            entry = self._compile_path().entry(sig, args, kwargs,
+                                               self.signature.flatten((args, kwargs))[1])
             entry.not_shipped = not_shipped
             self.entries[sig] = entry
             return entry
@@ -241,7 +214,7 @@ class EagerCall:
         (tests, benchmarks); ``True`` if none is left pending."""
         if self._built is None:  # no signature compiled here: none is pending
             return True
-        return self._built[1].wait(self.entries, self.lock, timeout)
+        return self._built.quick.wait(self.entries, self.lock, timeout)
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         return self.jitted.lower(*args, **kwargs)  # type: ignore[attr-defined]
