@@ -175,8 +175,9 @@ else:  # the baked first call's parts, by hand
         print(json.dumps(parts)); sys.exit()
     record = next(r for r in manifest.artifacts if r.kind == "primal" and r.platform == "cpu")
     from hatch_jaxexport.runtime.jaxcompat import lapack_init_skipped, needs_lapack
-    if record.sized and call.startswith("jax.grad"):  # the forms of the call and its VJP
-        forward, backward = (load_concrete(package, e) for e in record.sized)
+    sized = [e for e in record.sized if e.get("form") != "text"]  # concrete-size forms
+    if sized and call.startswith("jax.grad"):  # the forms of the call and its VJP
+        forward, backward = (load_concrete(package, e) for e in sized)
         mark("read+deserialize")
         mark("lower (+refine)")
         compiled_forward = DirectModule.of(forward, False).compile()
@@ -184,17 +185,24 @@ else:  # the baked first call's parts, by hand
         jax.block_until_ready(compiled_forward(*args))
         jax.block_until_ready(compiled_backward(*args, np.ones((), np.float32))); mark("run")
         print(json.dumps(parts)); sys.exit()
-    if record.sized:  # a concrete-size form: compiled from its bytes, nothing lowered
-        exported = load_concrete(package, record.sized[0])
+    if sized:  # a concrete-size form: compiled from its bytes, nothing lowered
+        exported = load_concrete(package, sized[0])
         mark("read+deserialize")
         lowered = DirectModule.of(exported, False).lower(*args)
     else:
-        exported = deserialize_record(package, record, read_record(package, record))
+        from hatch_jaxexport.runtime.artifacts.program import ArtifactProgram
+        from hatch_jaxexport.runtime.executables.direct_module import refined
+        program = ArtifactProgram(package, record, eager=True)
+        exported, text = program.exported(), program.module_text()
         mark("read+deserialize")
         target = (lambda *a: jax.grad(lambda *b: exported.call(*b))(*a)) \\
             if call.startswith("jax.grad") else exported.call
+        types = tuple((tuple(np.shape(a)), np.asarray(a).dtype.name)
+                      for a in jax.tree_util.tree_leaves(args))
         if exact_types(exported) is not None and not call.startswith("jax.grad"):  # no symbol
             lowered = DirectModule.of(exported, False).lower(*args)
+        elif text is not None and not call.startswith("jax.grad"):  # refined from its text
+            lowered = DirectModule.of(refined(exported, text, types), False).lower(*args)
         else:
             with lapack_init_skipped(not needs_lapack(record.custom_calls)):  # as the loader
                 lowered = jax.jit(target).lower(*args)
@@ -264,10 +272,12 @@ def main(argv: list[str] | None = None) -> int:
         floor = [probe(python, site, "refine-floor", "weighted sin") for _ in range(args.runs)]
         context, refine = (statistics.median(f[k] for f in floor)
                            for k in ("MLIR context", "parse+refine"))
-        print(f"\nFloor of a symbolic artifact at a size not baked (weighted sin): refining its "
-              f"shapes needs jax's first MLIR context in the process ({context:.1f} ms) and "
-              f"the parse and refinement passes ({refine:.1f} ms), before any wrapper; its "
-              "lower (+refine) column is that plus jax's call_exported wrapper.")
+        print(f"\nA symbolic artifact at a size not baked (weighted sin): jax's lowering "
+              f"of it needs jax's first MLIR context in the process ({context:.1f} ms) and "
+              f"the parse and refinement passes ({refine:.1f} ms), before its call_exported "
+              "wrapper. Its text form (the module as the build's jaxlib printed it) needs "
+              "the parse and refinement alone, in C++, with no MLIR context in Python: its "
+              "lower (+refine) column, whose floor that refinement is.")
         print(f"\nFloor of an eager jax.grad: the cotangent of ones it makes "
               f"(jax.lax.full_like), jax's first eager op in a process, {ones:.1f} ms; and "
               "the value, which jax.jit(jax.grad(f)) leaves out and every eager gradient "

@@ -17,11 +17,13 @@ from hatch_jaxexport.formats.statics import static_values_text
 
 SCHEMA_VERSION = 1
 
-#: What a concrete-size form's module computes (an ``ArtifactRecord.sized`` entry's ``form``):
-#: the artifact's ``call``, or the ``vjp`` of an artifact serialized with its VJP
-#: (``vjp_order``: primal inputs, then output cotangents, to input cotangents), which an eager
-#: backward pass runs.
-SIZED_FORMS = ("call", "vjp")
+#: What a form of an artifact's module holds (an ``ArtifactRecord.sized`` entry's ``form``):
+#: the artifact's ``call`` at concrete sizes, or the ``vjp`` of an artifact serialized with
+#: its VJP (``vjp_order``: primal inputs, then output cotangents, to input cotangents), which
+#: an eager backward pass runs; or the artifact's own symbolic module as MLIR ``text``
+#: (``inputs`` empty: any size), printed by the build's jaxlib, which a loader running that
+#: jaxlib refines at a call's sizes without jax's lowering.
+SIZED_FORMS = ("call", "vjp", "text")
 #: The folder, inside the top-level package, that holds the manifest and the blobs.
 ARTIFACT_DIR = "_jaxexport"
 MANIFEST_NAME = "manifest.json"

@@ -321,6 +321,9 @@ def _checked_sized(entries: list[Any], where: str, seen: "_Claims") -> None:
         if entry.get("form", SIZED_FORMS[1]) not in SIZED_FORMS[1:]:
             raise ArtifactError(f"corrupt manifest: {where}[{j}].form must be one of "
                                 f"{', '.join(SIZED_FORMS[1:])}, got {entry['form']!r:.40}")
+        if entry.get("form") == "text" and entry["inputs"] != []:
+            raise ArtifactError(f"corrupt manifest: {where}[{j}] is a text form, whose "
+                                "inputs must be empty (it takes any size)")
         check_file_name(entry["file"])
         size = entry["size"]
         if not (isinstance(entry["sha256"], str) and SHA256_HEX.match(entry["sha256"])) or \

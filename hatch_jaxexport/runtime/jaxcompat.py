@@ -450,11 +450,69 @@ def static_shape_export(exported: Any, args: Sequence[Any], kwargs: Mapping[str,
         return None
 
 
+
+#: NumPy dtype names and the MLIR element types of StableHLO's tensors; a dtype not listed
+#: (float8, int4, PRNG keys) has no text form (``module_text``): the usual lowering serves it.
+MLIR_ELEMENT_TYPES = {
+    "bool": "i1", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+    "uint8": "ui8", "uint16": "ui16", "uint32": "ui32", "uint64": "ui64",
+    "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
+    "complex64": "complex<f32>", "complex128": "complex<f64>"}
+
+
+def tensor_type(dims: Sequence[Any], dtype_name: str) -> str:
+    """The MLIR spelling of a tensor type, ``tensor<8x?xf32>`` (``?``: a dimension that is not
+    an int, a symbolic one); ``KeyError`` for a dtype ``MLIR_ELEMENT_TYPES`` lacks."""
+    shape = "".join(f"{d}x" if isinstance(d, int) else "?x" for d in dims)
+    return f"tensor<{shape}{MLIR_ELEMENT_TYPES[dtype_name]}>"
+
+
+def module_text(exported: Any) -> str:
+    """The StableHLO module of ``exported`` as MLIR text, without locations (no build path in
+    it), as this jaxlib prints it: what a loader running the same jaxlib refines at a call's
+    sizes without jax's lowering (``refine_stablehlo``)."""
+    from jax._src.interpreters import mlir as jax_mlir
+    from jax._src.lib import _jax
+
+    with jax_mlir.make_ir_context(), jax_mlir.ir.Location.unknown():
+        module = _jax.mlir.deserialize_portable_artifact(exported.mlir_module_serialized)
+        return str(module.operation.get_asm(enable_debug_info=False))
+
+
+def refine_stablehlo(text: str) -> bytes:
+    """The bytecode of StableHLO module ``text``, whose ``main`` takes static shapes, with
+    every dynamic shape refined and the shape assertions checked, as jax's own refinement
+    does it (``mlir.refine_polymorphic_shapes``) but in C++ alone: no MLIR context in Python.
+    Raises where it fails, or where this jax's internals differ."""
+    from jax._src import config
+    from jax._src.lib import _jax
+
+    shardy = bool(config.use_shardy_partitioner.value)  # as jax's own refinement passes it
+    return bytes(_jax.mlir.refine_polymorphic_shapes(
+        text.encode(), enable_shape_assertions=True, validate_static_shapes=True,
+        enable_shardy=shardy))
+
+
+def with_module(exported: Any, in_shapes: Sequence[Sequence[int]],
+                out_shapes: Sequence[Sequence[int]], module: bytes) -> Any:
+    """``exported`` with these concrete input and output shapes and ``module`` (refined at
+    them, ``refine_stablehlo``) as its StableHLO: what ``DirectModule`` compiles."""
+    import dataclasses
+
+    return dataclasses.replace(
+        exported, mlir_module_serialized=module, uses_global_constants=False,
+        in_avals=tuple(a.update(shape=tuple(s))
+                       for a, s in zip(exported.in_avals, in_shapes, strict=True)),
+        out_avals=tuple(a.update(shape=tuple(s))
+                        for a, s in zip(exported.out_avals, out_shapes, strict=True)))
+
+
 __all__ = ["BACKEND_COMPILE_EVENT", "LOWERING_CONFIG", "backend_identity", "compile_stablehlo",
            "compiled_by_position", "compiled_dispatch", "compiled_from_executable",
            "compiled_from_loaded", "concrete_array_type", "concrete_shape", "evaluating_eagerly",
            "initialize_lapack", "install_lapack_guard", "ir_context", "is_lapack_target",
            "lapack_init_skipped", "lowering_config", "lowering_context", "mlir_ir",
+           "MLIR_ELEMENT_TYPES", "module_text", "refine_stablehlo", "tensor_type", "with_module",
            "module_needs_lapack", "needs_lapack", "no_locations", "primitive_type",
            "pytree_serialization", "serialize_compiled",
            "set_lowering_config", "static_shape_export", "with_mesh_physical", "x64_context",

@@ -72,8 +72,10 @@ def test_wheel_carries_each_artifact_file_and_the_projects_jax_requirement(tmp_p
     (wheel,) = inprocess_build(root, tmp_path / "dist")
     files = artifact_files(wheel, "jxe_tiny")
     manifest = json.loads(files.pop("manifest.json"))
-    assert sorted(files) == sorted(a["file"] for a in manifest["artifacts"])
-    assert len(files) == 3  # double, power p=2, power p=3 (cpu)
+    assert sorted(files) == sorted([a["file"] for a in manifest["artifacts"]] +
+                                   [e["file"] for a in manifest["artifacts"] for e in a["sized"]])
+    # double, power p=2, power p=3 (cpu), and each one's module as text (the text form)
+    assert len(manifest["artifacts"]) == 3 and len(files) == 6
     assert wheel.name == "jxe_tiny-0.1.0-py3-none-any.whl" and wheel_tag(wheel) == "py3-none-any"
     assert "Root-Is-Purelib: true" in members(wheel)["jxe_tiny-0.1.0.dist-info/WHEEL"].decode()
     # by default the project's own jax requirement is the wheel's, as the maintainer wrote it

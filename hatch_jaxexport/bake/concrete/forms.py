@@ -9,6 +9,12 @@ writes the artifact's call for those concrete types, refined here (``jaxcompat.
 static_shape_export``), on the artifact's platform. The loader compiles it for a first call of
 exactly those types that no shipped or cached executable serves. It is made from the artifact
 alone, never by tracing the user's code again, so it computes what the artifact computes.
+
+For every other size, a symbolic artifact whose module is small (``TEXT_MAX_BYTES``) also gets
+its module as MLIR text (the ``text`` form), which a loader running the build's jaxlib refines
+at a call's sizes in C++ (``runtime.executables.direct_module.refined``): jax's lowering of
+``call_exported`` costs a small function's first call about 20 ms, most of it jax's first MLIR
+context in Python, which text needs none of (``benchmarks/first_call_parts.py``).
 """
 
 from __future__ import annotations
@@ -22,11 +28,23 @@ from typing import Any
 from hatch_jaxexport.bake.executables.compiling import size_envs
 from hatch_jaxexport.formats.manifest import ArtifactRecord, sha256_hex
 from hatch_jaxexport.formats.signatures import Recorded
+from hatch_jaxexport.runtime.executables.direct_module import MAIN, runs_as_is
 from hatch_jaxexport.runtime.jax_dtypes import has_keys
-from hatch_jaxexport.runtime.jaxcompat import concrete_shape, static_shape_export, x64_context
+from hatch_jaxexport.runtime.jaxcompat import (
+    MLIR_ELEMENT_TYPES,
+    concrete_shape,
+    module_text,
+    static_shape_export,
+    x64_context,
+)
 
 #: The suffix of a concrete-size module's file (a ``jax.export`` serialization, like artifacts).
 SIZED_SUFFIX = ".sized.jaxexport"
+#: The suffix of an artifact's module as MLIR text (the ``text`` form).
+TEXT_SUFFIX = ".stablehlo.mlir"
+#: The largest text form written: on a larger module the compile dwarfs what the text saves
+#: (jax's first MLIR context, a fixed cost), and text is about 3x the module's bytecode.
+TEXT_MAX_BYTES = 64 * 1024
 
 
 def wants_sized(record: ArtifactRecord) -> bool:
@@ -51,24 +69,46 @@ def sized_entries(fn: Any, record: ArtifactRecord, blob: bytes, out_dir: Path,
     from jax import export
 
     entries: list[dict[str, Any]] = []
-    exported = None
-    for sizes in size_envs(fn, record, recorded):
-        if not sizes:
-            continue
-        try:
-            exported = exported or export.deserialize(bytearray(blob))
-        except Exception as err:  # the artifact still serves the size, compiled as usual
-            note(f"{record.id}: no concrete-size module for {sizes}: "
-                 f"{type(err).__name__}: {str(err)[:200]}")
-            continue
-        if has_keys([*exported.in_avals, *exported.out_avals]):
+    all_sizes = [sizes for sizes in size_envs(fn, record, recorded) if sizes]
+    try:
+        exported = export.deserialize(bytearray(blob))
+    except Exception as err:  # the artifact still serves every size, compiled as usual
+        note(f"{record.id}: no concrete-size module: {type(err).__name__}: {str(err)[:200]}")
+        return entries
+    if has_keys([*exported.in_avals, *exported.out_avals]):
+        if all_sizes:
             note(f"{record.id}: no concrete-size modules: typed PRNG keys in its inputs or "
                  "outputs (a first call compiles the symbolic artifact)")
-            return entries
+        return entries
+    for sizes in all_sizes:
         for form in sized_forms(record, exported):
             entry = _sized_entry(record, exported, sizes, form, out_dir, note)
             entries += [entry] if entry is not None else []
-    return entries
+    text = _text_entry(record, exported, out_dir, note)
+    return entries + ([text] if text is not None else [])
+
+
+def _text_entry(record: ArtifactRecord, exported: Any, out_dir: Path,
+                note: Callable[[str], None]) -> dict[str, Any] | None:
+    """Write the ``text`` form of ``record`` into ``out_dir`` where a loader can refine it
+    (symbolic, its module taking the call's arrays as they are, every dtype with an MLIR
+    spelling, at most ``TEXT_MAX_BYTES``); its manifest entry, else ``None``."""
+    avals = [*exported.in_avals, *exported.out_avals]
+    if all(isinstance(d, int) for a in exported.in_avals for d in a.shape) or \
+            not runs_as_is(exported) or \
+            any(a.dtype.name not in MLIR_ELEMENT_TYPES for a in avals):
+        return None
+    try:
+        data = module_text(exported).encode("utf-8")
+    except Exception as err:  # a loader lowers it as usual
+        note(f"{record.id}: no text form: {type(err).__name__}: {str(err)[:200]}")
+        return None
+    if len(data) > TEXT_MAX_BYTES or data.count(MAIN.encode()) != 1:
+        return None
+    file = f"{Path(record.file).stem}{TEXT_SUFFIX}"
+    (out_dir / file).write_bytes(data)
+    return {"inputs": [], "file": file, "sha256": sha256_hex(data), "size": len(data),
+            "form": "text"}
 
 
 def sized_forms(record: ArtifactRecord, exported: Any) -> tuple[str, ...]:
@@ -113,4 +153,5 @@ def _sized_entry(record: ArtifactRecord, exported: Any, sizes: dict[str, int], f
     return entry if form == "call" else {**entry, "form": form}
 
 
-__all__ = ["SIZED_SUFFIX", "sized_entries", "sized_forms", "wants_sized"]
+__all__ = ["SIZED_SUFFIX", "TEXT_MAX_BYTES", "TEXT_SUFFIX", "sized_entries", "sized_forms",
+           "wants_sized"]

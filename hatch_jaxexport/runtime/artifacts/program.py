@@ -37,6 +37,7 @@ class ArtifactProgram:
         self.package, self.record = package, record
         self._blob = read_record(package, record)
         self._exported: Any = deserialize_record(package, record, self._blob) if eager else None
+        self._text: str | None = None  # "": read, and there is none this jaxlib can use
         self._lock = threading.Lock()
 
     @classmethod
@@ -84,6 +85,27 @@ class ArtifactProgram:
             except ArtifactError:
                 return None  # the symbolic artifact serves the same call
         return sized_form
+
+    def module_text(self) -> str | None:
+        """The record's module as MLIR text (its ``text`` form, ``formats.manifest.
+        SIZED_FORMS``), read and checked once, where the running jaxlib is the one that
+        printed it (text is not a portable format); ``None`` otherwise, or where the file is
+        damaged (the usual lowering serves every size then)."""
+        if self._text is None:
+            self._text = self._read_text() or ""
+        return self._text or None
+
+    def _read_text(self) -> str | None:
+        import jaxlib  # the call path only: importing a baked package never imports jax
+
+        entry = next((e for e in self.record.sized if e.get("form") == "text"), None)
+        if entry is None or self.package.index.jaxlib_version != jaxlib.__version__:
+            return None
+        try:
+            return self.package.read_checked(entry["file"], entry["size"],
+                                             entry["sha256"]).decode("utf-8")
+        except (OSError, ArtifactError, UnicodeDecodeError):
+            return None
 
 
 def leaf_types(leaves: Any) -> tuple[Any, ...]:
