@@ -472,10 +472,13 @@ def module_text(exported: Any) -> str:
     it), as this jaxlib prints it: what a loader running the same jaxlib refines at a call's
     sizes without jax's lowering (``refine_stablehlo``)."""
     from jax._src.interpreters import mlir as jax_mlir
-    from jax._src.lib import _jax
+    from jax._src.lib import xla_client
 
+    # ``xla_client._xla``: jaxlib's extension under every name it had (``_jax``, before that
+    # ``xla_extension``)
     with jax_mlir.make_ir_context(), jax_mlir.ir.Location.unknown():
-        module = _jax.mlir.deserialize_portable_artifact(exported.mlir_module_serialized)
+        module = xla_client._xla.mlir.deserialize_portable_artifact(
+            exported.mlir_module_serialized)
         return str(module.operation.get_asm(enable_debug_info=False))
 
 
@@ -485,10 +488,10 @@ def refine_stablehlo(text: str) -> bytes:
     does it (``mlir.refine_polymorphic_shapes``) but in C++ alone: no MLIR context in Python.
     Raises where it fails, or where this jax's internals differ."""
     from jax._src import config
-    from jax._src.lib import _jax
+    from jax._src.lib import xla_client
 
     shardy = bool(config.use_shardy_partitioner.value)  # as jax's own refinement passes it
-    return bytes(_jax.mlir.refine_polymorphic_shapes(
+    return bytes(xla_client._xla.mlir.refine_polymorphic_shapes(
         text.encode(), enable_shape_assertions=True, validate_static_shapes=True,
         enable_shardy=shardy))
 
