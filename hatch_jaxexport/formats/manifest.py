@@ -20,10 +20,12 @@ SCHEMA_VERSION = 1
 #: What a form of an artifact's module holds (an ``ArtifactRecord.sized`` entry's ``form``):
 #: the artifact's ``call`` at concrete sizes, or the ``vjp`` of an artifact serialized with
 #: its VJP (``vjp_order``: primal inputs, then output cotangents, to input cotangents), which
-#: an eager backward pass runs; or the artifact's own symbolic module as MLIR ``text``
-#: (``inputs`` empty: any size), printed by the build's jaxlib, which a loader running that
-#: jaxlib refines at a call's sizes without jax's lowering.
-SIZED_FORMS = ("call", "vjp", "text")
+#: an eager backward pass runs; or the artifact's own symbolic module as MLIR text
+#: (``TEXT_FORMS``, ``inputs`` empty: any size), printed by the build's jaxlib, which a loader
+#: running that jaxlib refines at a call's sizes without jax's lowering.
+SIZED_FORMS = ("call", "vjp", "text", "vjp_text")
+#: The text form of each module: ``text`` the call's, ``vjp_text`` the serialized VJP's.
+TEXT_FORMS = {"call": "text", "vjp": "vjp_text"}
 #: The folder, inside the top-level package, that holds the manifest and the blobs.
 ARTIFACT_DIR = "_jaxexport"
 MANIFEST_NAME = "manifest.json"
@@ -465,9 +467,9 @@ def check_file_name(name: Any) -> str:
     return name
 
 
-__all__ = ["ARTIFACT_DIR", "ArtifactRecord", "BLOB_SUFFIX", "ConcreteRecord",
-           "ExecutableRecord", "FailedCall", "Inventory", "JaxSet", "KNOWN_KINDS",
-           "MANIFEST_NAME", "Manifest", "MeshShape", "SCHEMA_VERSION", "SHA256_HEX", "SIZED_FORMS",
+__all__ = ["ARTIFACT_DIR", "ArtifactRecord", "BLOB_SUFFIX", "ConcreteRecord", "ExecutableRecord",
+           "FailedCall", "Inventory", "JaxSet", "KNOWN_KINDS", "MANIFEST_NAME", "Manifest",
+           "MeshShape", "SCHEMA_VERSION", "SHA256_HEX", "SIZED_FORMS", "TEXT_FORMS",
            "SkippedRecord", "artifact_id", "artifact_sets", "byte_text", "captured_by_function",
            "check_file_name", "constant_text", "inventory", "loaded_set", "member_name",
            "set_manifest_name", "sha256_hex", "signature_text", "summarize", "variant_text"]

@@ -20,6 +20,7 @@ from hatch_jaxexport.formats.manifest import (
     SCHEMA_VERSION,
     SHA256_HEX,
     SIZED_FORMS,
+    TEXT_FORMS,
     ArtifactRecord,
     ConcreteRecord,
     ExecutableRecord,
@@ -321,7 +322,7 @@ def _checked_sized(entries: list[Any], where: str, seen: "_Claims") -> None:
         if entry.get("form", SIZED_FORMS[1]) not in SIZED_FORMS[1:]:
             raise ArtifactError(f"corrupt manifest: {where}[{j}].form must be one of "
                                 f"{', '.join(SIZED_FORMS[1:])}, got {entry['form']!r:.40}")
-        if entry.get("form") == "text" and entry["inputs"] != []:
+        if entry.get("form") in TEXT_FORMS.values() and entry["inputs"] != []:
             raise ArtifactError(f"corrupt manifest: {where}[{j}] is a text form, whose "
                                 "inputs must be empty (it takes any size)")
         check_file_name(entry["file"])

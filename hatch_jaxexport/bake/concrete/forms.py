@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from hatch_jaxexport.bake.executables.compiling import size_envs
-from hatch_jaxexport.formats.manifest import ArtifactRecord, sha256_hex
+from hatch_jaxexport.formats.manifest import TEXT_FORMS, ArtifactRecord, sha256_hex
 from hatch_jaxexport.formats.signatures import Recorded
 from hatch_jaxexport.runtime.executables.direct_module import MAIN, runs_as_is
 from hatch_jaxexport.runtime.jax_dtypes import has_keys
@@ -84,15 +84,19 @@ def sized_entries(fn: Any, record: ArtifactRecord, blob: bytes, out_dir: Path,
         for form in sized_forms(record, exported):
             entry = _sized_entry(record, exported, sizes, form, out_dir, note)
             entries += [entry] if entry is not None else []
-    text = _text_entry(record, exported, out_dir, note)
-    return entries + ([text] if text is not None else [])
+    for form in sized_forms(record, exported):  # the call's module, and its VJP's
+        text = _text_entry(record, exported.vjp() if form == "vjp" else exported, form,
+                           out_dir, note)
+        entries += [text] if text is not None else []
+    return entries
 
 
-def _text_entry(record: ArtifactRecord, exported: Any, out_dir: Path,
+def _text_entry(record: ArtifactRecord, exported: Any, form: str, out_dir: Path,
                 note: Callable[[str], None]) -> dict[str, Any] | None:
-    """Write the ``text`` form of ``record`` into ``out_dir`` where a loader can refine it
-    (symbolic, its module taking the call's arrays as they are, every dtype with an MLIR
-    spelling, at most ``TEXT_MAX_BYTES``); its manifest entry, else ``None``."""
+    """Write the text form of ``record``'s module ``form`` (``exported``: the call's, or its
+    VJP's) into ``out_dir`` where a loader can refine it (symbolic, its module taking the
+    call's arrays as they are, every dtype with an MLIR spelling, at most
+    ``TEXT_MAX_BYTES``); its manifest entry, else ``None``."""
     avals = [*exported.in_avals, *exported.out_avals]
     if all(isinstance(d, int) for a in exported.in_avals for d in a.shape) or \
             not runs_as_is(exported) or \
@@ -101,14 +105,14 @@ def _text_entry(record: ArtifactRecord, exported: Any, out_dir: Path,
     try:
         data = module_text(exported).encode("utf-8")
     except Exception as err:  # a loader lowers it as usual
-        note(f"{record.id}: no text form: {type(err).__name__}: {str(err)[:200]}")
+        note(f"{record.id}: no text form ({form}): {type(err).__name__}: {str(err)[:200]}")
         return None
     if len(data) > TEXT_MAX_BYTES or data.count(MAIN.encode()) != 1:
         return None
-    file = f"{Path(record.file).stem}{TEXT_SUFFIX}"
+    file = f"{Path(record.file).stem}{'' if form == 'call' else '.' + form}{TEXT_SUFFIX}"
     (out_dir / file).write_bytes(data)
     return {"inputs": [], "file": file, "sha256": sha256_hex(data), "size": len(data),
-            "form": "text"}
+            "form": TEXT_FORMS[form]}
 
 
 def sized_forms(record: ArtifactRecord, exported: Any) -> tuple[str, ...]:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hatch_jaxexport.errors import ArtifactError
-from hatch_jaxexport.formats.manifest import ArtifactRecord
+from hatch_jaxexport.formats.manifest import TEXT_FORMS, ArtifactRecord
 from hatch_jaxexport.runtime.artifacts.package_artifacts import (
     PackageArtifacts,
     deserialize_record,
@@ -37,7 +37,7 @@ class ArtifactProgram:
         self.package, self.record = package, record
         self._blob = read_record(package, record)
         self._exported: Any = deserialize_record(package, record, self._blob) if eager else None
-        self._text: str | None = None  # "": read, and there is none this jaxlib can use
+        self._texts: dict[str, str] = {}  # by form; "": none this jaxlib can use
         self._lock = threading.Lock()
 
     @classmethod
@@ -86,19 +86,19 @@ class ArtifactProgram:
                 return None  # the symbolic artifact serves the same call
         return sized_form
 
-    def module_text(self) -> str | None:
-        """The record's module as MLIR text (its ``text`` form, ``formats.manifest.
-        SIZED_FORMS``), read and checked once, where the running jaxlib is the one that
-        printed it (text is not a portable format); ``None`` otherwise, or where the file is
-        damaged (the usual lowering serves every size then)."""
-        if self._text is None:
-            self._text = self._read_text() or ""
-        return self._text or None
+    def module_text(self, form: str = "call") -> str | None:
+        """The module of the record's ``form`` (``call``, ``vjp``) as MLIR text (its text
+        form, ``formats.manifest.TEXT_FORMS``), read and checked once, where the running
+        jaxlib is the one that printed it (text is not a portable format); ``None`` otherwise,
+        or where the file is damaged (the usual lowering serves every size then)."""
+        if form not in self._texts:
+            self._texts[form] = self._read_text(TEXT_FORMS[form]) or ""
+        return self._texts[form] or None
 
-    def _read_text(self) -> str | None:
+    def _read_text(self, text_form: str) -> str | None:
         import jaxlib  # the call path only: importing a baked package never imports jax
 
-        entry = next((e for e in self.record.sized if e.get("form") == "text"), None)
+        entry = next((e for e in self.record.sized if e.get("form") == text_form), None)
         if entry is None or self.package.index.jaxlib_version != jaxlib.__version__:
             return None
         try:

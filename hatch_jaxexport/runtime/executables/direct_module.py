@@ -129,8 +129,8 @@ def eager_lowerable(program: ArtifactProgram, lapack: bool, form: str = "call",
             except ArtifactError:
                 return None
             exported = exported.vjp() if form == "vjp" else exported
-            if form == "call" and exact_types(exported) is None and \
-                    (text := program.module_text()) is not None:
+            if exact_types(exported) is None and \
+                    (text := program.module_text(form)) is not None:
                 exported, usual = refined(exported, text, types) or exported, exported
         direct = DirectModule.of(exported, lapack, flat, usual) \
             if exact_types(exported) == types else None
