@@ -479,6 +479,8 @@ def module_text(exported: Any) -> str:
     with jax_mlir.make_ir_context(), jax_mlir.ir.Location.unknown():
         module = xla_client._xla.mlir.deserialize_portable_artifact(
             exported.mlir_module_serialized)
+        if isinstance(module, str | bytes):  # an older jaxlib gives the module's text
+            module = jax_mlir.ir.Module.parse(module)
         return str(module.operation.get_asm(enable_debug_info=False))
 
 
