@@ -152,9 +152,11 @@ WHOLE_ONLY: tuple[tuple[str, str], ...] = (
 #: 3.12 with the newest jax, CI runs these and the fast loop (``not slow``), not every slow
 #: unit test again. Each file exercises a jax API that changes between releases: exporting and
 #: loading (``jax.export``), every transformation of a loaded artifact, serialized VJPs,
-#: pytree serialization, executables compiled, cached and shipped.
+#: pytree serialization, executables compiled, cached and shipped, concrete-size and text
+#: forms compiled from their bytes (jaxlib's refinement and compile entry points).
 ACROSS_JAX = (
     "tests/unit/bake/export/test_export.py",
+    "tests/unit/bake/concrete/test_forms.py",
     "tests/unit/runtime/call/test_loader.py",
     "tests/unit/runtime/artifacts/test_transforms.py",
     "tests/unit/runtime/artifacts/test_native_vjp.py",
