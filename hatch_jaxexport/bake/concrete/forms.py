@@ -85,25 +85,25 @@ def sized_entries(fn: Any, record: ArtifactRecord, blob: bytes, out_dir: Path,
             entry = _sized_entry(record, exported, sizes, form, out_dir, note)
             entries += [entry] if entry is not None else []
     for form in sized_forms(record, exported):  # the call's module, and its VJP's
-        text = _text_entry(record, exported.vjp() if form == "vjp" else exported, form,
-                           out_dir, note)
+        text = _text_entry(record, exported, form, out_dir, note)
         entries += [text] if text is not None else []
     return entries
 
 
 def _text_entry(record: ArtifactRecord, exported: Any, form: str, out_dir: Path,
                 note: Callable[[str], None]) -> dict[str, Any] | None:
-    """Write the text form of ``record``'s module ``form`` (``exported``: the call's, or its
-    VJP's) into ``out_dir`` where a loader can refine it (symbolic, its module taking the
-    call's arrays as they are, every dtype with an MLIR spelling, at most
+    """Write the text form of ``record``'s module ``form`` (the call's, or its VJP's, of
+    ``exported``) into ``out_dir`` where a loader can refine it (symbolic, its module taking
+    the call's arrays as they are, every dtype with an MLIR spelling, at most
     ``TEXT_MAX_BYTES``); its manifest entry, else ``None``."""
-    avals = [*exported.in_avals, *exported.out_avals]
-    if all(isinstance(d, int) for a in exported.in_avals for d in a.shape) or \
-            not runs_as_is(exported) or \
-            any(a.dtype.name not in MLIR_ELEMENT_TYPES for a in avals):
-        return None
     try:
-        data = module_text(exported).encode("utf-8")
+        program = exported.vjp() if form == "vjp" else exported
+        avals = [*program.in_avals, *program.out_avals]
+        if all(isinstance(d, int) for a in program.in_avals for d in a.shape) or \
+                not runs_as_is(program) or \
+                any(a.dtype.name not in MLIR_ELEMENT_TYPES for a in avals):
+            return None
+        data = module_text(program).encode("utf-8")
     except Exception as err:  # a loader lowers it as usual
         note(f"{record.id}: no text form ({form}): {type(err).__name__}: {str(err)[:200]}")
         return None
