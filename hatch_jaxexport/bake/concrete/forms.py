@@ -48,16 +48,16 @@ TEXT_MAX_BYTES = 64 * 1024
 
 
 def wants_sized(record: ArtifactRecord) -> bool:
-    """Whether ``record`` may get concrete-size forms: an unsharded ``cpu`` artifact without
-    pytree classes of the user's (whose nodes a second serialization would have to name): the
-    primal, or an unbatched member of its transformation family (``ad_order``: the ``jvp``
-    and ``vjp`` an eager ``jax.grad`` evaluates). A batched member's batch size is any size.
+    """Whether ``record`` may get forms of its module (``sized_entries``): an unsharded ``cpu``
+    artifact, the primal or an unbatched member of its transformation family (``ad_order``:
+    the ``jvp`` and ``vjp`` an eager ``jax.grad`` evaluates). A batched member's batch size is
+    any size. One with pytree classes of the user's gets text forms only: a concrete-size form
+    is a second serialization, which would have to name their nodes.
 
     Only ``cpu``: there the refinement is a share of a first call worth a file (XLA:CPU
     compiles a small function quickly); on an accelerator the compile dwarfs it, and each form
     costs the build an export of the artifact's call and a refinement."""
-    return (record.batched, record.platform) == (False, "cpu") and \
-        not record.mesh and not record.pytree_types
+    return (record.batched, record.platform) == (False, "cpu") and not record.mesh
 
 
 def sized_entries(fn: Any, record: ArtifactRecord, blob: bytes, out_dir: Path,
@@ -69,7 +69,8 @@ def sized_entries(fn: Any, record: ArtifactRecord, blob: bytes, out_dir: Path,
     from jax import export
 
     entries: list[dict[str, Any]] = []
-    all_sizes = [sizes for sizes in size_envs(fn, record, recorded) if sizes]
+    all_sizes = [] if record.pytree_types else [  # see ``wants_sized``
+        sizes for sizes in size_envs(fn, record, recorded) if sizes]
     try:
         exported = export.deserialize(bytearray(blob))
     except Exception as err:  # the artifact still serves every size, compiled as usual

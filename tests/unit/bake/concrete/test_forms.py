@@ -13,8 +13,20 @@ import pytest
 from conftest import run
 
 SOURCE = '''
+import typing
+
 from hatch_jaxexport import exportable
 import jax.numpy as jnp
+
+
+class Pair(typing.NamedTuple):  # a class of the package's own, in and out
+    a: typing.Any
+    b: typing.Any
+
+
+@exportable({"p": Pair(a=("n", "float32"), b=("n", "float32"))}, executable_sizes={"n": [3]})
+def paired(p):
+    return Pair(p.a * jnp.sin(p.b), p.b + 1)
 
 
 @exportable({"x": ("b, n", "float32")}, executable_sizes={"b": [2], "n": [3]})
@@ -123,6 +135,8 @@ print(json.dumps({
     "other": count(jxe_sized.scaled, np.ones((4, 3), np.float32)),
     "static": count(jxe_sized.wave, np.linspace(0, 1, 5, dtype=np.float32), mode="cos"),
     "unsized": count(jxe_sized.unsized, np.ones(5, np.float32)),
+    "paired": count(jxe_sized.paired, jxe_sized.Pair(np.linspace(0, 1, 4, dtype=np.float32),
+                                                     np.ones(4, np.float32))),
     "concrete transformed": after_eager(jxe_sized.lengthy,  # after its first call's count
                                         np.linspace(0, 1, 4, dtype=np.float32)),
 }))
@@ -163,6 +177,7 @@ def test_the_build_writes_a_refined_module_per_named_size(sized_site):
     assert [e["inputs"] for e in by_function["jxe_sized:scaled"]] == [[[[2, 3], "float32"]]]
     assert len(by_function["jxe_sized:wave"]) == 2  # one per static value
     assert by_function["jxe_sized:unsized"] == []  # no size named, none recorded
+    assert by_function["jxe_sized:paired"] == []  # the package's class: its text form only
     assert by_function["jxe_sized:fixed"] == []  # no symbol: the artifact is of one size
     # a family's unbatched members get their forms too (an eager jax.grad runs the vjp)
     family = [r for r in manifest["artifacts"]
@@ -186,6 +201,7 @@ def test_the_build_writes_a_refined_module_per_named_size(sized_site):
     assert {name: len(found) for name, found in texts.items()} == {
         "jxe_sized:scaled": 1, "jxe_sized:wave": 2, "jxe_sized:unsized": 1,
         "jxe_sized:weighted": 2, "jxe_sized:weighted_family": 3, "jxe_sized:fixed": 0,
+        "jxe_sized:paired": 1,
     }  # with vjp_order: the call's and the VJP's; the family: its primal, jvp and vjp
     for entry in [e for found in texts.values() for e in found]:
         data = (folder / entry["file"]).read_bytes()
@@ -200,7 +216,8 @@ def test_a_call_of_a_named_size_compiles_without_shape_refinement(sized_site):
     # the numbers of ``jax.jit`` of the source bit for bit
     assert out["sized"] == {"refined": 0, "lowered": 0, "close": True, "as_jit": True}
     assert out["static"] == {"refined": 0, "lowered": 0, "close": True, "as_jit": True}
-    for other in ("other", "unsized"):  # the symbolic artifact: its text refined in C++,
+    for other in ("other", "unsized", "paired"):  # the symbolic artifact (one taking and
+        # returning a class of the package's too): its text refined in C++,
         # compiled from the bytes: nothing lowered, the numbers of jax.jit of the source
         assert out[other] == {"refined": 0, "lowered": 0, "close": True, "as_jit": True}, out
     # an artifact without symbols is already of the call's size: compiled from its bytes
