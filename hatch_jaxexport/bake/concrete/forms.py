@@ -62,10 +62,10 @@ def wants_sized(record: ArtifactRecord) -> bool:
 
 def sized_entries(fn: Any, record: ArtifactRecord, blob: bytes, out_dir: Path,
                   recorded: Recorded | None, note: Callable[[str], None]) -> list[dict[str, Any]]:
-    """Write the concrete-size forms of ``record`` (its ``blob``) into ``out_dir``; their
-    manifest entries. A size that fails to export is noted (``note``) and left out: the
-    symbolic artifact still serves it. An artifact serialized with its VJP (``vjp_order``)
-    gets the forms an eager ``jax.grad`` runs too (``sized_forms``)."""
+    """Write the concrete-size forms of ``record`` (its ``blob``) into ``out_dir``, and its
+    text forms; their manifest entries. A size that fails to export is noted (``note``) and
+    left out: the symbolic artifact still serves it. An artifact serialized with its VJP
+    (``vjp_order``) gets the forms an eager ``jax.grad`` runs too (``sized_forms``)."""
     from jax import export
 
     entries: list[dict[str, Any]] = []
@@ -74,7 +74,8 @@ def sized_entries(fn: Any, record: ArtifactRecord, blob: bytes, out_dir: Path,
     try:
         exported = export.deserialize(bytearray(blob))
     except Exception as err:  # the artifact still serves every size, compiled as usual
-        note(f"{record.id}: no concrete-size module: {type(err).__name__}: {str(err)[:200]}")
+        what = "concrete-size module" if all_sizes else "text form"
+        note(f"{record.id}: no {what}: {type(err).__name__}: {str(err)[:200]}")
         return entries
     if has_keys([*exported.in_avals, *exported.out_avals]):
         if all_sizes:
