@@ -28,7 +28,7 @@ from typing import Any
 from hatch_jaxexport.bake.executables.compiling import size_envs
 from hatch_jaxexport.formats.manifest import TEXT_FORMS, ArtifactRecord, sha256_hex
 from hatch_jaxexport.formats.signatures import Recorded
-from hatch_jaxexport.runtime.executables.direct_module import MAIN, runs_as_is
+from hatch_jaxexport.runtime.executables.direct_module import MAIN, exact_types, runs_as_is
 from hatch_jaxexport.runtime.jax_dtypes import has_keys
 from hatch_jaxexport.runtime.jaxcompat import (
     MLIR_ELEMENT_TYPES,
@@ -101,8 +101,7 @@ def _text_entry(record: ArtifactRecord, exported: Any, form: str, out_dir: Path,
     try:
         program = exported.vjp() if form == "vjp" else exported
         avals = [*program.in_avals, *program.out_avals]
-        if all(isinstance(d, int) for a in program.in_avals for d in a.shape) or \
-                not runs_as_is(program) or \
+        if exact_types(program) is not None or not runs_as_is(program) or \
                 any(a.dtype.name not in MLIR_ELEMENT_TYPES for a in avals):
             return None
         data = module_text(program).encode("utf-8")

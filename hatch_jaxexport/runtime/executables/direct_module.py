@@ -145,6 +145,8 @@ def refined(exported: Any, text: str, types: tuple[Any, ...]) -> Any | None:
     serves the call, and raises what jax raises)."""
     import jax
 
+    if text.count(MAIN) != 1 or _RENAMED_MAIN in text:  # not a module this can wrap
+        return None
     try:
         inputs = [(tensor_type(dims, dtype), tensor_type(aval.shape, aval.dtype.name))
                   for (dims, dtype), aval in zip(types, exported.in_avals, strict=True)]
@@ -153,8 +155,6 @@ def refined(exported: Any, text: str, types: tuple[Any, ...]) -> Any | None:
         outputs = [(tensor_type(out.shape, out.dtype.name),
                     tensor_type(aval.shape, aval.dtype.name))
                    for out, aval in zip(outs, exported.out_avals, strict=True)]
-        if text.count(MAIN) != 1 or _RENAMED_MAIN in text:
-            return None
         module = refine_stablehlo(_with_static_main(text, inputs, outputs))
     except Exception as err:  # any failure: the usual lowering serves the call
         LOGGER.debug("hatch-jaxexport: %s refined by jax's lowering: %s: %s",
