@@ -175,16 +175,20 @@ else:  # the baked first call's parts, by hand
         print(json.dumps(parts)); sys.exit()
     record = next(r for r in manifest.artifacts if r.kind == "primal" and r.platform == "cpu")
     from hatch_jaxexport.runtime.jaxcompat import lapack_init_skipped, needs_lapack
-    sized = [e for e in record.sized if "text" not in e.get("form", "")]  # concrete sizes
-    if sized and call.startswith("jax.grad"):  # the forms of the call and its VJP
-        forward, backward = (load_concrete(package, e) for e in sized)
-        mark("read+deserialize")
+    sized = [e for e in record.sized if e.get("form", "call") in ("call", "vjp")]  # not text
+
+    def gradient_parts(forward, backward):  # an eager jax.grad's two programs, from bytes
         mark("lower (+refine)")
         compiled_forward = DirectModule.of(forward, False).compile()
         compiled_backward = DirectModule.of(backward, False).compile(); mark("compile")
         jax.block_until_ready(compiled_forward(*args))
         jax.block_until_ready(compiled_backward(*args, np.ones((), np.float32))); mark("run")
         print(json.dumps(parts)); sys.exit()
+
+    if sized and call.startswith("jax.grad"):  # the forms of the call and its VJP
+        forward, backward = (load_concrete(package, e) for e in sized)
+        mark("read+deserialize")
+        gradient_parts(forward, backward)
     if sized:  # a concrete-size form: compiled from its bytes, nothing lowered
         exported = load_concrete(package, sized[0])
         mark("read+deserialize")
@@ -206,13 +210,7 @@ else:  # the baked first call's parts, by hand
         elif text is not None and (vjp_text := program.module_text("vjp")) is not None:
             forward = refined(exported, text, types)  # the gradient: both from their texts
             cotangents = tuple((tuple(a.shape), a.dtype.name) for a in forward.out_avals)
-            backward = refined(exported.vjp(), vjp_text, types + cotangents)
-            mark("lower (+refine)")
-            compiled_forward = DirectModule.of(forward, False).compile()
-            compiled_backward = DirectModule.of(backward, False).compile(); mark("compile")
-            jax.block_until_ready(compiled_forward(*args))
-            jax.block_until_ready(compiled_backward(*args, np.ones((), np.float32))); mark("run")
-            print(json.dumps(parts)); sys.exit()
+            gradient_parts(forward, refined(exported.vjp(), vjp_text, types + cotangents))
         else:
             with lapack_init_skipped(not needs_lapack(record.custom_calls)):  # as the loader
                 lowered = jax.jit(target).lower(*args)
