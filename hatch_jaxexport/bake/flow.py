@@ -33,7 +33,8 @@ from hatch_jaxexport.bake.workers.orchestrate import BuildResult, export_package
 from hatch_jaxexport.bake.workers.progress import FunctionDone, FunctionProgress, function_line
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats.coverage import partial_coverage
-from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, Inventory, byte_text, inventory
+from hatch_jaxexport.formats.inventory import Inventory, byte_text, inventory
+from hatch_jaxexport.formats.manifest import ARTIFACT_DIR
 from hatch_jaxexport.formats.settings import SKIP_ENV, skip_requested
 from hatch_jaxexport.formats.signatures import SIGNATURES_NAME
 

@@ -14,13 +14,13 @@ import pathlib
 from typing import Any
 
 from hatch_jaxexport.errors import ArtifactError
+from hatch_jaxexport.formats.inventory import inventory
 from hatch_jaxexport.formats.manifest import (
     ARTIFACT_DIR,
     MANIFEST_NAME,
     JaxSet,
     Manifest,
     check_file_name,
-    inventory,
     signature_text,
 )
 from hatch_jaxexport.formats.manifest_reader import parse_manifest

@@ -13,6 +13,6 @@ of its own.
 __version__ = "0.1.0"
 
 __all__ = ["__version__", "concrete_sizes", "coverage", "cpu_targets", "dimensions", "dtype_names",
-           "export_spec", "jax_window", "manifest", "manifest_reader", "mesh", "options",
-           "portable_index", "settings", "signatures", "sources", "spec", "statics",
+           "export_spec", "inventory", "jax_window", "manifest", "manifest_reader", "mesh",
+           "options", "portable_index", "settings", "signatures", "sources", "spec", "statics",
            "structure_text", "xla_objects"]

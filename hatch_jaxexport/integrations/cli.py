@@ -13,13 +13,12 @@ from typing import Any, TextIO
 
 from hatch_jaxexport.formats import __version__
 from hatch_jaxexport.formats.cpu_targets import TARGET_ALIASES, TARGETS
+from hatch_jaxexport.formats.inventory import inventory, summarize
 from hatch_jaxexport.formats.manifest import (
     ARTIFACT_DIR,
     ArtifactRecord,
-    inventory,
     member_name,
     signature_text,
-    summarize,
 )
 from hatch_jaxexport.formats.options import DEFAULT_PLATFORMS, KNOWN_PLATFORMS
 from hatch_jaxexport.formats.settings import FULL_STRUCTURES_ENV, TRACEBACK_ENV, full_structures

@@ -27,7 +27,6 @@ import sys
 from typing import Any
 
 from hatch_jaxexport.formats.settings import call_report_wanted, record_choice, warnings_wanted
-from hatch_jaxexport.runtime._user_frame import warn_at_user_frame
 
 #: The logger every runtime notice goes to (``logging.getLogger("hatch_jaxexport")``).
 LOGGER = logging.getLogger("hatch_jaxexport")
@@ -54,6 +53,8 @@ def notify(message: str, category: type[Warning], level: int = DROP_IN) -> None:
     for the user's line, when the maintainer asked for warnings and no recording runs."""
     LOGGER.log(level, "%s", message)
     if warnings_wanted() and record_choice() is False:
+        from hatch_jaxexport.runtime._user_frame import warn_at_user_frame  # only to warn
+
         warn_at_user_frame(message, category)
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from hatch_jaxexport.bake.config import requirement_name
 from hatch_jaxexport.errors import CheckError
+from hatch_jaxexport.formats.inventory import inventory
 from hatch_jaxexport.formats.manifest import (
     ARTIFACT_DIR,
     MANIFEST_NAME,
@@ -34,7 +35,6 @@ from hatch_jaxexport.formats.manifest import (
     Manifest,
     artifact_sets,
     check_file_name,
-    inventory,
     loaded_set,
     sha256_hex,
 )

@@ -21,12 +21,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import FunctionType, ModuleType
 from typing import Any
 
-from hatch_jaxexport.formats.manifest import (
-    ArtifactRecord,
-    byte_text,
-    captured_by_function,
-    constant_text,
-)
+from hatch_jaxexport.formats.inventory import byte_text, captured_by_function, constant_text
+from hatch_jaxexport.formats.manifest import ArtifactRecord
 from hatch_jaxexport.formats.options import CAPTURED_WARN_BYTES
 
 #: A global pytree with more leaves than this is not searched for names (cost bound).

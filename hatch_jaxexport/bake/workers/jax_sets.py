@@ -22,11 +22,11 @@ from typing import Any
 from hatch_jaxexport.bake.jax_envs import jax_python
 from hatch_jaxexport.bake.workers.orchestrate import BuildResult, export_package, worker_env
 from hatch_jaxexport.errors import ExportError
+from hatch_jaxexport.formats.inventory import byte_text
 from hatch_jaxexport.formats.manifest import (
     MANIFEST_NAME,
     JaxSet,
     Manifest,
-    byte_text,
     check_file_name,
     set_manifest_name,
     sha256_hex,

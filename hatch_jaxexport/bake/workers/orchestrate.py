@@ -34,6 +34,7 @@ from hatch_jaxexport.bake.workers._dedupe import dedupe_files
 from hatch_jaxexport.bake.workers.progress import ProgressFiles
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats import __version__
+from hatch_jaxexport.formats.inventory import byte_text, summarize
 from hatch_jaxexport.formats.jax_window import jax_release_date
 from hatch_jaxexport.formats.manifest import (
     MANIFEST_NAME,
@@ -42,8 +43,6 @@ from hatch_jaxexport.formats.manifest import (
     FailedCall,
     Manifest,
     SkippedRecord,
-    byte_text,
-    summarize,
 )
 from hatch_jaxexport.formats.options import (
     CAPTURED_WARN_BYTES,

@@ -20,7 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hatch_jaxexport.formats.manifest import ArtifactRecord, byte_text
+from hatch_jaxexport.formats.inventory import byte_text
+from hatch_jaxexport.formats.manifest import ArtifactRecord
 
 #: Estimate the time left once a build has run this long (seconds)...
 ETA_AFTER_SECONDS = 10.0

@@ -16,21 +16,15 @@ import os
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hatch_jaxexport.formats.settings import RECORD_ENV, record_choice
-from hatch_jaxexport.formats.signatures import (
-    SIGNATURES_NAME,
-    CallSignature,
-    call_key,
-    merged,
-    merged_calls,
-    parse_calls,
-    parse_signatures,
-    signatures_text,
-)
 
-# Imported in functions: the call descriptions, only while recording (HATCH_JAXEXPORT_RECORD).
+if TYPE_CHECKING:
+    from hatch_jaxexport.formats.signatures import CallSignature
+
+# Imported in functions: the call descriptions and the signatures file's format, only while
+# recording (HATCH_JAXEXPORT_RECORD); the loader imports this module on every first call.
 
 #: package -> function -> structure index -> sizes seen (as sorted item tuples).
 _SEEN: dict[str, dict[str, dict[int, set[tuple[tuple[str, int], ...]]]]] = {}
@@ -65,6 +59,7 @@ def note_call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     for the build and is not noted (it keeps tracing the source)."""
     if not RECORDING:
         return False
+    from hatch_jaxexport.formats.signatures import call_key
     from hatch_jaxexport.runtime.call.recorded_calls import describe_call
 
     signature = describe_call(fn, args, kwargs)
@@ -80,6 +75,8 @@ def note_call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
 def signatures_file(package: str) -> Path | None:
     """Where ``package``'s recorded sizes go: beside its ``__init__.py``, or in the folder the
     variable names."""
+    from hatch_jaxexport.formats.signatures import SIGNATURES_NAME
+
     choice = record_choice()
     if choice is False:
         return None
@@ -102,6 +99,15 @@ def _file_mode() -> int:
 def write_all() -> None:
     """Merge what this process saw into each package's file (atomically: a reader never sees
     half a file; two processes at once keep at least one's notes, never a broken file)."""
+    from hatch_jaxexport.formats.signatures import (
+        SIGNATURES_NAME,
+        merged,
+        merged_calls,
+        parse_calls,
+        parse_signatures,
+        signatures_text,
+    )
+
     with _LOCK:
         seen = {p: {f: {i: [dict(s) for s in sizes] for i, sizes in st.items()}
                     for f, st in fns.items()} for p, fns in _SEEN.items()}

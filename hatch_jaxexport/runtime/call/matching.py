@@ -28,7 +28,6 @@ from hatch_jaxexport.formats.spec import (
     static_key,
 )
 from hatch_jaxexport.formats.statics import same_static
-from hatch_jaxexport.formats.structure_text import abbreviate_structure
 from hatch_jaxexport.runtime.jax_dtypes import dtype_text, is_key
 
 if TYPE_CHECKING:
@@ -466,7 +465,11 @@ def plan_call(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str, Any])
 def shown_structure(key: str) -> str:
     """A structure's text as messages show it: abbreviated when long, unless
     ``HATCH_JAXEXPORT_FULL_STRUCTURES`` is on."""
-    return key if full_structures() else abbreviate_structure(key)
+    if full_structures():
+        return key
+    from hatch_jaxexport.formats.structure_text import abbreviate_structure  # messages only
+
+    return abbreviate_structure(key)
 
 
 def accepted_text(structures: Sequence[Structure]) -> str:

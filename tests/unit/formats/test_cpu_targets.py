@@ -21,6 +21,7 @@ from hatch_jaxexport.formats.cpu_targets import (
     describe_targets,
     executable_system,
     host_features,
+    is_not_instruction,
     linux_cpu_flags,
     machine_name,
     missing_features,
@@ -54,6 +55,26 @@ def test_cpuinfo_flags_of_the_first_processor():
 ])
 def test_llvm_features_map_to_linux_flags(llvm, present):
     assert (missing_features([llvm], linux_cpu_flags(X86_CPUINFO)) == []) is present
+
+
+@pytest.mark.parametrize("feature, needs_no_flag", [
+    # each prefix, with what follows it
+    ("prefer-256-bit", True), ("fast-gather", True), ("slow-3ops-lea", True),
+    ("tuning-fast-imm-vector-shift", True), ("false-deps-popcnt", True), ("idiom-x", True),
+    ("allow-light-256-bit", True), ("retpoline-indirect-calls", True), ("lvi-cfi", True),
+    ("harden-sls-ret", True), ("v8.2a", True), ("v9a", True), ("zcm", True), ("zcz-gp", True),
+    # the exact names: only as they are
+    ("macrofusion", True), ("shstk", True), ("outline-atomics", True), ("xsaves", True),
+    ("rdseed", True), ("pan", True), ("pan-rwv", True), ("ras", True), ("am", True),
+    ("tracev8.4", True), ("tracev8x4", False), ("pans", False), ("rasx", False),
+    ("amx-tile", False), ("xsave", False), ("ibt-x", False), ("avx2", False),
+    ("sve", False), ("fastx", False),
+])
+def test_features_that_need_no_host_flag(feature, needs_no_flag):
+    """Scheduling, hardening, kernel-only and architecture-version features: a prefix or an
+    exact name each (``pan`` is one, ``pans`` is not)."""
+    assert is_not_instruction(feature) is needs_no_flag
+    assert (missing_features([feature], frozenset()) == []) is needs_no_flag
 
 
 def test_aarch64_features_map_to_linux_flags():

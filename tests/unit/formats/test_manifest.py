@@ -130,12 +130,13 @@ def test_garbage_manifest_is_a_clear_artifact_error(data):
         parse_manifest(data)
 
 
-@pytest.mark.parametrize("name", ["a.jaxexport", "f_x-0123.jaxexport"])
+@pytest.mark.parametrize("name", ["a.jaxexport", "f_x-0123.jaxexport", "_x", "x" * 200])
 def test_safe_file_names(name):
     assert check_file_name(name) == name
 
 
-@pytest.mark.parametrize("name", ["..", "a/../b", "C:\\x", "", ".hidden", "a\\b", 3, None])
+@pytest.mark.parametrize("name", ["..", "a/../b", "C:\\x", "", ".hidden", "a\\b", 3, None,
+                                  "a.jaxexport\n", "-a", "x" * 201, "a b", "\u00e9.jaxexport"])
 def test_unsafe_file_names(name):
     with pytest.raises(ArtifactError):
         check_file_name(name)
