@@ -18,7 +18,6 @@ from hatch_jaxexport.formats.manifest import (
     KNOWN_KINDS,
     MANIFEST_NAME,
     SCHEMA_VERSION,
-    SHA256_HEX,
     SIZED_FORMS,
     TEXT_FORMS,
     ArtifactRecord,
@@ -30,6 +29,7 @@ from hatch_jaxexport.formats.manifest import (
     MeshShape,
     SkippedRecord,
     check_file_name,
+    is_sha256_hex,
 )
 from hatch_jaxexport.formats.sources import check_sources
 
@@ -298,7 +298,7 @@ def _checked_artifacts(raw_artifacts: list[tuple[int, Any]], raw_skipped: list[t
         _check_config(record.jax_config, f"jax_config of {record.function:.80}")
         check_file_name(record.file)
         _check_captured(record.captured_constants, f"artifacts[{i}]")
-        if not SHA256_HEX.match(record.sha256):
+        if not is_sha256_hex(record.sha256):
             raise ArtifactError(f"corrupt manifest: artifacts[{i}].sha256 is not a SHA-256 hex")
         if not 0 <= record.size <= _MAX_BLOB:
             raise ArtifactError(f"corrupt manifest: artifacts[{i}].size {record.size} is out "
@@ -327,7 +327,7 @@ def _checked_sized(entries: list[Any], where: str, seen: "_Claims") -> None:
                                 "inputs must be empty (it takes any size)")
         check_file_name(entry["file"])
         size = entry["size"]
-        if not (isinstance(entry["sha256"], str) and SHA256_HEX.match(entry["sha256"])) or \
+        if not is_sha256_hex(entry["sha256"]) or \
                 not (isinstance(size, int) and not isinstance(size, bool)
                      and 0 <= size <= _MAX_BLOB) or \
                 not (isinstance(entry["inputs"], list)
@@ -345,7 +345,7 @@ def _parse_executables(raw: list[tuple[int, Any]], seen: "_Claims"
     for i, item in raw:
         record = _from_json(ExecutableRecord, item, f"executables[{i}]")
         check_file_name(record.file)
-        if not (SHA256_HEX.match(record.sha256) and SHA256_HEX.match(record.artifact_sha256)):
+        if not (is_sha256_hex(record.sha256) and is_sha256_hex(record.artifact_sha256)):
             raise ArtifactError(f"corrupt manifest: executables[{i}] has a malformed SHA-256")
         if not 0 <= record.size <= _MAX_BLOB:
             raise ArtifactError(f"corrupt manifest: executables[{i}].size is out of range")
@@ -371,7 +371,7 @@ def _parse_concrete(raw: list[tuple[int, Any]], seen: "_Claims"
         check_file_name(record.file)
         _check_config(record.jax_config, f"jax_config of {record.function:.80}")
         _check_config(record.variant, f"variant of {record.function:.80}", variant=True)
-        if not SHA256_HEX.match(record.sha256) or not 0 <= record.size <= _MAX_BLOB or \
+        if not is_sha256_hex(record.sha256) or not 0 <= record.size <= _MAX_BLOB or \
                 not all(_is_leaf_type(leaf) for leaf in record.inputs) or \
                 not all(isinstance(v, int) and not isinstance(v, bool)
                         for v in record.sizes.values()):

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hatch_jaxexport.errors import ArtifactError
-from hatch_jaxexport.formats.manifest import SHA256_HEX, check_file_name
+from hatch_jaxexport.formats.manifest import check_file_name, is_sha256_hex
 
 #: The index of a package's portable variants, next to ``manifest.json``.
 PORTABLE_INDEX = "portable.json"
@@ -110,7 +110,7 @@ def parse_index(data: bytes, *, where: str = PORTABLE_INDEX) -> dict[str, Any]:
             _check_type(f"{at}.files.{kind}.size", entry.get("size"), int, "an int")
             if not 0 <= entry["size"] <= _MAX_FILE:
                 raise ArtifactError(f"corrupt {where}: {at}.files.{kind}.size out of range")
-            if not isinstance(entry.get("sha256"), str) or not SHA256_HEX.match(entry["sha256"]):
+            if not is_sha256_hex(entry.get("sha256")):
                 raise ArtifactError(f"corrupt {where}: {at}.files.{kind}.sha256 is not a "
                                     "SHA-256 hex")
             if entry["file"] in seen:

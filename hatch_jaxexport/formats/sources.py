@@ -23,8 +23,10 @@ from hatch_jaxexport.errors import ArtifactError
 
 #: How the artifacts were made, hence the command that refreshes them.
 MADE_BY = ("editable", "export")
-#: A recorded path: relative, ``/``-separated, no ``..``, a ``.py`` file.
-_SOURCE_PATH = re.compile(r"^(?!/)(?!.*(?:^|/)\.\.(?:/|$))[^\\\x00]{1,400}\.py$")
+#: A recorded path: relative, ``/``-separated, no ``..``, a ``.py`` file. (A pattern's text:
+#: ``re`` compiles it on first use, so reading a wheel's manifest, which records no sources,
+#: never pays for it.)
+_SOURCE_PATH = r"^(?!/)(?!.*(?:^|/)\.\.(?:/|$))[^\\\x00]{1,400}\.py$"
 _SKIPPED_DIRS = ("_jaxexport", "__pycache__")
 
 
@@ -65,7 +67,7 @@ def check_sources(raw: Any, where: str) -> dict[str, Any]:
     else:
         for i, entry in enumerate(raw["files"]):
             if not isinstance(entry, Mapping) or not isinstance(entry.get("path"), str) or \
-                    not _SOURCE_PATH.match(entry["path"]) or \
+                    not re.match(_SOURCE_PATH, entry["path"]) or \
                     not all(isinstance(entry.get(k), int) and not isinstance(entry.get(k), bool)
                             for k in ("size", "mtime_ns")) or \
                     not isinstance(entry.get("sha256"), str):

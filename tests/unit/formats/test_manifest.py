@@ -11,6 +11,7 @@ from hatch_jaxexport.formats.manifest import (
     SCHEMA_VERSION,
     JaxSet,
     check_file_name,
+    is_sha256_hex,
     set_manifest_name,
 )
 from hatch_jaxexport.formats.manifest_reader import parse_manifest
@@ -140,6 +141,15 @@ def test_safe_file_names(name):
 def test_unsafe_file_names(name):
     with pytest.raises(ArtifactError):
         check_file_name(name)
+
+
+@pytest.mark.parametrize("value, valid", [
+    ("0123456789abcdef" * 4, True), ("f" * 64, True), ("F" * 64, False), ("f" * 63, False),
+    ("f" * 65, False), ("f" * 64 + "\n", False), ("g" * 64, False), (None, False),
+    (b"f" * 64, False), (int("f" * 64, 16), False),
+])
+def test_sha256_digests_are_64_lowercase_hex_digits(value, valid):
+    assert is_sha256_hex(value) is valid
 
 
 def test_manifests_without_a_recorded_jax_config_still_read(manifest_json):
