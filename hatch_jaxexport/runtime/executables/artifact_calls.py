@@ -22,7 +22,6 @@ from hatch_jaxexport.runtime.artifacts.family import Family, warn_or_raise
 from hatch_jaxexport.runtime.artifacts.package_artifacts import PackageArtifacts
 from hatch_jaxexport.runtime.artifacts.program import ArtifactProgram
 from hatch_jaxexport.runtime.disk.cache_folders import ensure_compilation_cache
-from hatch_jaxexport.runtime.executables.direct_module import eager_lowerable
 from hatch_jaxexport.runtime.executables.eager_call import EagerCall
 from hatch_jaxexport.runtime.jaxcompat import needs_lapack
 
@@ -33,7 +32,8 @@ if TYPE_CHECKING:
 # Imported in functions: only where a call needs them, the shipped executables' reader (and
 # its CPU target table), for a wheel that ships executables of the artifact (1.4 ms of a first
 # call's imports otherwise); the tiers' policy, at the first signature no shipped executable
-# serves; the native VJP, for an artifact serialized with its VJP.
+# serves; the native VJP, for an artifact serialized with its VJP; the direct compile of a
+# module (``direct_module``), at the first signature the call compiles.
 
 
 class CallSite(NamedTuple):
@@ -76,9 +76,20 @@ def build_artifact_call(site: CallSite, package: PackageArtifacts, record: Artif
     lapack = needs_lapack(record.custom_calls)
     call = EagerCall(jit, job(site, record), functools.partial(_tiering, site, record.size),
                      lapack, _shipped(site, package, record, program.out_tree),
-                     eager_lowerable(program, lapack), out_tree=program.out_tree)
+                     _eager_lowerable(program, lapack), out_tree=program.out_tree)
     jit.primal = call
     return call
+
+
+def _eager_lowerable(program: ArtifactProgram, lapack: bool, form: str = "call",
+                     flat: bool = False) -> Callable[[tuple[Any, ...]], Any | None]:
+    """``direct_module.eager_lowerable`` of the artifact, that module imported at the first
+    signature the call compiles: a call served by a shipped executable never needs it."""
+    def lowerable(types: tuple[Any, ...]) -> Any | None:
+        from hatch_jaxexport.runtime.executables.direct_module import eager_lowerable
+
+        return eager_lowerable(program, lapack, form, flat)(types)
+    return lowerable
 
 
 class ArtifactJit:
@@ -127,7 +138,7 @@ class ArtifactJit:
             lapack = needs_lapack(record.custom_calls)
             call = EagerCall(lambda: jax.jit(exported.vjp().call), job=vjp_job, tiered=False,
                              lapack=lapack, shipped=shipped,
-                             eager_lowerable=eager_lowerable(self.program, lapack, "vjp"))
+                             eager_lowerable=_eager_lowerable(self.program, lapack, "vjp"))
             self.members.append(call)
             return call
 
@@ -181,7 +192,7 @@ class ArtifactJit:
         program = self.program if member == ("primal", False) else \
             self._member_program(record)
         call = EagerCall(make_jitted, job(site, record, "flat"), False, lapack, shipped,
-                         eager_lowerable(program, lapack, flat=True))
+                         _eager_lowerable(program, lapack, flat=True))
         self.members.append(call)
         return call
 
