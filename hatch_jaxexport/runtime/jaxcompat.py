@@ -332,6 +332,72 @@ def compile_stablehlo(module: bytes, platform: str,
         return device.client.compile_and_load(module, xla_client.DeviceList((device,)), options)
 
 
+#: The layout of ``jax.experimental.serialize_executable``'s pickle that this module reads
+#: besides the first one (version 3: jax 0.12.1 added the version and the closed-over constants).
+SERIALIZED_EXECUTABLE_VERSION = 3
+
+
+def compiled_from_serialized(loaded: tuple[Any, ...], in_tree: Any, out_tree: Any) -> Any:
+    """The ``jax.stages.Compiled`` of what ``serialize_executable``'s unpickler loaded:
+    ``(executable, args_info, no_kwargs)`` up to jax 0.12.0, ``(version, executable,
+    args_info, no_kwargs, const_args)`` since. ``ValueError`` for another version (the cache
+    entry then misses, and the call compiles)."""
+    import jax
+
+    if len(loaded) == 3:
+        (unloaded, args_info_flat, no_kwargs), const_args = loaded, ()
+    else:
+        version, unloaded, args_info_flat, no_kwargs, const_args = loaded
+        if version != SERIALIZED_EXECUTABLE_VERSION:
+            raise ValueError(f"serialized executable version {version!r}, this hatch-jaxexport "
+                             f"reads {SERIALIZED_EXECUTABLE_VERSION}")
+    unloaded, args_info_flat = _canonical_layouts(unloaded, args_info_flat)
+    return jax.stages.Compiled(unloaded.load(), list(const_args),
+                               in_tree.unflatten(args_info_flat), out_tree, no_kwargs=no_kwargs)
+
+
+def _canonical_layouts(unloaded: Any, args_info_flat: list[Any]) -> tuple[Any, list[Any]]:
+    """The unpickled executable's avals with jax's own ``AutoLayout``.
+
+    jax 0.12.1 unpickles each aval's automatic layout as a new ``AutoLayoutSingleton``, which
+    compares unequal to the singleton every other aval holds: the outputs' types then differ
+    from their traced ones, and ``jax.grad`` of a cached call refuses its own cotangent
+    ("expected float32[] but got float32[]"). jax's ``deserialize_and_load`` has the same
+    fault; a jax without layouts on avals is left as it is."""
+    import dataclasses
+
+    from jax._src import layout
+
+    auto, auto_type = getattr(layout, "AutoLayout", None), getattr(layout, "AutoLayoutSingleton",
+                                                                   None)
+    if auto is None or auto_type is None:
+        return unloaded, args_info_flat
+
+    def stray(aval: Any) -> bool:
+        found = getattr(aval, "layout", None)
+        return isinstance(found, auto_type) and found is not auto
+
+    avals = [*unloaded.input_avals, *unloaded.output_avals, *(i._aval for i in args_info_flat)]
+    if not any(stray(aval) for aval in avals):  # jax before 0.12.1, or fixed since
+        return unloaded, args_info_flat
+    unloaded = dataclasses.replace(
+        unloaded, input_avals=[a.update(layout=auto) if stray(a) else a
+                               for a in unloaded.input_avals],
+        output_avals=[a.update(layout=auto) if stray(a) else a for a in unloaded.output_avals])
+    return unloaded, [type(info)(info._aval.update(layout=auto), info.donated)
+                      if stray(info._aval) else info for info in args_info_flat]
+
+
+def single_device_sharding(device: Any) -> Any:
+    """The sharding of one device: ``jax.sharding.make_single_device_sharding`` where jax has
+    it (0.12.1 deprecated constructing ``jax.sharding.SingleDeviceSharding``, a warning in the
+    user's process), the class itself before."""
+    import jax
+
+    make = getattr(jax.sharding, "make_single_device_sharding", None)
+    return make(device) if make is not None else jax.sharding.SingleDeviceSharding(device)
+
+
 def compiled_from_loaded(loaded: Any, device: Any, in_avals: Sequence[Any],
                          out_avals: Sequence[Any], in_tree: Any, out_tree: Any,
                          name: str) -> Any:
@@ -340,13 +406,12 @@ def compiled_from_loaded(loaded: Any, device: Any, in_avals: Sequence[Any],
     callbacks), as jax's ``jit`` would have built it. Raises on a jax whose internals differ."""
     import dataclasses
 
-    import jax
     from jax._src import stages
     from jax._src.interpreters import pxla
     from jax._src.lib import xla_client
 
     in_avals, out_avals = list(in_avals), list(out_avals)
-    single = jax.sharding.SingleDeviceSharding(device)
+    single = single_device_sharding(device)
     fields = dict(
         xla_executable=loaded, device_list=xla_client.DeviceList((device,)),
         backend=device.client, input_avals=in_avals, input_shardings=[single] * len(in_avals),
@@ -513,12 +578,13 @@ def with_module(exported: Any, in_shapes: Sequence[Sequence[int]],
 
 
 __all__ = ["BACKEND_COMPILE_EVENT", "LOWERING_CONFIG", "backend_identity", "compile_stablehlo",
-           "compiled_by_position", "compiled_dispatch", "compiled_from_executable",
+           "SERIALIZED_EXECUTABLE_VERSION", "compiled_by_position", "compiled_dispatch",
+           "compiled_from_executable", "compiled_from_serialized",
            "compiled_from_loaded", "concrete_array_type", "concrete_shape", "evaluating_eagerly",
            "initialize_lapack", "install_lapack_guard", "ir_context", "is_lapack_target",
            "lapack_init_skipped", "lowering_config", "lowering_context", "mlir_ir",
            "MLIR_ELEMENT_TYPES", "module_text", "refine_stablehlo", "tensor_type", "with_module",
            "module_needs_lapack", "needs_lapack", "no_locations", "primitive_type",
-           "pytree_serialization", "serialize_compiled",
+           "pytree_serialization", "serialize_compiled", "single_device_sharding",
            "set_lowering_config", "static_shape_export", "with_mesh_physical", "x64_context",
            "x64_flag"]

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from hatch_jaxexport.runtime.disk.entry_names import ENTRY_SUFFIX, entry_label, touch
+from hatch_jaxexport.runtime.jaxcompat import compiled_from_serialized
 
 # Imported in functions: the cache folders' warning and trimming, only after a write.
 
@@ -191,10 +192,7 @@ def load(folder: Path, key: str, trees: Callable[[], tuple[Any, Any]] | None = N
             in_tree, out_tree = trees()
         backend = jax.devices()[0].client
         inner = _restricted(se._JaxPjrtUnpickler)(io.BytesIO(payload), backend)
-        unloaded, args_info_flat, no_kwargs = inner.load()
-        args_info = in_tree.unflatten(args_info_flat)
-        return jax.stages.Compiled(unloaded.load(), [], args_info, out_tree,
-                                   no_kwargs=no_kwargs)
+        return compiled_from_serialized(inner.load(), in_tree, out_tree)
     except Exception:  # a damaged entry, a refused class, another jax: compile instead
         return None
 
