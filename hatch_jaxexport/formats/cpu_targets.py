@@ -16,11 +16,13 @@ back as feature names in ``/proc/cpuinfo`` spelling, which is what ``LLVM_TO_LIN
 Pure: no jax, nothing read at import.
 """
 
-from __future__ import annotations
-
 import re
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
+
+# This module does not postpone its annotations (``from __future__ import annotations``):
+# typing.NamedTuple would compile each field's annotation text when the class is created,
+# on a first call (``formats.manifest`` says the same of its records).
 
 
 class Target(NamedTuple):

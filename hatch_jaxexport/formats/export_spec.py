@@ -6,8 +6,6 @@ the function's signature into an ``ExportSpec`` and each structure's ``CallLayou
 needs jax (the lowering config, aux-data keys of pytree nodes) the decorator hands in.
 """
 
-from __future__ import annotations
-
 import inspect
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,6 +29,11 @@ from hatch_jaxexport.formats.structure_reader import parse_structure
 
 # Imported in functions: the checks of concrete sizes, CPU targets and meshes, only for a
 # decoration that names them: importing a baked package loads the fewest modules.
+
+
+# This module does not postpone its annotations (``from __future__ import annotations``):
+# typing.NamedTuple would compile each field's annotation text when the class is created,
+# as a package of exportables is imported (``formats.manifest`` says the same of its records).
 
 
 class SpecOptions(NamedTuple):

@@ -5,8 +5,6 @@ Apart from ``formats.manifest`` because no call needs it: a first call imports t
 not the reports (a NamedTuple class costs 0.1 ms to create).
 """
 
-from __future__ import annotations
-
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple

@@ -9,8 +9,6 @@ and errors list the same text. ``HATCH_JAXEXPORT_FULL_STRUCTURES`` (``settings``
 ``jaxexport inspect --full`` show the whole text instead.
 """
 
-from __future__ import annotations
-
 from typing import NamedTuple
 
 #: What stands for the elided part of a tree.
@@ -26,7 +24,7 @@ class _Group(NamedTuple):
     list ``[...]``; ``items`` are its comma-separated parts, each a sequence of nodes."""
 
     opener: str
-    items: list[list[str | _Group]]
+    items: "list[list[str | _Group]]"  # the class itself: a forward reference
 
 
 def _quoted_end(text: str, start: int) -> int:

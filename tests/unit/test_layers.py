@@ -206,6 +206,18 @@ def test_imports_in_functions_say_why() -> None:
     assert lazy_imports_without_a_reason() == []
 
 
+def test_runtime_and_format_records_do_not_compile_their_annotations() -> None:
+    """A NamedTuple class in a module that postpones its annotations (``from __future__ import
+    annotations``) compiles each field's annotation text when it is created: 0.15 ms against
+    0.07 for nine fields. The runtime and format modules, which a package's import and its
+    first call load, define theirs without postponing (``formats.manifest`` says why)."""
+    postponing = [module for module, path in MODULES.items()
+                  if layer_of(module) in ("formats", "runtime")
+                  and "(NamedTuple):" in (text := path.read_text())
+                  and "\nfrom __future__ import annotations\n" in text]
+    assert postponing == []
+
+
 def test_no_two_modules_have_one_name() -> None:
     """A module's name says what it holds: two files of one name (``_worker.py`` in two rooms)
     would make a traceback, a log line or ``python -m`` ambiguous to a reader."""

@@ -21,8 +21,6 @@ hands the settled executable back through the methods here; later calls skip the
 All state is written here, by this class's methods; nothing else assigns to it.
 """
 
-from __future__ import annotations
-
 import operator
 import threading
 from collections.abc import Callable
@@ -139,6 +137,11 @@ BY_KEYWORD = 2  # ``f(x, y=y)`` of an executable that takes ``y`` by keyword: pa
 STATIC_KEYWORDS = 3  # ``f(x, mode="max")``: positional values as given, string statics by keyword
 STATIC_POSITIONAL = 4  # ``f(x, "max")``: leading values as given, then string statics
 GENERAL = 5  # trailing statics compared by type and value, then constants (converted scalars)
+
+
+# This module does not postpone its annotations (``from __future__ import annotations``):
+# typing.NamedTuple would compile each field's annotation text when the class is created,
+# as a package of exportables is imported (``formats.manifest`` says the same of its records).
 
 
 class HotCall(NamedTuple):

@@ -18,7 +18,7 @@ A first call of a kind walks forward, one module a step:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from hatch_jaxexport.errors import ArtifactError, CallMismatch
 from hatch_jaxexport.formats.manifest_reader import mesh_text
@@ -64,14 +64,17 @@ if TYPE_CHECKING:
 # calls (concrete sizes, a call no structure accepts), only where a call needs them: a plain
 # first call imports 2 ms less (benchmarks/first_call_parts.py, "our modules").
 
-class _Target(NamedTuple):
-    """What a (structure, static values, platform) resolves to: an artifact or the source."""
+class _Target:
+    """What a (structure, static values, platform) resolves to: an artifact or the source;
+    ``reason``: why the source runs instead of an artifact (``from_artifact`` false). A slotted
+    class, as ``choice.Choice`` says why."""
 
-    call: Callable[..., Any]
-    static_in_call: bool
-    from_artifact: bool
-    #: Why the source runs instead of an artifact (``from_artifact`` false).
-    reason: str = ""
+    __slots__ = ("call", "from_artifact", "reason", "static_in_call")
+
+    def __init__(self, call: Callable[..., Any], static_in_call: bool, from_artifact: bool,
+                 reason: str = "") -> None:
+        self.call, self.static_in_call = call, static_in_call
+        self.from_artifact, self.reason = from_artifact, reason
 
 
 def _resolve(fn: FunctionRecord, plan: CallPlan, platform: str, mesh: str = "",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,17 +38,27 @@ _MAX_DIM = 2**31 - 1  # jax refines symbolic shapes with int32 arithmetic
 _TREE, _LEAF, _DIMS = 0, 1, 2
 
 
-class CallPlan(NamedTuple):
-    """The structure and static values a call matched, and its dynamic values by name."""
+class CallPlan:
+    """The structure and static values a call matched, and its dynamic values by name;
+    ``sizes``: what the structure's dimension symbols took in this call. A slotted class, as
+    ``choice.Choice`` says why."""
 
-    structure_index: int
-    static: dict[str, Any]
-    static_key: str
-    values: dict[str, Any]
-    bound_args: tuple[Any, ...]
-    bound_kwargs: dict[str, Any]
-    #: The sizes the structure's dimension symbols took in this call.
-    sizes: dict[str, int]
+    __slots__ = (
+        "bound_args",
+        "bound_kwargs",
+        "sizes",
+        "static",
+        "static_key",
+        "structure_index",
+        "values",
+    )
+
+    def __init__(self, structure_index: int, static: dict[str, Any], static_key: str,
+                 values: dict[str, Any], bound_args: tuple[Any, ...],
+                 bound_kwargs: dict[str, Any], sizes: dict[str, int]) -> None:
+        self.structure_index, self.static, self.static_key = structure_index, static, static_key
+        self.values, self.bound_args, self.bound_kwargs = values, bound_args, bound_kwargs
+        self.sizes = sizes
 
 
 class _NoMatch(Exception):

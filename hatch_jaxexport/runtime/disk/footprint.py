@@ -23,8 +23,6 @@ one ``HATCH_JAXEXPORT_CACHE`` names); a folder the user configured for jax is th
 say nothing of their package, so they are only trimmed and cleared, never pruned.
 """
 
-from __future__ import annotations
-
 import contextlib
 import importlib.util
 import json

@@ -6,8 +6,6 @@ the compile still on its way; ``ServedCall`` is how its first call was served, f
 ``call_report()`` and ``HATCH_JAXEXPORT_REPORT``.
 """
 
-from __future__ import annotations
-
 from typing import Any, NamedTuple
 
 from hatch_jaxexport.runtime.jaxcompat import concrete_array_type
@@ -48,6 +46,11 @@ class Entry:
         #: Why a later process will not find this executable in the executable cache
         #: (``None``: it read it from there, or it is written there).
         self.not_cached: str | None = None
+
+
+# This module does not postpone its annotations (``from __future__ import annotations``):
+# typing.NamedTuple would compile each field's annotation text when the class is created,
+# on a first call (``formats.manifest`` says the same of its records).
 
 
 class ServedCall(NamedTuple):

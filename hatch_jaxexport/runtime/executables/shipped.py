@@ -10,8 +10,6 @@ never a crash: the StableHLO path is always there. A damaged executable (its SHA
 deserializer refuses it) is a ``FallbackWarning``, or an ``ArtifactError`` in strict mode.
 """
 
-from __future__ import annotations
-
 import functools
 import os
 import platform
@@ -32,6 +30,10 @@ from hatch_jaxexport.formats.manifest import ExecutableRecord, signature_text
 from hatch_jaxexport.formats.settings import shipped_executables_wanted, strict_mode
 from hatch_jaxexport.runtime.jaxcompat import backend_identity, compiled_from_executable
 from hatch_jaxexport.runtime.notices import NEEDS_FIX, notify
+
+# This module does not postpone its annotations (``from __future__ import annotations``):
+# typing.NamedTuple would compile each field's annotation text when the class is created,
+# on a first call (``formats.manifest`` says the same of its records).
 
 
 class Host(NamedTuple):
