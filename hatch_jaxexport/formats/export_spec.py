@@ -58,6 +58,24 @@ class SpecOptions(NamedTuple):
     executable_sizes: Any = None
 
 
+#: The members a transformation family bakes per ``ad_order`` (``runtime.artifacts.family``
+#: says what each computes).
+KINDS_BY_ORDER = {0: ("primal",), 1: ("primal", "jvp", "vjp"),
+                  2: ("primal", "jvp", "vjp", "jvp_jvp", "vjp_jvp")}
+#: The reverse-mode members ``vjp_order`` adds to a family that goes through the primitive
+#: (``vjp`` serves ``jax.grad``; ``vjp_jvp`` the gradient of a gradient).
+REVERSE_KINDS_BY_ORDER = {0: (), 1: ("vjp",), 2: ("vjp", "vjp_jvp")}
+
+
+def baked_kinds(ad_order: int, vjp_order: int) -> tuple[str, ...]:
+    """The members baked for a family: ``ad_order``'s, plus the reverse-mode members that
+    ``vjp_order`` asks for (orders above 2 bake the second-order ones; higher derivatives
+    trace the source)."""
+    kinds = list(KINDS_BY_ORDER[ad_order])
+    kinds += [k for k in REVERSE_KINDS_BY_ORDER[min(vjp_order, 2)] if k not in kinds]
+    return tuple(kinds)
+
+
 #: The options that shape or multiply structures: a spec-less ``@exportable`` refuses them.
 _NEED_A_STRUCTURE = ("static", "constraints", "concrete", "executable_sizes", "mesh", "in_specs",
                      "out_specs", "ad_order", "vmap", "vjp_order")
@@ -505,5 +523,6 @@ def _check_specless(fn_name: str, options: Mapping[str, Any]) -> None:
                         "@exportable({'x': ('n', 'float32')}, ...), or drop the option")
 
 
-__all__ = ["CallLayout", "ExportSpec", "SpecOptions", "call_layout", "check_spec",
+__all__ = ["KINDS_BY_ORDER", "REVERSE_KINDS_BY_ORDER", "CallLayout", "ExportSpec", "SpecOptions",
+           "baked_kinds", "call_layout", "check_spec",
            "method_owner", "split_name", "unbound_method"]

@@ -8,7 +8,6 @@ records themselves, and writing them, are ``manifest``'s.
 
 import functools
 import json
-import re
 import typing
 from collections.abc import Mapping
 from typing import Any
@@ -31,11 +30,11 @@ from hatch_jaxexport.formats.manifest import (
     check_file_name,
     is_sha256_hex,
 )
-from hatch_jaxexport.formats.sources import check_sources
 
-_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 #: The largest artifact file a manifest may list.
 _MAX_BLOB = 2**34
+
+# Imported in functions: the recorded sources' checks, only for a manifest that records them.
 
 
 def _check_captured(entries: list[Any], where: str) -> None:
@@ -175,9 +174,9 @@ def read_manifest_index(data: bytes, *, where: str = MANIFEST_NAME) -> "Manifest
     for key in ("executables", "concrete", "failed_calls"):
         if not isinstance(raw.setdefault(key, []), list):
             raise ArtifactError(f"corrupt manifest: {key!r} must be a list")
-    raw["sources"] = check_sources(raw.get("sources"), where)
+    raw["sources"] = _checked_sources(raw.get("sources"), where)
     released = raw.setdefault("jax_released", "")
-    if not isinstance(released, str) or (released and not _ISO_DATE.match(released)):
+    if not isinstance(released, str) or (released and not _is_iso_date(released)):
         raise ArtifactError(f"corrupt manifest {where}: 'jax_released' must be a date "
                             f"(YYYY-MM-DD), got {released!r:.80}")
     raw["jax_sets"] = _check_jax_sets(raw.get("jax_sets", []), where)
@@ -189,6 +188,23 @@ def read_manifest_index(data: bytes, *, where: str = MANIFEST_NAME) -> "Manifest
     return ManifestIndex(raw, where)
 
 
+def _checked_sources(raw: Any, where: str) -> dict[str, Any]:
+    """A manifest's validated ``sources`` (``formats.sources.check_sources``), that module
+    imported only for a manifest that records sources (never a wheel's)."""
+    if raw in (None, {}):
+        return {}
+    from hatch_jaxexport.formats.sources import check_sources
+
+    return check_sources(raw, where)
+
+
+def _is_iso_date(text: str) -> bool:
+    """Whether ``text`` is a date as ``YYYY-MM-DD`` (ASCII digits; no pattern compiled)."""
+    digits = text[:4] + text[5:7] + text[8:]
+    return len(text) == 10 and text[4] == text[7] == "-" and digits.isascii() and \
+        digits.isdigit()
+
+
 def _check_jax_sets(raw: Any, where: str) -> tuple[JaxSet, ...]:
     """The manifest's other jax releases' sets, each naming a safe manifest file and a date."""
     if not isinstance(raw, list):
@@ -196,7 +212,7 @@ def _check_jax_sets(raw: Any, where: str) -> tuple[JaxSet, ...]:
     sets = tuple(_from_json(JaxSet, item, f"jax_sets[{i}]") for i, item in enumerate(raw))
     for i, jax_set in enumerate(sets):
         check_file_name(jax_set.manifest)
-        if jax_set.manifest == MANIFEST_NAME or not _ISO_DATE.match(jax_set.jax_released):
+        if jax_set.manifest == MANIFEST_NAME or not _is_iso_date(jax_set.jax_released):
             raise ArtifactError(f"corrupt manifest {where}: jax_sets[{i}] must name another "
                                 "manifest and the set's jax release date (YYYY-MM-DD)")
     return sets

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from hatch_jaxexport.bake.export.captured import captured_constants
+from hatch_jaxexport.formats.export_spec import baked_kinds
 from hatch_jaxexport.formats.manifest import BLOB_SUFFIX, ArtifactRecord, artifact_id, sha256_hex
 from hatch_jaxexport.formats.manifest_reader import mesh_from_record
 from hatch_jaxexport.formats.mesh import mesh_record
@@ -21,7 +22,6 @@ from hatch_jaxexport.formats.statics import encode_static
 from hatch_jaxexport.runtime.artifacts import pytrees
 from hatch_jaxexport.runtime.artifacts.family import (
     BATCH_SYMBOL,
-    baked_kinds,
     inexact_indices,
     member_avals,
     member_function,

@@ -1,7 +1,7 @@
 """A family of baked artifacts: what each member computes, and the container a loader fills.
 
 A *family* is everything baked for one function x structure x static values x platform: the
-primal and its companions, each an ``Exported`` over flat arrays (``KINDS_BY_ORDER``),
+primal and its companions, each an ``Exported`` over flat arrays (``export_spec.KINDS_BY_ORDER``),
 optionally also exported from ``jax.vmap`` with a symbolic batch size. Companions and their
 meaning, where ``x`` are the primal inputs, ``t``/``u`` tangents of the differentiable
 (inexact) inputs and ``c`` cotangents of the differentiable outputs:
@@ -29,22 +29,8 @@ from typing import Any
 
 # Imported in functions: the errors and notices of a missing member, only when one is missing.
 
-KINDS_BY_ORDER = {0: ("primal",), 1: ("primal", "jvp", "vjp"),
-                  2: ("primal", "jvp", "vjp", "jvp_jvp", "vjp_jvp")}
-#: The reverse-mode members ``vjp_order`` adds to a family that goes through the primitive
-#: (``vjp`` serves ``jax.grad``; ``vjp_jvp`` the gradient of a gradient).
-REVERSE_KINDS_BY_ORDER = {0: (), 1: ("vjp",), 2: ("vjp", "vjp_jvp")}
 #: The symbol of the batch dimension of batched artifacts.
 BATCH_SYMBOL = "jxe_batch"
-
-
-def baked_kinds(ad_order: int, vjp_order: int) -> tuple[str, ...]:
-    """The members baked for a family: ``ad_order``'s, plus the reverse-mode members that
-    ``vjp_order`` asks for (orders above 2 bake the second-order ones; higher derivatives
-    trace the source)."""
-    kinds = list(KINDS_BY_ORDER[ad_order])
-    kinds += [k for k in REVERSE_KINDS_BY_ORDER[min(vjp_order, 2)] if k not in kinds]
-    return tuple(kinds)
 
 
 def option_advice(kind: str, vjp_baked: bool) -> str:
@@ -279,6 +265,6 @@ def warn_or_raise(name: str, strict: bool) -> Callable[[str], None]:
     return on_missing
 
 
-__all__ = ["BATCH_SYMBOL", "KINDS_BY_ORDER", "REVERSE_KINDS_BY_ORDER", "Family", "baked_kinds",
+__all__ = ["BATCH_SYMBOL", "Family",
            "flat_call", "inexact_indices", "member_avals", "member_function", "on_inexact",
            "option_advice", "source_call", "source_flat", "warn_or_raise"]

@@ -40,12 +40,12 @@ from hatch_jaxexport.formats.manifest_reader import (
     mesh_text,
     read_manifest_index,
 )
-from hatch_jaxexport.formats.sources import changed_sources, stale_text
 from hatch_jaxexport.formats.statics import encoded_static_key
-from hatch_jaxexport.runtime.notices import NEEDS_FIX, NeedsFix, notify
 
 # Imported in functions: jax and the pytree registrations, only to deserialize a blob (a
-# package's manifest is read without jax); the release window, only to explain a refusal.
+# package's manifest is read without jax); the release window, only to explain a refusal; the
+# recorded sources, only for a manifest that records them (an editable install's or an
+# export's, never a wheel's); the notices, only to tell of stale or damaged artifacts.
 
 #: (function, structure key, static key, platform, mesh text, variant text, kind, batched)
 ArtifactKey = tuple[str, str, str, str, str, str, str, bool]
@@ -91,6 +91,8 @@ class PackageArtifacts:
         sources = self.index.sources
         if not sources or not isinstance(self.root, pathlib.Path):
             return None
+        from hatch_jaxexport.formats.sources import changed_sources, stale_text
+
         changed = changed_sources(sources, self.root.parent.parent)
         if not changed:
             return None
@@ -189,6 +191,8 @@ def load_package_artifacts(package: str) -> PackageArtifacts | None:
         first = package not in _STALE_SAID
         _STALE_SAID.add(package)
     if first:
+        from hatch_jaxexport.runtime.notices import NEEDS_FIX, notify
+
         notify(f"hatch-jaxexport: {found.stale}", FallbackWarning, NEEDS_FIX)
     return None
 
@@ -358,6 +362,8 @@ def unusable_reason(package: PackageArtifacts, err: ArtifactError) -> str:
     maintainer's own jax range allows; a ``NeedsFix`` (``WARNING``) for a damaged install: a
     blob that fails its hash, or one this very jax exported and cannot read."""
     import jax
+
+    from hatch_jaxexport.runtime.notices import NeedsFix
 
     if isinstance(err, UnreadableArtifact) and package.index.jax_version != jax.__version__:
         return str(err)

@@ -20,11 +20,13 @@ from hatch_jaxexport.runtime.call._resolved_calls import (
     hot_call,
     route_of,
 )
-from hatch_jaxexport.runtime.call._source_calls import source_calls
 from hatch_jaxexport.runtime.jaxcompat import compiled_dispatch
 
 if TYPE_CHECKING:
     from hatch_jaxexport.runtime.call._function_record import FunctionRecord
+
+# Imported in functions: the source's calls, only after the source ran (a call no artifact
+# serves), which imported them: a call an artifact serves never needs them.
 
 
 def positions_of(call_args: tuple[Any, ...], args: tuple[Any, ...]) -> tuple[int, ...] | None:
@@ -57,6 +59,8 @@ def settle_traced_call(fn: FunctionRecord, taken: tuple[tuple[Any, ...], dict[st
                          given: tuple[tuple[Any, ...], dict[str, Any]], fast: Any) -> None:
     """Hand the source's trace of a call (``taken``: the arguments the source ran with, made
     from the caller's ``given``) to the fast path: the keyed cache and the hot executable."""
+    from hatch_jaxexport.runtime.call._source_calls import source_calls
+
     traced = source_calls(fn).traced_call(*taken) if fast is not None else None
     if traced is None:
         return

@@ -21,18 +21,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from hatch_jaxexport.errors import ArtifactError, CallMismatch
+from hatch_jaxexport.formats.export_spec import baked_kinds
 from hatch_jaxexport.formats.manifest_reader import mesh_text
-from hatch_jaxexport.formats.settings import STRICT_ENV, strict_mode
-from hatch_jaxexport.runtime.artifacts.family import baked_kinds, source_flat
+from hatch_jaxexport.formats.settings import STRICT_ENV, record_choice, strict_mode
 from hatch_jaxexport.runtime.artifacts.package_artifacts import (
     UnreadableArtifact,
     forget_package,
     load_package_artifacts,
     unusable_reason,
 )
-from hatch_jaxexport.runtime.call import _recorder as recorder
 from hatch_jaxexport.runtime.call._resolved_calls import fast_key, prime_fast_path
-from hatch_jaxexport.runtime.call._source_calls import run_source, source_calls
 from hatch_jaxexport.runtime.call.choice import Choice, choose_artifact
 from hatch_jaxexport.runtime.call.fast_path import (
     positions_of,
@@ -46,13 +44,6 @@ from hatch_jaxexport.runtime.call.matching import (
     export_platform,
     plan_call,
 )
-from hatch_jaxexport.runtime.call.refusals import (
-    STRICT_FIX,
-    no_artifact,
-    no_artifact_notice,
-    refuse_uncovered,
-    uncovered_notice,
-)
 from hatch_jaxexport.runtime.executables.artifact_calls import CallSite, build_artifact_call
 from hatch_jaxexport.runtime.executables.eager_call import EagerCall
 from hatch_jaxexport.runtime.jaxcompat import lowering_config
@@ -60,9 +51,15 @@ from hatch_jaxexport.runtime.jaxcompat import lowering_config
 if TYPE_CHECKING:
     from hatch_jaxexport.runtime.call._function_record import FunctionRecord
 
-# Imported in functions: the mesh placement (a function with mesh variants) and the recorded
-# calls (concrete sizes, a call no structure accepts), only where a call needs them: a plain
-# first call imports 2 ms less (benchmarks/first_call_parts.py, "our modules").
+# Imported in functions: the mesh placement (a function with mesh variants), the recorded
+# calls (concrete sizes, a call no structure accepts), the source's calls and their refusals
+# (a call no artifact serves), the recorder (HATCH_JAXEXPORT_RECORD) and the family's source
+# (a transformation a baked VJP or family cannot serve), only where a call
+# needs them: a plain first call imports 2 ms less (benchmarks/first_call_parts.py, "our
+# modules"), and one a shipped executable serves imports none of the source's path.
+
+#: Whether ``HATCH_JAXEXPORT_RECORD`` is on in this process (read once, as the recorder does).
+_RECORDING = record_choice() is not False
 
 class _Target:
     """What a (structure, static values, platform) resolves to: an artifact or the source;
@@ -104,6 +101,9 @@ def _resolve(fn: FunctionRecord, plan: CallPlan, platform: str, mesh: str = "",
 
 def _source_target(fn: FunctionRecord, reason: str) -> _Target:
     """The source as a call's target, for ``reason`` (strict mode refuses here)."""
+    from hatch_jaxexport.runtime.call._source_calls import source_calls
+    from hatch_jaxexport.runtime.call.refusals import no_artifact
+
     return _Target(source_calls(fn), static_in_call=True, from_artifact=False,
                    reason=no_artifact(fn, reason))
 
@@ -115,12 +115,17 @@ def _site(fn: FunctionRecord, plan: CallPlan, platform: str, mesh: str, variant:
     structure = spec.structures[plan.structure_index]
     order = max(spec.ad_order, 1 if mesh and spec.vjp_order else 0)
     static = dict(plan.static)
+
+    def flat_source(in_tree: Any) -> Callable[..., tuple[Any, ...]]:
+        from hatch_jaxexport.runtime.artifacts.family import source_flat
+
+        return source_flat(fn, plan.structure_index, static, in_tree)
     return CallSite(
         function=fn.name, package=fn.package, platform=platform,
         family_key=(fn.name, structure.key, plan.static_key, platform, mesh, variant),
         tiered=spec.tiered, uses_family=spec.uses_family,
         wanted_kinds=frozenset(baked_kinds(order, spec.vjp_order)), strict=strict_mode(),
-        source_flat=lambda in_tree: source_flat(fn, plan.structure_index, static, in_tree))
+        source_flat=flat_source)
 
 
 def _split(fn: FunctionRecord, target: _Target, plan: CallPlan, values: dict[str, Any]
@@ -152,7 +157,9 @@ def call_exportable(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str,
         resolved = (*key, _ConfigKey(config.values()))
         target = fn.calls.target(resolved, lambda: _resolve(fn, plan, key[2], config=config))
         result = _run(fn, resolved, target, plan, (args, kwargs), fast)
-    if recorder.RECORDING:  # what the source completed: a call it refuses is not baked
+    if _RECORDING:  # what the source completed: a call it refuses is not baked
+        from hatch_jaxexport.runtime.call import _recorder as recorder
+
         recorder.note(fn.package, fn.name, plan.structure_index, plan.sizes)
     return result
 
@@ -173,9 +180,18 @@ def _run(fn: FunctionRecord, key: tuple[Any, ...], target: _Target, plan: CallPl
             settle_artifact_call(fn, target, taken, given, fast)
             return result
     taken = _split(fn, target, plan, plan.values)
-    result = run_source(fn, taken, target.reason, no_artifact_notice(fn, target.reason))
+    result = _run_source(fn, taken, target.reason)
     settle_traced_call(fn, taken, given, fast)
     return result
+
+
+def _run_source(fn: FunctionRecord, taken: tuple[tuple[Any, ...], dict[str, Any]],
+                reason: str) -> Any:
+    """The source's result for a call no artifact serves, for ``reason`` (told, reported)."""
+    from hatch_jaxexport.runtime.call._source_calls import run_source
+    from hatch_jaxexport.runtime.call.refusals import no_artifact_notice
+
+    return run_source(fn, taken, reason, no_artifact_notice(fn, reason))
 
 
 def _call_uncovered(fn: FunctionRecord, given: tuple[tuple[Any, ...], dict[str, Any]],
@@ -184,7 +200,9 @@ def _call_uncovered(fn: FunctionRecord, given: tuple[tuple[Any, ...], dict[str, 
     the source's result (``run_source``: the source's own error first, told after). A call
     of plain arrays and scalars hands its trace to the fast path (``fast``), so later calls
     like it cost what ``jax.jit`` of the source costs."""
+    from hatch_jaxexport.runtime.call._source_calls import run_source
     from hatch_jaxexport.runtime.call.recorded_calls import recorded_call
+    from hatch_jaxexport.runtime.call.refusals import refuse_uncovered, uncovered_notice
 
     args, kwargs = given
     run, _ = recorded_call(fn, args, kwargs)  # baked at exactly this call's recorded sizes
@@ -196,7 +214,9 @@ def _call_uncovered(fn: FunctionRecord, given: tuple[tuple[Any, ...], dict[str, 
     refuse_uncovered(refusal)
     reason = str(refusal)
     result = run_source(fn, given, reason, uncovered_notice(reason))
-    if recorder.RECORDING:  # completed by the source: the build can bake it
+    if _RECORDING:  # completed by the source: the build can bake it
+        from hatch_jaxexport.runtime.call import _recorder as recorder
+
         recorder.note_call(fn, args, kwargs)
     settle_traced_call(fn, given, given, fast)
     return result
@@ -228,8 +248,7 @@ def _call_sharded(fn: FunctionRecord, plan: CallPlan, key: tuple[Any, ...],
                        spec.in_specs[plan.structure_index], values, found.mesh)
     call_args, call_kwargs = _split(fn, target, plan, values)
     if not target.from_artifact:
-        return run_source(fn, (call_args, call_kwargs), target.reason,
-                          no_artifact_notice(fn, target.reason))
+        return _run_source(fn, (call_args, call_kwargs), target.reason)
     if fast is not None and found.shape is None and not mismatch and not call_kwargs \
             and positions_of(call_args, args) == tuple(range(len(args))):
         call = target.call
@@ -277,6 +296,6 @@ def tiered_calls(fn: FunctionRecord) -> list[Any]:
             if isinstance(getattr(target, "call", None), EagerCall)]
 
 
-__all__ = ["STRICT_ENV", "STRICT_FIX", "call_exportable", "call_report", "export_platform",
+__all__ = ["STRICT_ENV", "call_exportable", "call_report", "export_platform",
            "forget_package",
            "load_package_artifacts", "loaded_from_artifact", "strict_mode", "tiered_calls"]

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from hatch_jaxexport.formats.manifest import ArtifactRecord, member_name
 from hatch_jaxexport.formats.statics import static_values_text
-from hatch_jaxexport.runtime.artifacts.family import Family, warn_or_raise
 from hatch_jaxexport.runtime.artifacts.package_artifacts import PackageArtifacts
 from hatch_jaxexport.runtime.artifacts.program import ArtifactProgram
 from hatch_jaxexport.runtime.disk.cache_folders import ensure_compilation_cache
@@ -26,14 +25,16 @@ from hatch_jaxexport.runtime.executables.eager_call import EagerCall
 from hatch_jaxexport.runtime.jaxcompat import needs_lapack
 
 if TYPE_CHECKING:
+    from hatch_jaxexport.runtime.artifacts.family import Family
     from hatch_jaxexport.runtime.artifacts.native_vjp import NativeVjpCall
     from hatch_jaxexport.runtime.executables.shipped import ShippedExecutables
 
 # Imported in functions: only where a call needs them, the shipped executables' reader (and
 # its CPU target table), for a wheel that ships executables of the artifact (1.4 ms of a first
 # call's imports otherwise); the tiers' policy, at the first signature no shipped executable
-# serves; the native VJP, for an artifact serialized with its VJP; the direct compile of a
-# module (``direct_module``), at the first signature the call compiles.
+# serves; the native VJP, for an artifact serialized with its VJP; the transformation family,
+# for an artifact that bakes one (both with the family's missing-member policy); the direct
+# compile of a module (``direct_module``), at the first signature the call compiles.
 
 
 class CallSite:
@@ -49,7 +50,7 @@ class CallSite:
     - ``uses_family``: whether the artifact runs through the transformation family (its
       options baked derivatives or batching) rather than as one ``jax.jit`` of its call;
     - ``wanted_kinds``: the members the function's options ask the build for
-      (``family.baked_kinds``);
+      (``export_spec.baked_kinds``);
     - ``source_flat``: given the primal's input tree, the source as a flat function
       (``family.source_flat``): what runs a transformation no member serves.
     """
@@ -139,6 +140,7 @@ class ArtifactJit:
         primal's eager call and an eager call of the VJP; what it cannot serve (``vmap``,
         forward mode, a second derivative) says so in our words, then traces the source or,
         in strict mode, raises."""
+        from hatch_jaxexport.runtime.artifacts.family import warn_or_raise
         from hatch_jaxexport.runtime.artifacts.native_vjp import NativeVjpCall
 
         site, record = self.site, self.program.record
@@ -165,6 +167,8 @@ class ArtifactJit:
 
     def _family(self, exported: Any) -> Family:
         """The transformation family of the primal artifact (its members load on first use)."""
+        from hatch_jaxexport.runtime.artifacts.family import Family, warn_or_raise
+
         site, package, record = self.site, self.program.package, self.program.record
         members = {("primal", False): exported}
         lapack_free = {("primal", False)} if not needs_lapack(record.custom_calls) else set()

@@ -29,7 +29,6 @@ from hatch_jaxexport.formats.cpu_targets import (
 from hatch_jaxexport.formats.manifest import ExecutableRecord, signature_text
 from hatch_jaxexport.formats.settings import shipped_executables_wanted, strict_mode
 from hatch_jaxexport.runtime.jaxcompat import backend_identity, compiled_from_executable
-from hatch_jaxexport.runtime.notices import NEEDS_FIX, notify
 
 # This module does not postpone its annotations (``from __future__ import annotations``):
 # typing.NamedTuple would compile each field's annotation text when the class is created,
@@ -222,6 +221,9 @@ class ShippedExecutables:
                       f"({type(err).__name__}: {err}); compiling the artifact instead")
             if strict_mode():
                 raise ArtifactError(f"{reason} (HATCH_JAXEXPORT_STRICT is set)") from None
+            # imported here: only a damaged install has something to tell
+            from hatch_jaxexport.runtime.notices import NEEDS_FIX, notify
+
             notify(reason, FallbackWarning, NEEDS_FIX)  # a damaged install: served all the same
             self.records.remove(record)
             self.usable = None

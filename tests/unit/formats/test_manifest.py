@@ -116,6 +116,11 @@ def test_other_jax_releases_sets_round_trip(manifest_json):
      r"jax_sets\[0\] must name another manifest"),
     (lambda m: m.update(jax_sets=[dict(SET, jax_released="June")]),
      r"jax_sets\[0\] must name another manifest and the set's jax release date"),
+    *[(lambda m, d=date: m.update(jax_released=d), r"'jax_released' must be a date")
+      for date in ("2025-11-1", "2025-11-180", "2025/11/18", "2025-11-18\n", "20251118",
+                   "\uff12025-11-18", "2025-1a-18", "-2025-11-1")],
+    (lambda m: m.update(jax_sets=[dict(SET, jax_released="2025-11-18\n")]),
+     r"jax_sets\[0\] must name another manifest and the set's jax release date"),
     (lambda m: m.update(jax_sets=[{"manifest": "manifest-jax-0.8.1.json"}]),
      r"jax_sets\[0\] lacks 'jax_version'"),
 ])

@@ -15,8 +15,7 @@ from hatch_jaxexport import FallbackWarning, exportable
 from hatch_jaxexport.errors import CallMismatch, PytreeMismatch, SignatureMismatch
 from hatch_jaxexport.formats.settings import FULL_STRUCTURES_ENV
 from hatch_jaxexport.runtime.call import loader
-from hatch_jaxexport.runtime.call.loader import STRICT_FIX
-from hatch_jaxexport.runtime.call.refusals import SOURCE_REFUSES
+from hatch_jaxexport.runtime.call.refusals import SOURCE_REFUSES, STRICT_FIX
 
 
 def _fallbacks(caught: list[warnings.WarningMessage]) -> list[warnings.WarningMessage]:

@@ -46,7 +46,9 @@ with warnings.catch_warnings(record=True) as caught:
             out["compile_path"] = sorted(n for n in sys.modules if n.rsplit(".", 1)[-1] in (
                 "tiers", "_fresh_compile", "_user_cache", "_background", "native_vjp",
                 "direct_module", "signatures", "structure_text", "jax_window", "inventory",
-                "_user_frame", "readers"))
+                "_user_frame", "readers", "_recorder", "_source_calls", "refusals",
+                "notices", "family", "sources") and n.startswith(("hatch_jaxexport.",
+                                                                   "importlib.")))
     with jax.enable_x64(True):
         before = len(compiles)
         out["results"]["wide"] = np.asarray(m.wide(np.arange(4, dtype=np.float64))).tolist()
@@ -118,9 +120,10 @@ def test_first_calls_load_shipped_executables_and_compile_nothing(exec_site, ref
     for name in ("chain", "combine", "stats", "solve", "wide"):
         assert shipped["tiers"][name] == ["shipped"], name
     # a first call served by a shipped executable imports nothing of the compile path (the
-    # executable cache, the quick tier, the compiler, the direct compile), of the recorder's
-    # file format, of messages or reports, nor importlib's resource readers: a StableHLO one
-    # needs the compile path
+    # executable cache, the quick tier, the compiler, the direct compile), of the recorder,
+    # of messages, notices or reports, of the source's calls and refusals, of the family, of
+    # the recorded sources, nor importlib's resource readers: a StableHLO one needs the
+    # compile path
     assert shipped["compile_path"] == []
     assert {"hatch_jaxexport.runtime.executables.tiers",
             "hatch_jaxexport.runtime.executables.direct_module"} <= set(reference["compile_path"])
