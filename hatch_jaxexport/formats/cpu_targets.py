@@ -18,22 +18,24 @@ Pure: no jax, nothing read at import.
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
-
-# This module does not postpone its annotations (``from __future__ import annotations``):
-# typing.NamedTuple would compile each field's annotation text when the class is created,
-# on a first call (``formats.manifest`` says the same of its records).
 
 
-class Target(NamedTuple):
-    """A compile target: the machine it is for and the ``XLA_FLAGS`` that select it."""
+class Target:
+    """A compile target: the machine it is for and the ``XLA_FLAGS`` that select it. A slotted
+    class, not a NamedTuple: this module is imported by a first call a shipped executable
+    serves, where creating a NamedTuple class costs 0.1-0.2 ms (``runtime.call.choice.Choice``
+    says more)."""
 
-    name: str
-    #: ``platform.machine()`` of the builder and the user (``x86_64``, ``aarch64``).
-    machine: str
-    xla_flags: tuple[str, ...]
-    #: What the target is, for people (docs, ``inspect``).
-    description: str
+    __slots__ = ("description", "machine", "name", "xla_flags")
+
+    def __init__(self, name: str, machine: str, xla_flags: tuple[str, ...],
+                 description: str) -> None:
+        self.name = name
+        #: ``platform.machine()`` of the builder and the user (``x86_64``, ``aarch64``).
+        self.machine = machine
+        self.xla_flags = xla_flags
+        #: What the target is, for people (docs, ``inspect``).
+        self.description = description
 
 
 #: Every target a build can name. An x86-64 target keeps the builder's features up to the
@@ -170,24 +172,27 @@ def executable_system(executable: bytes) -> str | None:
     return _TRIPLE_SYSTEMS[match.group(1)] if match else None
 
 
-class CpuProbe(NamedTuple):
-    """What the operating system said about this CPU, as archspec read it.
+class CpuProbe:
+    """What the operating system said about this CPU, as archspec read it (a slotted class,
+    as ``Target`` says why).
 
     Recorded values of every OS can be fed to ``host_features`` on any machine: the runtime
     builds one from archspec's detection (``archspec.cpu.detect``) and ``archspec.cpu.host()``.
     """
 
-    #: ``platform.system()``: ``Linux``, ``Darwin``, ``Windows``.
-    system: str
-    #: The features the OS listed, in ``/proc/cpuinfo`` spelling: Linux's ``/proc/cpuinfo``,
-    #: macOS's ``sysctl machdep.cpu`` on x86-64, ``cpuid`` on Windows x86-64. Empty where the
-    #: OS lists none (macOS on Apple silicon, Windows on ARM).
-    listed: frozenset[str]
-    #: The microarchitecture archspec matched (``m2``), its vendor and its known features:
-    #: only read where the OS lists no features.
-    model: str = ""
-    vendor: str = ""
-    model_features: frozenset[str] = frozenset()
+    __slots__ = ("listed", "model", "model_features", "system", "vendor")
+
+    def __init__(self, system: str, listed: frozenset[str], model: str = "", vendor: str = "",
+                 model_features: frozenset[str] = frozenset()) -> None:
+        #: ``platform.system()``: ``Linux``, ``Darwin``, ``Windows``.
+        self.system = system
+        #: The features the OS listed, in ``/proc/cpuinfo`` spelling: Linux's
+        #: ``/proc/cpuinfo``, macOS's ``sysctl machdep.cpu`` on x86-64, ``cpuid`` on Windows
+        #: x86-64. Empty where the OS lists none (macOS on Apple silicon, Windows on ARM).
+        self.listed = listed
+        #: The microarchitecture archspec matched (``m2``), its vendor and its known
+        #: features: only read where the OS lists no features.
+        self.model, self.vendor, self.model_features = model, vendor, model_features
 
 
 def host_features(probe: CpuProbe) -> frozenset[str] | None:

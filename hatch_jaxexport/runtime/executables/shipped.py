@@ -15,7 +15,7 @@ import os
 import platform
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from hatch_jaxexport.errors import ArtifactError, FallbackWarning
 from hatch_jaxexport.formats.cpu_targets import (
@@ -30,26 +30,26 @@ from hatch_jaxexport.formats.manifest import ExecutableRecord, signature_text
 from hatch_jaxexport.formats.settings import shipped_executables_wanted, strict_mode
 from hatch_jaxexport.runtime.jaxcompat import backend_identity, compiled_from_executable
 
-# This module does not postpone its annotations (``from __future__ import annotations``):
-# typing.NamedTuple would compile each field's annotation text when the class is created,
-# on a first call (``formats.manifest`` says the same of its records).
 
+class Host:
+    """What this process is, in the terms an ``ExecutableRecord`` records (a slotted class, as
+    ``formats.cpu_targets.Target`` says why)."""
 
-class Host(NamedTuple):
-    """What this process is, in the terms an ``ExecutableRecord`` records."""
+    __slots__ = ("backend", "cpu_flags", "jax_version", "jaxlib_version", "machine",
+                 "platform_version", "system", "xla_flags")
 
-    jax_version: str
-    jaxlib_version: str
-    backend: str
-    platform_version: str
-    machine: str
-    #: The CPU's features in ``/proc/cpuinfo`` spelling; ``None`` where the OS does not say
-    #: (``formats.cpu_targets.host_features``).
-    cpu_flags: frozenset[str] | None
-    #: ``XLA_FLAGS`` entries that may change code generation.
-    xla_flags: tuple[str, ...]
-    #: ``platform.system()``: an executable is an object file of its OS.
-    system: str = "Linux"
+    def __init__(self, jax_version: str, jaxlib_version: str, backend: str,
+                 platform_version: str, machine: str, cpu_flags: frozenset[str] | None,
+                 xla_flags: tuple[str, ...], system: str = "Linux") -> None:
+        self.jax_version, self.jaxlib_version = jax_version, jaxlib_version
+        self.backend, self.platform_version, self.machine = backend, platform_version, machine
+        #: The CPU's features in ``/proc/cpuinfo`` spelling; ``None`` where the OS does not say
+        #: (``formats.cpu_targets.host_features``).
+        self.cpu_flags = cpu_flags
+        #: ``XLA_FLAGS`` entries that may change code generation.
+        self.xla_flags = xla_flags
+        #: ``platform.system()``: an executable is an object file of its OS.
+        self.system = system
 
 
 def read_proc_cpuinfo(path: str = "/proc/cpuinfo") -> str:
