@@ -252,7 +252,6 @@ def warn_or_raise(name: str, strict: bool) -> Callable[[str], None]:
     """The ``on_missing`` callback of a family: a one-time notice (``runtime.notices``), or
     ``ArtifactError``."""
     from hatch_jaxexport.errors import ArtifactError, FallbackWarning
-    from hatch_jaxexport.runtime.notices import notify
 
     seen: set[str] = set()
 
@@ -261,6 +260,8 @@ def warn_or_raise(name: str, strict: bool) -> Callable[[str], None]:
             raise ArtifactError(f"{name}: {why} (HATCH_JAXEXPORT_STRICT is set)")
         if why not in seen:
             seen.add(why)
+            from hatch_jaxexport.runtime.notices import notify  # only once a member is missing
+
             notify(f"{name}: tracing the source: {why}", FallbackWarning)
     return on_missing
 

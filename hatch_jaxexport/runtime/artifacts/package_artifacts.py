@@ -128,8 +128,12 @@ class PackageArtifacts:
 
 
 def check_inside(path: Any, base: Any, what: str) -> None:
-    """Refuse a file-system path that resolves (through symlinks) outside ``base``."""
+    """Refuse a file-system path that resolves (through symlinks) outside ``base``. An entry
+    of ``base`` itself that is no symlink is inside it: one ``lstat``, where resolving both
+    paths looks at each of their folders (a first call checks four paths)."""
     if isinstance(path, pathlib.Path) and isinstance(base, pathlib.Path):
+        if path.parent == base and path.name != ".." and not path.is_symlink():
+            return
         real_base = pathlib.Path(os.path.realpath(base))
         if not pathlib.Path(os.path.realpath(path)).is_relative_to(real_base):
             raise ArtifactError(f"{what} resolves outside {real_base} (a symlink out of the "
