@@ -13,6 +13,9 @@
    never ran the package), medians of ``--runs`` with min and max:
 
    - ``source``: ``jax.jit`` of the Python body (``jax.jit(jax.grad(...))`` for the gradients);
+   - ``source_eager`` (the gradients): the same eager ``jax.grad`` of a plain library's
+     jitted function (``jax.grad(jax.jit(f))``): two programs and jax's eager operations, the
+     work an eager gradient does without executables, which ``stablehlo`` is compared with;
    - ``stablehlo``: the installed artifacts with shipped executables ignored
      (``HATCH_JAXEXPORT_EXECUTABLES=0``): compiled on the first call;
    - ``shipped``: the installed artifacts, shipped executables used where they match;
@@ -57,7 +60,9 @@ VARIANTS = {"off": None, "x86_64-avx2": ["x86_64-avx2"], "x86_64-avx512": ["x86_
             "both": ["x86_64-avx2", "x86_64-avx512"]}
 WORKLOADS = ["tiny", "mlp", "solve", "deep", "trace_heavy", "grad_vjp", "grad_ad",
              "grad_decorated"]
-MODES = ["source", "stablehlo", "shipped", "floor", "eager_floor"]
+MODES = ["source", "source_eager", "stablehlo", "shipped", "floor", "eager_floor"]
+#: The modes measured for the gradients only.
+GRAD_MODES = ("source_eager", "eager_floor")
 GRADS = ("grad_vjp", "grad_ad")
 
 PROBE = r'''
@@ -100,7 +105,14 @@ def case():
 
 loaded, source, args = case()
 out = {}
-if mode in ("eager-floor-write", "eager-floor"):
+if mode == "source-eager":  # a plain library's jitted function under an eager jax.grad
+    body, post = {"grad_vjp": (nn.mlp_loss.__wrapped__, lambda r: r),
+                  "grad_ad": (nn.mlp_apply.__wrapped__, lambda r: r.sum())}[workload]
+    primals = args[:2] if workload == "grad_ad" else args
+    jitted = jax.jit(body)
+    start = time.perf_counter()
+    jax.block_until_ready(jax.grad(lambda *p: post(jitted(*p)))(*primals))
+elif mode in ("eager-floor-write", "eager-floor"):
     # an eager jax.grad's floor: the same two executables a loader runs (the function's and its
     # VJP's, from its Python body) deserialized from disk under a jax.custom_vjp, no loader
     from jax.experimental import serialize_executable as se
@@ -245,8 +257,8 @@ def probe(python: Path, work: Path, mode: str, workload: str, **extra: str) -> d
     env = {"HATCH_JAXEXPORT_CACHE": "0", "JAX_PLATFORMS": "cpu",
            "HATCH_JAXEXPORT_EXECUTABLES": "0" if mode == "stablehlo" else "1", **extra}
     floor = work / f"floor-{workload}.pkl"
-    probe_mode = {"stablehlo": "loaded", "shipped": "loaded", "eager_floor": "eager-floor"
-                  }.get(mode, mode)
+    probe_mode = {"stablehlo": "loaded", "shipped": "loaded", "eager_floor": "eager-floor",
+                  "source_eager": "source-eager"}.get(mode, mode)
     out = sh([python, work / "probe.py", probe_mode, workload, floor], env=env, cwd=work)
     return json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
 
@@ -279,7 +291,7 @@ def measure(python: Path, work: Path, runs: int) -> dict[str, dict[str, list[flo
     results: dict[str, dict[str, list[float]]] = {}
     for workload in WORKLOADS:
         probe(python, work, "floor-write", workload)
-        modes = MODES if workload in GRADS else MODES[:-1]
+        modes = [m for m in MODES if workload in GRADS or m not in GRAD_MODES]
         if workload in GRADS:
             probe(python, work, "eager-floor-write", workload)
         results[workload] = {mode: [] for mode in modes}
@@ -338,8 +350,8 @@ def tables(built: dict, results: dict) -> list[str]:
                      f"{b['executable_bytes']:,} | {b['build_s']:.1f} s |")
     lines += ["", "First call in a fresh process, every cache empty, ms: median (min-max)", "",
               "| workload | " + " | ".join(MODES) + " | shipped/floor | shipped/eager_floor | "
-              "shipped/source | stablehlo/source | shipped tier |",
-              "|---|" + "---:|" * (len(MODES) + 4) + "---|"]
+              "shipped/source | stablehlo/source | stablehlo/source_eager | shipped tier |",
+              "|---|" + "---:|" * (len(MODES) + 5) + "---|"]
     for workload, by_mode in results.items():
         cells = [f"{med(by_mode[m]):.0f} ({min(by_mode[m]):.0f}-{max(by_mode[m]):.0f})"
                  if m in by_mode else "-" for m in MODES]
@@ -347,7 +359,9 @@ def tables(built: dict, results: dict) -> list[str]:
         ratios = [f"{shipped / med(by_mode['floor']):.2f}",
                   f"{shipped / med(by_mode['eager_floor']):.2f}" if "eager_floor" in by_mode
                   else "-", f"{shipped / med(by_mode['source']):.2f}",
-                  f"{med(by_mode['stablehlo']) / med(by_mode['source']):.2f}"]
+                  f"{med(by_mode['stablehlo']) / med(by_mode['source']):.2f}",
+                  f"{med(by_mode['stablehlo']) / med(by_mode['source_eager']):.2f}"
+                  if "source_eager" in by_mode else "-"]
         tier = ",".join(by_mode.get("shipped_tiers", [])) or "-"
         lines.append(f"| {workload} | " + " | ".join(cells + ratios) + f" | {tier} |")
     return lines + cache_table(results)
