@@ -30,6 +30,7 @@ second one, by default (no jax config changed) and with ``HATCH_JAXEXPORT_JAX_CA
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -256,6 +257,9 @@ def main() -> None:
                         help="only what JAX's persistent cache adds to the loader's own: first "
                              "calls (eager, jit, grad, jit of grad) with and without it")
     args = parser.parse_args()
+    if args.write_docs and importlib.util.find_spec("matplotlib") is None:
+        parser.error("--write-docs draws docs/performance.png with matplotlib, which this "
+                     "interpreter lacks: pip install matplotlib (asked before measuring)")
     with tempfile.TemporaryDirectory(prefix="jaxexport-bench-") as tmp:
         work = Path(tmp)
         print("building wheels and a fresh venv...", flush=True)
