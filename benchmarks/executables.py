@@ -103,12 +103,18 @@ def case():
     return fn, jax.jit(fn.__wrapped__, static_argnames=static), args
 
 
+def eager_parts():
+    """(body, post, primals) of a gradient: the function's Python body, what the caller does
+    with its result, and the arguments the eager ``jax.grad`` runs on."""
+    body, post = {"grad_vjp": (nn.mlp_loss.__wrapped__, lambda r: r),
+                  "grad_ad": (nn.mlp_apply.__wrapped__, lambda r: r.sum())}[workload]
+    return body, post, (args[:2] if workload == "grad_ad" else args)
+
+
 loaded, source, args = case()
 out = {}
 if mode == "source-eager":  # a plain library's jitted function under an eager jax.grad
-    body, post = {"grad_vjp": (nn.mlp_loss.__wrapped__, lambda r: r),
-                  "grad_ad": (nn.mlp_apply.__wrapped__, lambda r: r.sum())}[workload]
-    primals = args[:2] if workload == "grad_ad" else args
+    body, post, primals = eager_parts()
     jitted = jax.jit(body)
     start = time.perf_counter()
     jax.block_until_ready(jax.grad(lambda *p: post(jitted(*p)))(*primals))
@@ -117,9 +123,7 @@ elif mode in ("eager-floor-write", "eager-floor"):
     # VJP's, from its Python body) deserialized from disk under a jax.custom_vjp, no loader
     from jax.experimental import serialize_executable as se
     import pickle
-    body, post = {"grad_vjp": (nn.mlp_loss.__wrapped__, lambda r: r),
-                  "grad_ad": (nn.mlp_apply.__wrapped__, lambda r: r.sum())}[workload]
-    primals = args[:2] if workload == "grad_ad" else args
+    body, post, primals = eager_parts()
     leaves, tree = jax.tree_util.tree_flatten(primals)
     flat_body = lambda *ls: body(*jax.tree_util.tree_unflatten(tree, ls))
     if mode == "eager-floor-write":
