@@ -54,12 +54,13 @@ if TYPE_CHECKING:
 # Imported in functions: the mesh placement (a function with mesh variants), the recorded
 # calls (concrete sizes, a call no structure accepts), the source's calls and their refusals
 # (a call no artifact serves), the recorder (HATCH_JAXEXPORT_RECORD) and the family's source
-# (a transformation a baked VJP or family cannot serve), only where a call
-# needs them: a plain first call imports 2 ms less (benchmarks/first_call_parts.py, "our
-# modules"), and one a shipped executable serves imports none of the source's path.
+# (a transformation a baked VJP or family cannot serve), only where a call needs them: a
+# plain first call imports 2 ms less (benchmarks/first_call_parts.py, "our modules"), and one
+# a shipped executable serves imports none of the source's path.
 
 #: Whether ``HATCH_JAXEXPORT_RECORD`` is on in this process (read once, as the recorder does).
 _RECORDING = record_choice() is not False
+
 
 class _Target:
     """What a (structure, static values, platform) resolves to: an artifact or the source;
