@@ -50,6 +50,15 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["_JAXEXPORT_TEST_CACHE_OWNER"] = str(os.getpid())
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the cache folder this process made in ``pytest_configure`` (each xdist worker
+    its own, the controller its own), so that a test session leaves nothing in the temporary
+    folder: every process that used it, started by a test, has ended by now."""
+    if os.environ.get("_JAXEXPORT_TEST_CACHE_OWNER") == str(os.getpid()):
+        shutil.rmtree(os.environ.pop("HATCH_JAXEXPORT_CACHE"), ignore_errors=True)
+        del os.environ["_JAXEXPORT_TEST_CACHE_OWNER"]
+
+
 #: The test files that take longest (builds, fresh venvs, many fresh processes), heaviest first,
 #: from ``--durations`` of a clean-clone run of ``scripts/test.sh``. They are collected first so
 #: that the xdist workers (``--dist loadfile``: a file stays on one worker) start them at
