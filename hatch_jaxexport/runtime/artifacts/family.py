@@ -222,6 +222,18 @@ class Family:
                 return False
             return True
 
+    def deferred(self, kind: str, batched: bool) -> bool:
+        """Whether ``kind`` is a baked ``jvp`` not deserialized yet, which the primitive binds as
+        it is: reverse mode (an eager ``jax.grad``) only types it, from the primal, and
+        transposes it into the ``vjp``; it is deserialized where it is evaluated (forward mode,
+        ``has``), and a damaged one is found and reported there."""
+        return kind == "jvp" and (kind, batched) in self.loaders and self.has("primal", batched)
+
+    def typed_from_primal(self, kind: str, batched: bool) -> bool:
+        """Whether a bound member's types are the primal's differentiable outputs: a ``jvp``
+        not deserialized (``deferred``, or ``transposable``: not baked, or damaged)."""
+        return kind == "jvp" and (kind, batched) not in self.members
+
     def transposable(self, kind: str, batched: bool) -> bool:
         """Whether ``kind`` is a ``jvp`` that was not baked but can be bound for reverse mode,
         its transpose (the ``vjp``) and the primal that types it being baked."""

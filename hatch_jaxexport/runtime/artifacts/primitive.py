@@ -57,7 +57,8 @@ def call_member(family: Family, kind: str, batched: bool, args: Sequence[Any],
 
     Every rule below goes through here, so a missing member anywhere in a chain of
     transformations falls back to the source instead of failing."""
-    if family.has(kind, batched) or family.transposable(kind, batched):
+    if family.deferred(kind, batched) or family.has(kind, batched) or \
+            family.transposable(kind, batched):
         return list(family_call_p.bind(*args, family=family, kind=kind, batched=batched))
     return list(family.source(kind, batched, why)(*args))
 
@@ -131,8 +132,8 @@ def _family_abstract_eval(*avals: Any, family: Family, kind: str, batched: bool)
     A sharded artifact traced under a mesh with ``Explicit`` axes carries its output
     shardings in the types, as jax's own ``call_exported`` would; elsewhere types carry none."""
     structs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
-    if not family.has(kind, batched):  # a transposable jvp: the primal's differentiable outputs
-        outs = jax.eval_shape(family.exported_call("primal", batched), *structs[:family.n_in])
+    if family.typed_from_primal(kind, batched):  # the primal's differentiable outputs
+        outs = _primal_out_types(family, batched, structs[:family.n_in])
         typed = typed_out_shardings(family.members[("primal", batched)], len(outs))
         outs, typed = [outs[j] for j in family.dout], [typed[j] for j in family.dout]
     else:
@@ -144,6 +145,29 @@ def _family_abstract_eval(*avals: Any, family: Family, kind: str, batched: bool)
 
 
 family_call_p.def_abstract_eval(_family_abstract_eval)
+
+
+@functools.lru_cache(maxsize=1024)
+def _primal_types_seen(family: Family) -> dict[tuple[Any, ...], list[Any]]:
+    """The primal's output types per input types (``types_key``), per family: those it was
+    just evaluated at (``_family_jvp`` under an eager ``jax.grad``) and those traced once."""
+    return {}
+
+
+def types_key(values: Sequence[Any]) -> tuple[Any, ...]:
+    """Shapes and dtypes of ``values`` (arrays, tracers or ``ShapeDtypeStruct``)."""
+    return tuple((tuple(np.shape(v)), str(getattr(v, "dtype", None) or np.result_type(v)))
+                 for v in values)
+
+
+def _primal_out_types(family: Family, batched: bool, structs: Sequence[Any]) -> list[Any]:
+    """The primal's output types at these input types: known where the primal just ran
+    eagerly (reverse mode types its ``jvp`` right after), traced (``eval_shape``) otherwise."""
+    seen = _primal_types_seen(family)
+    key = (batched, types_key(structs))
+    if key not in seen:
+        seen[key] = list(jax.eval_shape(family.exported_call("primal", batched), *structs))
+    return seen[key]
 
 
 def _family_lowering(ctx: Any, *args: Any, family: Family, kind: str, batched: bool) -> Any:
@@ -309,6 +333,10 @@ def _family_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, family: Fami
         _prepare_reverse(family, primals, tangents)
     outs = call_member(family, kind, batched, primals, f"jax.jvp of {kind}")
     if kind == "primal":
+        if not any(isinstance(o, jax.core.Tracer) for o in outs):  # ran eagerly: its types
+            _primal_types_seen(family).setdefault(
+                (batched, types_key(primals[:family.n_in])),
+                [jax.ShapeDtypeStruct(np.shape(o), o.dtype) for o in outs])
         return outs, _jvp_of_primal(family, batched, primals, tangents, outs)
     if kind in ("jvp", "vjp"):
         total = _jvp_of_linear(family, kind, batched, primals, tangents)

@@ -114,6 +114,45 @@ def test_strict_mode_names_the_transformation_that_needed_a_missing_artifact(ad_
     assert out["vmap_ad0"] == []
 
 
+MEMBERS_READ = """
+import json, os, sys
+import jax, jax.numpy as jnp
+import jxe_ad as m
+folder = os.path.join(os.path.dirname(m.__file__), "_jaxexport")
+with open(os.path.join(folder, "manifest.json")) as f:
+    kinds = {r["file"]: r["kind"] for r in json.load(f)["artifacts"]
+             if r["function"] == "jxe_ad.array1"}
+opened = []
+sys.addaudithook(lambda event, args: opened.append(os.path.basename(os.fsdecode(args[0])))
+                 if event == "open" and isinstance(args[0], (str, bytes)) else None)
+source = m.array1.__wrapped__
+x = jnp.linspace(0.1, 1.0, 4)
+out = {}
+for name, run, expected in (
+        ("grad", lambda f: jax.grad(lambda x: f(x).sum())(x), None),
+        ("jit_grad", lambda f: jax.jit(jax.grad(lambda x: f(x).sum()))(x + 1.0), None),
+        ("jvp", lambda f: jax.jvp(f, (x,), (x + 0.5,))[1], None)):
+    opened.clear()
+    value = run(m.array1)
+    out[name] = sorted({kinds[f] for f in opened if f in kinds})
+    out[name + "_equal"] = bool(jnp.allclose(value, run(source), rtol=1e-5))
+print(json.dumps(out))
+"""
+
+
+def test_reverse_mode_never_reads_the_jvp_member(ad_site, run_python):
+    """An eager ``jax.grad`` and ``jax.jit(jax.grad(...))`` of an ``ad_order`` function type
+    its ``jvp`` member from the primal and transpose it into the ``vjp``: the ``jvp`` blob is
+    read (and deserialized) only by forward mode, which evaluates it. Every result equals the
+    source's."""
+    out = json.loads(run_python(MEMBERS_READ, env={"PYTHONPATH": str(ad_site),
+                                                   "HATCH_JAXEXPORT_STRICT": "1"}).stdout)
+    assert out["grad"] == ["primal", "vjp"]
+    assert out["jit_grad"] == []  # both members already read; the jvp still not
+    assert out["jvp"] == ["jvp"]
+    assert out["grad_equal"] and out["jit_grad_equal"] and out["jvp_equal"]
+
+
 def test_build_reports_and_inspect_shows_companion_artifacts(ad_site):
     manifest = json.loads((ad_site / "jxe_ad" / "_jaxexport" / "manifest.json").read_text())
     members = sorted((r["kind"], r["batched"]) for r in manifest["artifacts"]
