@@ -149,12 +149,12 @@ family_call_p.def_abstract_eval(_family_abstract_eval)
 
 @functools.lru_cache(maxsize=1024)
 def _primal_types_seen(family: Family) -> dict[tuple[Any, ...], list[Any]]:
-    """The primal's output types per input types (``types_key``), per family: those it was
+    """The primal's output types per input types (``_types_key``), per family: those it was
     just evaluated at (``_family_jvp`` under an eager ``jax.grad``) and those traced once."""
     return {}
 
 
-def types_key(values: Sequence[Any]) -> tuple[Any, ...]:
+def _types_key(values: Sequence[Any]) -> tuple[Any, ...]:
     """Shapes and dtypes of ``values`` (arrays, tracers or ``ShapeDtypeStruct``)."""
     return tuple((tuple(np.shape(v)), str(getattr(v, "dtype", None) or np.result_type(v)))
                  for v in values)
@@ -164,7 +164,7 @@ def _primal_out_types(family: Family, batched: bool, structs: Sequence[Any]) -> 
     """The primal's output types at these input types: known where the primal just ran
     eagerly (reverse mode types its ``jvp`` right after), traced (``eval_shape``) otherwise."""
     seen = _primal_types_seen(family)
-    key = (batched, types_key(structs))
+    key = (batched, _types_key(structs))
     if key not in seen:
         seen[key] = list(jax.eval_shape(family.exported_call("primal", batched), *structs))
     return seen[key]
@@ -312,7 +312,7 @@ def _prepare_reverse(family: Family, primals: Sequence[Any], tangents: Sequence[
             any(isinstance(p, tracer) for p in primals) or \
             not any(isinstance(t, tracer) for t in tangents):
         return
-    types = tuple((np.shape(p), str(getattr(p, "dtype", type(p)))) for p in primals)
+    types = _types_key(primals)
     if types in _prepared_types(family):
         return
     _prepared_types(family).add(types)
@@ -335,7 +335,7 @@ def _family_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, family: Fami
     if kind == "primal":
         if not any(isinstance(o, jax.core.Tracer) for o in outs):  # ran eagerly: its types
             _primal_types_seen(family).setdefault(
-                (batched, types_key(primals[:family.n_in])),
+                (batched, _types_key(primals[:family.n_in])),
                 [jax.ShapeDtypeStruct(np.shape(o), o.dtype) for o in outs])
         return outs, _jvp_of_primal(family, batched, primals, tangents, outs)
     if kind in ("jvp", "vjp"):
