@@ -16,6 +16,9 @@
    - ``source_eager`` (the gradients): the same eager ``jax.grad`` of a plain library's
      jitted function (``jax.grad(jax.jit(f))``): two programs and jax's eager operations, the
      work an eager gradient does without executables, which ``stablehlo`` is compared with;
+   - ``jax_export`` (the gradients): jax's own runtime of the same StableHLO, no loader: the
+     function exported by ``jax.export`` with its VJP (``vjp_order=1``), deserialized and
+     called under the same eager ``jax.grad``;
    - ``stablehlo``: the installed artifacts with shipped executables ignored
      (``HATCH_JAXEXPORT_EXECUTABLES=0``): compiled on the first call;
    - ``shipped``: the installed artifacts, shipped executables used where they match;
@@ -30,14 +33,21 @@
    jax's persistent cache (every entry kept), with the XLA compiles each process ran: the
    loaded function with the loader's caches only (the default), and with jax's persistent
    cache too, as a user who configured it for the source has it for every library (it also
-   keeps the eager operations jax compiles around an eager ``jax.grad``).
+   keeps the eager operations jax compiles around an eager ``jax.grad``); and the second
+   process's floor: ``eager_floor`` with jax's persistent cache (both executables at hand,
+   jax's eager operations from its cache).
 
 5. Each argument kind a scalar ``float32[]`` input is given as (a Python float, numpy scalars
    of both widths, 0-d arrays, jax arrays, weak-typed or not): which tier served the first
    call (``call_report()``) and its time against the source's.
 
-Then the ratios the issue targets: shipped / floor and shipped / source. ``--write-docs``
-appends the tables to ``docs/performance-results.md`` under "Precompiled executables".
+Then the ratios the issue targets: shipped / floor and shipped / source; for the gradients
+also ``stablehlo`` against ``source + jax's eager ops``: the source's one program plus what an
+eager ``jax.grad`` adds to any gradient (``eager_floor - floor``: jax's seed and the caller's
+eager operations, each lowered and compiled in the process): what an eager gradient compiled
+on the machine costs at the least, give or take the source's tracing (its VJP's program is the
+source's forward and backward). ``--write-docs`` appends the tables to
+``docs/performance-results.md`` under "Precompiled executables".
 """
 
 from __future__ import annotations
@@ -60,9 +70,9 @@ VARIANTS = {"off": None, "x86_64-avx2": ["x86_64-avx2"], "x86_64-avx512": ["x86_
             "both": ["x86_64-avx2", "x86_64-avx512"]}
 WORKLOADS = ["tiny", "mlp", "solve", "deep", "trace_heavy", "grad_vjp", "grad_ad",
              "grad_decorated"]
-MODES = ["source", "source_eager", "stablehlo", "shipped", "floor", "eager_floor"]
+MODES = ["source", "source_eager", "jax_export", "stablehlo", "shipped", "floor", "eager_floor"]
 #: The modes measured for the gradients only.
-GRAD_MODES = ("source_eager", "eager_floor")
+GRAD_MODES = ("source_eager", "jax_export", "eager_floor")
 GRADS = ("grad_vjp", "grad_ad")
 
 PROBE = r'''
@@ -118,6 +128,19 @@ if mode == "source-eager":  # a plain library's jitted function under an eager j
     jitted = jax.jit(body)
     start = time.perf_counter()
     jax.block_until_ready(jax.grad(lambda *p: post(jitted(*p)))(*primals))
+elif mode in ("jax-export-write", "jax-export"):
+    # jax's own runtime of the same StableHLO: the function exported by jax.export with its VJP
+    # (vjp_order=1), deserialized and called under the same eager jax.grad, no loader
+    body, post, primals = eager_parts()
+    if mode == "jax-export-write":
+        exported = jax.export.export(jax.jit(body))(*primals)
+        with open(floor_file + ".jxe", "wb") as f:
+            f.write(exported.serialize(vjp_order=1))
+        sys.exit(0)
+    start = time.perf_counter()
+    with open(floor_file + ".jxe", "rb") as f:
+        exported = jax.export.deserialize(bytearray(f.read()))
+    jax.block_until_ready(jax.grad(lambda *p: post(exported.call(*p)))(*primals))
 elif mode in ("eager-floor-write", "eager-floor"):
     # an eager jax.grad's floor: the same two executables a loader runs (the function's and its
     # VJP's, from its Python body) deserialized from disk under a jax.custom_vjp, no loader
@@ -262,7 +285,7 @@ def probe(python: Path, work: Path, mode: str, workload: str, **extra: str) -> d
            "HATCH_JAXEXPORT_EXECUTABLES": "0" if mode == "stablehlo" else "1", **extra}
     floor = work / f"floor-{workload}.pkl"
     probe_mode = {"stablehlo": "loaded", "shipped": "loaded", "eager_floor": "eager-floor",
-                  "source_eager": "source-eager"}.get(mode, mode)
+                  "source_eager": "source-eager", "jax_export": "jax-export"}.get(mode, mode)
     out = sh([python, work / "probe.py", probe_mode, workload, floor], env=env, cwd=work)
     return json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
 
@@ -271,7 +294,9 @@ def cache_pairs(python: Path, work: Path, workload: str, run: int) -> dict[str, 
     """Without shipped executables, caches on as a user has them: a first process on an empty
     cache, then a second right after it. Source: ``jax.jit`` with jax's persistent cache (every
     entry kept); loaded: the loader's own caches (``HATCH_JAXEXPORT_CACHE``), and those with
-    jax's persistent cache too (a folder of its own)."""
+    jax's persistent cache too (a folder of its own); and the eager floor (``eager_floor``)
+    with jax's persistent cache: what a second process's eager ``jax.grad`` costs when both
+    executables are at hand and jax's own eager operations come from its cache."""
     def jax_cache(name: str) -> dict[str, str]:
         return {"JAX_COMPILATION_CACHE_DIR": str(work / f"jax-cache-{name}-{workload}-{run}"),
                 "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
@@ -282,7 +307,8 @@ def cache_pairs(python: Path, work: Path, workload: str, run: int) -> dict[str, 
     found = {}
     for name, mode, env in (("source_cache", "source", jax_cache("source")),
                             ("loaded_cache", "stablehlo", ours("loaded")),
-                            ("both_cache", "stablehlo", {**ours("both"), **jax_cache("both")})):
+                            ("both_cache", "stablehlo", {**ours("both"), **jax_cache("both")}),
+                            ("floor_cache", "eager_floor", jax_cache("floor"))):
         for phase in ("cold", "warm"):
             result = probe(python, work, mode, workload, **env)
             found[f"{name}_{phase}"] = result["first_call_s"] * 1e3
@@ -298,6 +324,7 @@ def measure(python: Path, work: Path, runs: int) -> dict[str, dict[str, list[flo
         modes = [m for m in MODES if workload in GRADS or m not in GRAD_MODES]
         if workload in GRADS:
             probe(python, work, "eager-floor-write", workload)
+            probe(python, work, "jax-export-write", workload)
         results[workload] = {mode: [] for mode in modes}
         for _ in range(runs):
             for mode in modes:  # interleaved: machine load hits every mode alike
@@ -354,8 +381,9 @@ def tables(built: dict, results: dict) -> list[str]:
                      f"{b['executable_bytes']:,} | {b['build_s']:.1f} s |")
     lines += ["", "First call in a fresh process, every cache empty, ms: median (min-max)", "",
               "| workload | " + " | ".join(MODES) + " | shipped/floor | shipped/eager_floor | "
-              "shipped/source | stablehlo/source | stablehlo/source_eager | shipped tier |",
-              "|---|" + "---:|" * (len(MODES) + 5) + "---|"]
+              "shipped/source | stablehlo/source | stablehlo/source_eager | "
+              "stablehlo/jax_export | source + jax's eager ops | stablehlo/that | shipped tier |",
+              "|---|" + "---:|" * (len(MODES) + 8) + "---|"]
     for workload, by_mode in results.items():
         cells = [f"{med(by_mode[m]):.0f} ({min(by_mode[m]):.0f}-{max(by_mode[m]):.0f})"
                  if m in by_mode else "-" for m in MODES]
@@ -364,8 +392,15 @@ def tables(built: dict, results: dict) -> list[str]:
                   f"{shipped / med(by_mode['eager_floor']):.2f}" if "eager_floor" in by_mode
                   else "-", f"{shipped / med(by_mode['source']):.2f}",
                   f"{med(by_mode['stablehlo']) / med(by_mode['source']):.2f}",
-                  f"{med(by_mode['stablehlo']) / med(by_mode['source_eager']):.2f}"
-                  if "source_eager" in by_mode else "-"]
+                  *(f"{med(by_mode['stablehlo']) / med(by_mode[m]):.2f}" if m in by_mode
+                    else "-" for m in ("source_eager", "jax_export"))]
+        if "eager_floor" in by_mode:  # the source's one program plus what jax's eager
+            # jax.grad adds to any gradient (its seed and the caller's eager operations)
+            eager_ops = med(by_mode["eager_floor"]) - med(by_mode["floor"])
+            with_ops = med(by_mode["source"]) + eager_ops
+            ratios += [f"{with_ops:.0f}", f"{med(by_mode['stablehlo']) / with_ops:.2f}"]
+        else:
+            ratios += ["-", "-"]
         tier = ",".join(by_mode.get("shipped_tiers", [])) or "-"
         lines.append(f"| {workload} | " + " | ".join(cells + ratios) + f" | {tier} |")
     return lines + cache_table(results)
@@ -379,7 +414,9 @@ def cache_table(results: dict) -> list[str]:
              "| workload | source 1st | loaded 1st | loaded/source 1st | source 2nd | "
              "loaded 2nd | loaded/source 2nd | compiles 1st: source, loaded | "
              "compiles 2nd: source, loaded | loaded 2nd, jax's cache too | its ratio | "
-             "its compiles 2nd |", "|---|" + "---:|" * 6 + "---|---|---:|---:|---|"]
+             "its compiles 2nd | eager floor 2nd, jax's cache | floor/source 2nd | "
+             "loaded with jax's cache/floor 2nd |",
+             "|---|" + "---:|" * 6 + "---|---|---:|---:|---|" + "---:|" * 3]
     for workload, found in results.items():
         if "source_cache_cold" not in found:
             continue
@@ -387,11 +424,12 @@ def cache_table(results: dict) -> list[str]:
         warm_s, warm_l = med(found["source_cache_warm"]), med(found["loaded_cache_warm"])
         counts = [f"{max(found[f'source_cache_{p}_compiles'])}, "
                   f"{max(found[f'loaded_cache_{p}_compiles'])}" for p in ("cold", "warm")]
-        warm_b = med(found["both_cache_warm"])
+        warm_b, warm_f = med(found["both_cache_warm"]), med(found["floor_cache_warm"])
         lines.append(f"| {workload} | {cold_s:.0f} | {cold_l:.0f} | {cold_l / cold_s:.2f} | "
                      f"{warm_s:.0f} | {warm_l:.0f} | {warm_l / warm_s:.2f} | {counts[0]} | "
                      f"{counts[1]} | {warm_b:.0f} | {warm_b / warm_s:.2f} | "
-                     f"{max(found['both_cache_warm_compiles'])} |")
+                     f"{max(found['both_cache_warm_compiles'])} | {warm_f:.0f} | "
+                     f"{warm_f / warm_s:.2f} | {warm_b / warm_f:.2f} |")
     return lines
 
 
