@@ -156,7 +156,7 @@ def _primal_types_seen(family: Family) -> dict[tuple[Any, ...], list[Any]]:
 
 def _types_key(values: Sequence[Any]) -> tuple[Any, ...]:
     """Shapes and dtypes of ``values`` (arrays, tracers or ``ShapeDtypeStruct``)."""
-    return tuple((tuple(np.shape(v)), str(getattr(v, "dtype", None) or np.result_type(v)))
+    return tuple((tuple(np.shape(v)), str(v.dtype if hasattr(v, "dtype") else np.result_type(v)))
                  for v in values)
 
 
