@@ -140,13 +140,14 @@ print(json.dumps(out))
 """
 
 
-def test_reverse_mode_never_reads_the_jvp_member(ad_site, run_python):
+def test_reverse_mode_never_reads_the_jvp_member(ad_site, run_python, tmp_path):
     """An eager ``jax.grad`` and ``jax.jit(jax.grad(...))`` of an ``ad_order`` function type
     its ``jvp`` member from the primal and transpose it into the ``vjp``: the ``jvp`` blob is
     read (and deserialized) only by forward mode, which evaluates it. Every result equals the
-    source's."""
-    out = json.loads(run_python(MEMBERS_READ, env={"PYTHONPATH": str(ad_site),
-                                                   "HATCH_JAXEXPORT_STRICT": "1"}).stdout)
+    source's. An executable cache of its own: what other tests cached changes no read."""
+    out = json.loads(run_python(MEMBERS_READ, env={
+        "PYTHONPATH": str(ad_site), "HATCH_JAXEXPORT_STRICT": "1",
+        "HATCH_JAXEXPORT_CACHE": str(tmp_path / "cache")}).stdout)
     assert out["grad"] == ["primal", "vjp"]
     assert out["jit_grad"] == []  # both members already read; the jvp still not
     assert out["jvp"] == ["jvp"]
