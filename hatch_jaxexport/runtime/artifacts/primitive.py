@@ -150,7 +150,8 @@ family_call_p.def_abstract_eval(_family_abstract_eval)
 @functools.lru_cache(maxsize=1024)
 def _primal_types_seen(family: Family) -> dict[tuple[Any, ...], list[Any]]:
     """The primal's output types per input types (``_types_key``), per family: those it was
-    just evaluated at (``_family_jvp`` under an eager ``jax.grad``) and those traced once."""
+    just evaluated at (``_family_jvp`` under an eager ``jax.grad``) and those traced once
+    (``_primal_out_types``, for the abstract evaluation and the reverse-mode preparation)."""
     return {}
 
 
@@ -318,7 +319,7 @@ def _prepare_reverse(family: Family, primals: Sequence[Any], tangents: Sequence[
     _prepared_types(family).add(types)
 
     def settle() -> None:
-        outs = jax.eval_shape(family.exported_call("primal", False), *primals)
+        outs = _primal_out_types(family, False, primals[:family.n_in])
         cotangents = [jax.ShapeDtypeStruct(outs[j].shape, outs[j].dtype) for j in family.dout]
         _jitted_member(family, "vjp", False).prepare(  # type: ignore[attr-defined]
             (*primals[:family.n_in], *cotangents))
