@@ -284,8 +284,7 @@ def probe(python: Path, work: Path, mode: str, workload: str, **extra: str) -> d
     env = {"HATCH_JAXEXPORT_CACHE": "0", "JAX_PLATFORMS": "cpu",
            "HATCH_JAXEXPORT_EXECUTABLES": "0" if mode == "stablehlo" else "1", **extra}
     floor = work / f"floor-{workload}.pkl"
-    probe_mode = {"stablehlo": "loaded", "shipped": "loaded", "eager_floor": "eager-floor",
-                  "source_eager": "source-eager", "jax_export": "jax-export"}.get(mode, mode)
+    probe_mode = "loaded" if mode in ("stablehlo", "shipped") else mode.replace("_", "-")
     out = sh([python, work / "probe.py", probe_mode, workload, floor], env=env, cwd=work)
     return json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
 
