@@ -288,6 +288,62 @@ def evaluate_dim(dim: str, env: Mapping[str, int]) -> int:
     return _eval(_dim_ast(dim), env)
 
 
+@functools.lru_cache(maxsize=4096)
+def aval_parts(text: str) -> tuple[str, tuple[str, ...]] | None:
+    """The dtype name and dimensions of a type as jax prints it and a manifest records it
+    (``float32[batch,8]``, ``int32[]``); ``None`` for a text outside this grammar (an extended
+    dtype such as ``key<fry>[]``, a weak type's suffix, a dimension jax writes otherwise)."""
+    dtype, bracket, rest = text.partition("[")
+    if not bracket or not rest.endswith("]") or not dtype.isidentifier():
+        return None
+    try:
+        return dtype, parse_shape(rest[:-1])
+    except ValueError:
+        return None
+
+
+def typed_outputs(in_avals: Sequence[str], out_avals: Sequence[str],
+                  in_types: Sequence[tuple[tuple[int, ...], str]]
+                  ) -> list[tuple[tuple[int, ...], str]] | None:
+    """The output types (shape, dtype name) of an artifact whose manifest record lists
+    ``in_avals`` and ``out_avals`` (``aval_parts``), called with ``in_types``.
+
+    The input dimensions that are a bare symbol bind it; every other input dimension is
+    checked against the call's, and each output dimension is evaluated. This types a member
+    of a transformation family without reading its StableHLO (which ``jax.eval_shape`` of its
+    ``Exported`` would deserialize). ``None`` wherever the texts do not say exactly: a text
+    outside the grammar, a symbol no input binds, a call of other types. The caller then
+    types the call from the artifact itself."""
+    if len(in_avals) != len(in_types):
+        return None
+    env: dict[str, int] = {}
+    derived: list[tuple[str, int]] = []
+    for text, (shape, dtype) in zip(in_avals, in_types, strict=True):
+        parts = aval_parts(text)
+        if parts is None or parts[0] != dtype or len(parts[1]) != len(shape):
+            return None
+        for dim, size in zip(parts[1], shape, strict=True):
+            if dim.isdigit():
+                if int(dim) != size:
+                    return None
+            elif dim.isidentifier():
+                if env.setdefault(dim, size) != size:
+                    return None
+            else:
+                derived.append((dim, size))
+    outputs = [aval_parts(text) for text in out_avals]
+    try:
+        if any(evaluate_dim(dim, env) != size for dim, size in derived):
+            return None
+        typed = [(tuple(evaluate_dim(dim, env) for dim in parts[1]), parts[0])
+                 for parts in outputs if parts is not None]
+    except (KeyError, ValueError, ZeroDivisionError):
+        return None
+    if len(typed) != len(outputs) or any(size < 0 for shape, _ in typed for size in shape):
+        return None
+    return typed
+
+
 def parse_constraint(raw: str) -> str:
     """Validate a jax.export constraint (``"a >= 2"``, ``"b <= 10"``, ``"c == 2*a"``)."""
     if not isinstance(raw, str):
@@ -323,6 +379,6 @@ def constraint_symbols(constraint: str) -> frozenset[str]:
                      if isinstance(n, ast.Name) and n.id not in DIM_FUNCTIONS)
 
 
-__all__ = ["DIM_FUNCTIONS", "SHAPE_GRAMMAR", "check_constraint", "constraint_symbols",
-           "dim_symbols", "evaluate_dim", "find_shape_problem", "parse_constraint",
-           "parse_shape", "shape_message"]
+__all__ = ["DIM_FUNCTIONS", "SHAPE_GRAMMAR", "aval_parts", "check_constraint",
+           "constraint_symbols", "dim_symbols", "evaluate_dim", "find_shape_problem",
+           "parse_constraint", "parse_shape", "shape_message", "typed_outputs"]

@@ -13,18 +13,18 @@ meaning, where ``x`` are the primal inputs, ``t``/``u`` tangents of the differen
 - ``vjp_jvp(x, c, u) -> (sum_k c_k f_k'') u``  (bilinear; transposes to jvp_jvp)
 
 The build exports each member from the definitions here (``member_function``); at run time a
-``Family`` holds the members that were baked, deserializes them on first use, and evaluates a
-member that was not baked (third order, ``ad_order`` too low, a skipped export) from the source,
-with a ``FallbackWarning`` (``ArtifactError`` in strict mode). The JAX primitive that maps each
-transformation to another member lives in ``runtime/artifacts/primitive.py``; this module
-imports no jax at import time, because the build orchestrator and its workers import it
-before jax is checked.
+``Family`` holds the members that were baked, reads them on first use and deserializes them
+only where an ``Exported`` is needed, and evaluates a member that was not baked (third order,
+``ad_order`` too low, a skipped export) from the source, with a ``FallbackWarning``
+(``ArtifactError`` in strict mode). The JAX primitive that maps each transformation to another
+member lives in ``runtime/artifacts/primitive.py``; this module imports no jax at import time,
+because the build orchestrator and its workers import it before jax is checked.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 # Imported in functions: the errors and notices of a missing member, only when one is missing.
@@ -144,6 +144,34 @@ def member_avals(kind: str, in_avals: Sequence[Any], out_avals: Sequence[Any],
             "vjp_jvp": x + c + t}[kind]
 
 
+def batched_aval(text: str) -> str:
+    """A type as the manifest writes it for a member exported from ``jax.vmap``: the batch
+    dimension first (``float32[n]`` -> ``float32[jxe_batch,n]``)."""
+    dtype, _, rest = text.partition("[")
+    return f"{dtype}[{BATCH_SYMBOL}{'' if rest == ']' else ','}{rest}"
+
+
+def members_agree(in_avals: Sequence[str], out_avals: Sequence[str],
+                  members: Mapping[tuple[str, bool], tuple[Sequence[str], Sequence[str]]],
+                  din: tuple[int, ...], dout: tuple[int, ...]) -> bool:
+    """Whether each member's manifest types (``members``: inputs and outputs by member) are
+    those its definition gives from the primal's (``member_avals``).
+
+    The manifest says a family's types several times over, so a record whose text was
+    damaged disagrees with the others: the loader then types the family from its
+    ``Exported`` instead of trusting the text."""
+    for (kind, batched), (member_in, member_out) in members.items():
+        x = [batched_aval(t) for t in in_avals] if batched else list(in_avals)
+        y = [batched_aval(t) for t in out_avals] if batched else list(out_avals)
+        differentiable_in, differentiable_out = [x[i] for i in din], [y[j] for j in dout]
+        outs = {"primal": y, "jvp": differentiable_out, "jvp_jvp": differentiable_out,
+                "vjp": differentiable_in, "vjp_jvp": differentiable_in}.get(kind)
+        if outs is None or list(member_out) != outs or \
+                list(member_in) != member_avals(kind, x, y, din, dout):
+            return False
+    return True
+
+
 # --------------------------------------------------------------------------------------------
 # The family
 
@@ -164,8 +192,11 @@ class Family:
 
     The primitive's rules (``runtime/artifacts/primitive.py``) ask it whether a member is usable
     (``has``), for a flat callable of a member's ``Exported`` (``exported_call``) and for the
-    member evaluated from source (``source``). Members other than the primal deserialize on
-    first use: most calls never differentiate or batch.
+    member evaluated from source (``source``). A member is *read* on first use (its blob,
+    checked against the manifest's hash: most calls never differentiate or batch) and
+    *deserialized* only where something needs its ``Exported``: an eager call served by a
+    shipped or cached executable never does, and the primal's output types come from the
+    manifest's text where it says them exactly (``primal_out_types``).
 
     A ``jvp`` that was not baked while its partner ``vjp`` was (``vjp_order`` without
     ``ad_order``) is *transposable* (``transposable``): the primitive binds it all the same,
@@ -174,7 +205,7 @@ class Family:
     missing one of them was skipped at build time, any other one needs an option set.
     """
 
-    def __init__(self, name: str, members: dict[tuple[str, bool], Any], in_tree: Any,
+    def __init__(self, name: str, programs: dict[tuple[str, bool], Any], in_tree: Any,
                  out_tree: Any, in_dtypes: Sequence[Any], out_dtypes: Sequence[Any],
                  source_flat: Callable[..., tuple[Any, ...]],
                  on_missing: Callable[[str], None],
@@ -182,10 +213,14 @@ class Family:
                  loaders: dict[tuple[str, bool], Callable[[], Any]] | None = None,
                  wanted: frozenset[str] = frozenset(),
                  eager: Callable[[tuple[str, bool], Callable[[], Any]], Any] | None = None,
+                 sharded: bool = False,
+                 primal_avals: dict[bool, tuple[Sequence[str], Sequence[str]]] | None = None,
                  ) -> None:
         self.name = name
-        self.members = members  # (kind, batched) -> Exported
-        self.loaders = dict(loaders or {})  # members deserialized on first use
+        #: (kind, batched) -> the member's program: its checked blob, with an ``exported()``
+        #: that deserializes it once (``artifacts.program.ArtifactProgram``).
+        self.programs = programs
+        self.loaders = dict(loaders or {})  # members read on first use: their programs
         self.broken: dict[tuple[str, bool], str] = {}  # members that failed to load, and why
         self.in_tree, self.out_tree = in_tree, out_tree
         self.n_in = len(in_dtypes)
@@ -199,40 +234,65 @@ class Family:
         #: ``jax.jit``: the loader's, through shipped and cached executables; ``None``: the
         #: ``jax.jit`` itself.
         self.eager = eager
+        #: A sharded variant's: its outputs' shardings can be types (``placement``).
+        self.sharded = sharded
+        #: batched -> the primal's manifest types (``in_avals``, ``out_avals``).
+        self.primal_avals = dict(primal_avals or {})
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"Family({self.name})"
 
     def has(self, kind: str, batched: bool) -> bool:
-        """Whether the member is baked and usable (deserializing it on first use)."""
+        """Whether the member is baked and usable (reading and checking its blob on first
+        use)."""
         key = (kind, batched)
-        if key in self.members:
+        if key in self.programs:
             return True
         with self._lock:
             loader = self.loaders.pop(key, None)
             if loader is None:
-                return key in self.members
+                return key in self.programs
             from hatch_jaxexport.errors import ArtifactError
 
             try:
-                self.members[key] = loader()
+                self.programs[key] = loader()
             except ArtifactError as err:
                 self.broken[key] = str(err)  # reported by ``source`` when it is needed
                 return False
             return True
 
+    def exported(self, kind: str, batched: bool) -> Any | None:
+        """The member's ``Exported``, deserialized once; ``None`` where jax cannot read a blob
+        that passed its hash (the member is unusable from then on: ``has`` is false and
+        ``source`` says why). The primal's own ``UnreadableArtifact`` is raised: the artifact
+        as a whole is unusable, and the loader gives way to the source for good."""
+        program = self.programs.get((kind, batched))
+        if program is None:
+            return None
+        from hatch_jaxexport.errors import ArtifactError
+
+        try:
+            return program.exported()
+        except ArtifactError as err:
+            with self._lock:
+                self.broken[(kind, batched)] = str(err)
+                self.programs.pop((kind, batched), None)
+            if (kind, batched) == ("primal", False):
+                raise
+            return None
+
     def deferred(self, kind: str, batched: bool) -> bool:
-        """Whether ``kind`` is a baked ``jvp`` not deserialized yet, which the primitive binds as
-        it is: reverse mode (an eager ``jax.grad``) only types it, from the primal, and
-        transposes it into the ``vjp``; it is deserialized where it is evaluated (forward mode,
+        """Whether ``kind`` is a baked ``jvp`` not read yet, which the primitive binds as it
+        is: reverse mode (an eager ``jax.grad``) only types it, from the primal, and
+        transposes it into the ``vjp``; it is read where it is evaluated (forward mode,
         ``has``), and a damaged one is found and reported there."""
         return kind == "jvp" and (kind, batched) in self.loaders and self.has("primal", batched)
 
     def typed_from_primal(self, kind: str, batched: bool) -> bool:
         """Whether a bound member's types are the primal's differentiable outputs: a ``jvp``
-        not deserialized (``deferred``, or ``transposable``: not baked, or damaged)."""
-        return kind == "jvp" and (kind, batched) not in self.members
+        not read (``deferred``, or ``transposable``: not baked, or damaged)."""
+        return kind == "jvp" and (kind, batched) not in self.programs
 
     def transposable(self, kind: str, batched: bool) -> bool:
         """Whether ``kind`` is a ``jvp`` that was not baked but can be bound for reverse mode,
@@ -240,9 +300,24 @@ class Family:
         return kind == "jvp" and not self.has(kind, batched) and \
             self.has("vjp", batched) and self.has("primal", batched)
 
+    def primal_out_types(self, batched: bool, in_types: Sequence[tuple[tuple[int, ...], str]]
+                         ) -> list[tuple[tuple[int, ...], str]] | None:
+        """The primal's output types (shape, dtype name) at ``in_types``, from the manifest's
+        text (``formats.dimensions.typed_outputs``); ``None`` where it does not say exactly."""
+        avals = self.primal_avals.get(batched)
+        if avals is None:
+            return None
+        from hatch_jaxexport.formats.dimensions import typed_outputs
+
+        return typed_outputs(avals[0], avals[1], in_types)
+
     def exported_call(self, kind: str, batched: bool) -> Callable[..., list[Any]]:
-        """A flat callable running the member's ``Exported``."""
-        return flat_call(self.members[(kind, batched)])
+        """A flat callable running the member's ``Exported``; the member evaluated from
+        source where jax cannot read its blob (``exported``), as ``source`` tells."""
+        exported = self.exported(kind, batched)
+        if exported is None:
+            return self.source(kind, batched, "this call")
+        return flat_call(exported)
 
     def source(self, kind: str, batched: bool, why: str, reason: str | None = None
                ) -> Callable[..., Any]:
@@ -278,6 +353,6 @@ def warn_or_raise(name: str, strict: bool) -> Callable[[str], None]:
     return on_missing
 
 
-__all__ = ["BATCH_SYMBOL", "Family",
-           "flat_call", "inexact_indices", "member_avals", "member_function", "on_inexact",
-           "option_advice", "source_call", "source_flat", "warn_or_raise"]
+__all__ = ["BATCH_SYMBOL", "Family", "batched_aval", "flat_call", "inexact_indices",
+           "member_avals", "member_function", "members_agree", "on_inexact", "option_advice",
+           "source_call", "source_flat", "warn_or_raise"]

@@ -35,7 +35,6 @@ from jax.interpreters import ad, batching, mlir
 
 from hatch_jaxexport.runtime.artifacts.family import Family
 from hatch_jaxexport.runtime.artifacts.native_vjp import settle_in_background
-from hatch_jaxexport.runtime.artifacts.placement import typed_out_shardings
 from hatch_jaxexport.runtime.jaxcompat import (
     evaluating_eagerly,
     lapack_init_skipped,
@@ -127,21 +126,36 @@ family_call_p.def_impl(_family_impl)
 
 
 def _family_abstract_eval(*avals: Any, family: Family, kind: str, batched: bool) -> list[Any]:
-    """The member's output types, from its ``Exported`` (``eval_shape``, nothing runs).
+    """The member's output types, nothing run: the primal's and a ``jvp``'s from the primal's
+    (``_primal_out_types``: the manifest, or the types it just ran at), another member's from
+    its ``Exported`` (``eval_shape``).
 
     A sharded artifact traced under a mesh with ``Explicit`` axes carries its output
     shardings in the types, as jax's own ``call_exported`` would; elsewhere types carry none."""
     structs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
-    if family.typed_from_primal(kind, batched):  # the primal's differentiable outputs
+    if kind == "primal" or family.typed_from_primal(kind, batched):
         outs = _primal_out_types(family, batched, structs[:family.n_in])
-        typed = typed_out_shardings(family.members[("primal", batched)], len(outs))
-        outs, typed = [outs[j] for j in family.dout], [typed[j] for j in family.dout]
+        typed = _out_shardings(family, "primal", batched, len(outs))
+        if kind != "primal":  # a jvp: the primal's differentiable outputs
+            outs, typed = [outs[j] for j in family.dout], [typed[j] for j in family.dout]
     else:
         outs = jax.eval_shape(family.exported_call(kind, batched), *structs)
-        typed = typed_out_shardings(family.members[(kind, batched)], len(outs))
+        typed = _out_shardings(family, kind, batched, len(outs))
     return [jax.core.ShapedArray(o.shape, o.dtype) if s is None else
             jax.core.ShapedArray(o.shape, o.dtype, sharding=s)
             for o, s in zip(outs, typed, strict=True)]
+
+
+def _out_shardings(family: Family, kind: str, batched: bool, count: int) -> list[Any]:
+    """A member's output shardings as types (``placement.typed_out_shardings``): ``None`` each
+    but for a sharded variant, so that an unsharded family neither imports placement nor
+    deserializes a member to type it."""
+    if not family.sharded:
+        return [None] * count
+    # imported here: only a sharded variant's types carry shardings
+    from hatch_jaxexport.runtime.artifacts.placement import typed_out_shardings
+
+    return typed_out_shardings(family.exported(kind, batched), count)
 
 
 family_call_p.def_abstract_eval(_family_abstract_eval)
@@ -163,11 +177,16 @@ def _types_key(values: Sequence[Any]) -> tuple[Any, ...]:
 
 def _primal_out_types(family: Family, batched: bool, structs: Sequence[Any]) -> list[Any]:
     """The primal's output types at these input types: known where the primal just ran
-    eagerly (reverse mode types its ``jvp`` right after), traced (``eval_shape``) otherwise."""
+    eagerly (reverse mode types its ``jvp`` right after), else from the manifest where its
+    text says them exactly (``Family.primal_out_types``), else traced (``eval_shape`` of the
+    ``Exported``, which deserializes it)."""
     seen = _primal_types_seen(family)
     key = (batched, _types_key(structs))
     if key not in seen:
-        seen[key] = list(jax.eval_shape(family.exported_call("primal", batched), *structs))
+        known = family.primal_out_types(batched, key[1])
+        seen[key] = [jax.ShapeDtypeStruct(shape, jnp.dtype(dtype)) for shape, dtype in known] \
+            if known is not None else \
+            list(jax.eval_shape(family.exported_call("primal", batched), *structs))
     return seen[key]
 
 

@@ -20,6 +20,7 @@ from hatch_jaxexport.formats.manifest import ArtifactRecord, member_name
 from hatch_jaxexport.formats.statics import static_values_text
 from hatch_jaxexport.runtime.artifacts.package_artifacts import PackageArtifacts
 from hatch_jaxexport.runtime.artifacts.program import ArtifactProgram
+from hatch_jaxexport.runtime.artifacts.pytrees import plain_tree
 from hatch_jaxexport.runtime.disk.cache_folders import ensure_compilation_cache
 from hatch_jaxexport.runtime.executables.eager_call import EagerCall
 from hatch_jaxexport.runtime.jaxcompat import needs_lapack
@@ -125,15 +126,15 @@ class ArtifactJit:
     def __call__(self) -> Callable[..., Any]:
         import jax  # the call path only: importing a baked package never imports jax
 
-        exported = self.program.exported()  # UnreadableArtifact: the loader runs the source
-        if not self.site.uses_family:
-            if self.program.record.vjp_order and not self.site.mesh:
-                return self._native_vjp(exported)
-            return jax.jit(exported.call)
-        # the primitive registers itself with jax at import: only a family call imports it
-        from hatch_jaxexport.runtime.artifacts.primitive import jitted_primal
+        if self.site.uses_family:
+            # the primitive registers itself with jax at import: only a family call imports it
+            from hatch_jaxexport.runtime.artifacts.primitive import jitted_primal
 
-        return jitted_primal(self._family(exported))
+            return jitted_primal(self._family())
+        exported = self.program.exported()  # UnreadableArtifact: the loader runs the source
+        if self.program.record.vjp_order and not self.site.mesh:
+            return self._native_vjp(exported)
+        return jax.jit(exported.call)
 
     def _native_vjp(self, exported: Any) -> NativeVjpCall:
         """The call of an artifact serialized with jax's VJP, whose eager gradients run the
@@ -165,27 +166,65 @@ class ArtifactJit:
                              source_flat=site.source_flat(exported.in_tree),
                              on_missing=warn_or_raise(site.function, site.strict))
 
-    def _family(self, exported: Any) -> Family:
-        """The transformation family of the primal artifact (its members load on first use)."""
+    def _family(self) -> Family:
+        """The transformation family of the primal artifact: typed from the manifest's records
+        where they say its trees and types and agree with each other (``_record_types``),
+        from the primal's ``Exported`` otherwise; its other members are read on first use."""
         from hatch_jaxexport.runtime.artifacts.family import Family, warn_or_raise
 
         site, package, record = self.site, self.program.package, self.program.record
-        members = {("primal", False): exported}
         lapack_free = {("primal", False)} if not needs_lapack(record.custom_calls) else set()
-        loaders = {}
+        loaders, texts = {}, {}
         for (*rest, kind, batched), member in package.records(site.function).by_key.items():
             if tuple(rest) == site.family_key and (kind, batched) != ("primal", False):
-                loaders[(kind, batched)] = functools.partial(self._member_exported, member)
+                loaders[(kind, batched)] = functools.partial(self._member_program, member)
+                texts[(kind, batched)] = (member.in_avals, member.out_avals)
                 if not needs_lapack(member.custom_calls):
                     lapack_free.add((kind, batched))
+        typed = self._record_types(texts)
+        in_tree, out_tree, in_dtypes, out_dtypes = typed or \
+            _exported_types(self.program.exported())  # UnreadableArtifact: the source
+        primal_avals = {}  # the primal's types by batched, where the records are trusted
+        if typed is not None:
+            primal_avals[False] = (record.in_avals, record.out_avals)
+            if ("primal", True) in texts:
+                primal_avals[True] = texts[("primal", True)]
         return Family(
-            name=site.function, members=members, in_tree=exported.in_tree,
-            out_tree=exported.out_tree, in_dtypes=[a.dtype for a in exported.in_avals],
-            out_dtypes=[a.dtype for a in exported.out_avals],
-            source_flat=site.source_flat(exported.in_tree),
+            name=site.function, programs={("primal", False): self.program}, in_tree=in_tree,
+            out_tree=out_tree, in_dtypes=in_dtypes, out_dtypes=out_dtypes,
+            source_flat=site.source_flat(in_tree),
             on_missing=warn_or_raise(site.function, site.strict),
             lapack_free=frozenset(lapack_free), loaders=loaders, wanted=site.wanted_kinds,
-            eager=None if site.mesh else self._member_call)
+            eager=None if site.mesh else self._member_call, sharded=bool(site.mesh),
+            primal_avals=primal_avals)
+
+    def _record_types(self, members: dict[tuple[str, bool], tuple[list[str], list[str]]]
+                      ) -> tuple[Any, Any, list[Any], list[Any]] | None:
+        """The primal's trees and flat dtypes as its manifest record writes them, where they
+        are plain (``pytrees.plain_tree``) and match its types' count, every type is in the
+        grammar (``formats.dimensions.aval_parts``) and the other members' records agree
+        (``family.members_agree``): then nothing needs the ``Exported`` to type the family."""
+        import jax.numpy as jnp
+
+        from hatch_jaxexport.formats.dimensions import aval_parts
+        from hatch_jaxexport.runtime.artifacts.family import inexact_indices, members_agree
+
+        record = self.program.record
+        in_tree, out_tree = plain_tree(record.in_tree), plain_tree(record.out_tree)
+        parts = [aval_parts(text) for text in (*record.in_avals, *record.out_avals)]
+        if in_tree is None or out_tree is None or any(p is None for p in parts) or \
+                in_tree.num_leaves != len(record.in_avals) or \
+                out_tree.num_leaves != len(record.out_avals):
+            return None
+        try:
+            dtypes = [jnp.dtype(p[0]) for p in parts]  # type: ignore[index]
+        except TypeError:
+            return None
+        in_dtypes, out_dtypes = dtypes[:len(record.in_avals)], dtypes[len(record.in_avals):]
+        if not members_agree(record.in_avals, record.out_avals, members,
+                             inexact_indices(in_dtypes), inexact_indices(out_dtypes)):
+            return None
+        return in_tree, out_tree, in_dtypes, out_dtypes
 
     def _member_program(self, record: ArtifactRecord) -> ArtifactProgram:
         """A member's program, read once: its ``Exported`` for the family, its concrete-size
@@ -194,10 +233,6 @@ class ArtifactJit:
             self._programs[record.id] = ArtifactProgram.read(self.program.package, record,
                                                              sharded=bool(self.site.mesh))
         return self._programs[record.id]
-
-    def _member_exported(self, record: ArtifactRecord) -> Any:
-        """A member's ``Exported`` (the family loads it on first use)."""
-        return self._member_program(record).exported()
 
     def _member_call(self, member: tuple[str, bool], make_jitted: Callable[[], Any]
                      ) -> EagerCall:
@@ -257,6 +292,12 @@ def _shipped(site: CallSite, package: PackageArtifacts, record: ArtifactRecord,
     from hatch_jaxexport.runtime.executables.shipped import ShippedExecutables
 
     return ShippedExecutables(records, package.read_blob, out_tree, site.function)
+
+
+def _exported_types(exported: Any) -> tuple[Any, Any, list[Any], list[Any]]:
+    """An ``Exported``'s trees and flat input and output dtypes."""
+    return (exported.in_tree, exported.out_tree, [a.dtype for a in exported.in_avals],
+            [a.dtype for a in exported.out_avals])
 
 
 def flat_tree(leaves: int) -> Any:

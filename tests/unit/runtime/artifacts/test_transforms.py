@@ -154,6 +154,66 @@ def test_reverse_mode_never_reads_the_jvp_member(ad_site, run_python, tmp_path):
     assert out["grad_equal"] and out["jit_grad_equal"] and out["jvp_equal"]
 
 
+DESERIALIZED = """
+import json
+import jax, jax.numpy as jnp
+from jax import export
+import jxe_ad as m
+deserialized = []
+read = export.deserialize  # counted, then called: jax's own deserializer does the work
+export.deserialize = lambda *a, **k: deserialized.append(1) or read(*a, **k)
+x = jnp.linspace(0.1, 1.0, 4)
+value = jax.grad(lambda v: m.array1(v).sum())(x)
+source = jax.grad(lambda v: m.array1.__wrapped__(v).sum())(x)
+print(json.dumps({"deserialized": len(deserialized),
+                  "tiers": sorted(s.tier for s in m.array1.call_report()),
+                  "equal": bool(jnp.allclose(value, source, rtol=1e-5))}))
+"""
+
+
+def test_a_cached_eager_gradient_deserializes_no_member(ad_site, run_python, tmp_path):
+    """A process whose executables are all in the cache runs an eager ``jax.grad`` of an
+    ``ad_order`` function without deserializing any ``Exported``: the family is typed from the
+    manifest's records, and the primal's and ``vjp``'s executables need only their hashes.
+    The first process compiles both, which needs them. Strict mode: nothing falls back."""
+    env = {"PYTHONPATH": str(ad_site), "HATCH_JAXEXPORT_STRICT": "1",
+           "HATCH_JAXEXPORT_CACHE": str(tmp_path / "cache"), "HATCH_JAXEXPORT_TIERED": "0"}
+    first, second = (json.loads(run_python(DESERIALIZED, env=env).stdout) for _ in range(2))
+    assert first["deserialized"] >= 2 and first["tiers"] == ["compiled", "compiled"]
+    assert second["deserialized"] == 0 and second["tiers"] == ["cached", "cached"]
+    assert first["equal"] and second["equal"]
+
+
+def test_each_ad_family_in_the_manifest_agrees_with_itself_and_a_damaged_text_does_not(
+        ad_site):
+    """The manifest writes a family's types in each member's record; the loader trusts that
+    text only where every record agrees with the primal's (``members_agree``)."""
+    from hatch_jaxexport.runtime.artifacts.family import inexact_indices, members_agree
+
+    records = json.loads((ad_site / "jxe_ad" / "_jaxexport" / "manifest.json").read_text())
+    families: dict[tuple, dict] = {}
+    for r in records["artifacts"]:
+        key = (r["function"], r["structure_index"], json.dumps(r["static"]), r["platform"])
+        families.setdefault(key, {})[(r["kind"], r["batched"])] = (r["in_avals"], r["out_avals"])
+    checked = 0
+    for members in families.values():
+        primal_in, primal_out = members.pop(("primal", False))
+        if not members:
+            continue
+        din = inexact_indices([t.partition("[")[0] for t in primal_in])
+        dout = inexact_indices([t.partition("[")[0] for t in primal_out])
+        assert members_agree(primal_in, primal_out, members, din, dout), members
+        for key, (member_in, member_out) in members.items():
+            damaged = {**members, key: (member_in, [t.replace("float32", "float16")
+                                                    for t in member_out])}
+            if damaged[key] != members[key]:
+                assert not members_agree(primal_in, primal_out, damaged, din, dout), key
+            short = {**members, key: (member_in[:-1], member_out)}
+            assert not members_agree(primal_in, primal_out, short, din, dout), key
+        checked += 1
+    assert checked >= 3
+
+
 def test_build_reports_and_inspect_shows_companion_artifacts(ad_site):
     manifest = json.loads((ad_site / "jxe_ad" / "_jaxexport" / "manifest.json").read_text())
     members = sorted((r["kind"], r["batched"]) for r in manifest["artifacts"]
