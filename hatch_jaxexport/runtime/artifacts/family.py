@@ -27,6 +27,8 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from hatch_jaxexport.formats.dimensions import typed_outputs
+
 # Imported in functions: the errors and notices of a missing member, only when one is missing.
 
 #: The symbol of the batch dimension of batched artifacts.
@@ -307,8 +309,6 @@ class Family:
         avals = self.primal_avals.get(batched)
         if avals is None:
             return None
-        from hatch_jaxexport.formats.dimensions import typed_outputs
-
         return typed_outputs(avals[0], avals[1], in_types)
 
     def exported_call(self, kind: str, batched: bool) -> Callable[..., list[Any]]:
