@@ -69,12 +69,55 @@ def settle_in_background(settle: Callable[[], None]) -> None:
     threading.Thread(target=run, name="hatch-jaxexport-vjp").start()
 
 
+class CallTypes:
+    """What a call of an artifact is typed by without its ``Exported``: its trees, its flat
+    input and output dtypes and, given flat input types (shape, dtype name), its flat output
+    types where they can be told (``out_types``; ``None`` for the ``Exported`` to say them).
+    The loader makes them from the manifest's record where it says them exactly
+    (``executables.artifact_calls.record_types``). A slotted class: made on a first call."""
+
+    __slots__ = ("in_dtypes", "in_tree", "out_dtypes", "out_tree", "out_types")
+
+    def __init__(self, in_tree: Any, out_tree: Any, in_dtypes: Sequence[Any],
+                 out_dtypes: Sequence[Any],
+                 out_types: Callable[[Sequence[tuple[tuple[int, ...], str]]],
+                                     list[tuple[tuple[int, ...], str]] | None] | None = None
+                 ) -> None:
+        self.in_tree, self.out_tree = in_tree, out_tree
+        self.in_dtypes, self.out_dtypes = list(in_dtypes), list(out_dtypes)
+        self.out_types = out_types
+
+    @classmethod
+    def of(cls, exported: Any) -> CallTypes:
+        """The types an ``Exported`` says."""
+        return cls(exported.in_tree, exported.out_tree, [a.dtype for a in exported.in_avals],
+                   [a.dtype for a in exported.out_avals])
+
+
+def cotangent_types(types: CallTypes, plain: Callable[[], Callable[..., Any]],
+                    leaves: Sequence[Any], key: tuple[Any, ...]) -> list[Any]:
+    """The output cotangents' types of a call at these flat inputs (``key``: their types):
+    from the call's types where they tell them (the manifest), else ``eval_shape`` of the
+    call's ``jax.jit`` (``plain()``), which deserializes the artifact."""
+    import jax
+
+    known = types.out_types(key) if types.out_types is not None else None
+    if known is not None:
+        return [jax.ShapeDtypeStruct(shape, jax.numpy.dtype(dtype)) for shape, dtype in known]
+    args, kwargs = types.in_tree.unflatten(leaves)
+    out = jax.eval_shape(plain(), *args, **kwargs)
+    return [jax.ShapeDtypeStruct(o.shape, o.dtype) for o in jax.tree_util.tree_leaves(out)]
+
+
 class NativeVjpCall:
     """``jax.jit(exported.call)``, with ``traced``: the form ``EagerCall`` runs under a
     transformation (a ``jax.custom_vjp`` over the flat arguments).
 
     Args:
-        exported: The artifact, serialized with ``vjp_order >= 1``.
+        exported: Gives the artifact, serialized with ``vjp_order >= 1`` (deserialized on
+            first need: an eager gradient that shipped or cached executables serve never
+            needs it).
+        types: The call's trees and types (``CallTypes``).
         run_primal: The artifact's eager call (its ``EagerCall``), given concrete arguments.
         make_vjp: Makes the VJP's eager call on flat concrete arrays (primal inputs, then
             output cotangents), which returns the input cotangents; called once, when the
@@ -85,29 +128,45 @@ class NativeVjpCall:
             traced: warns, or raises ``ArtifactError`` in strict mode.
     """
 
-    def __init__(self, exported: Any, run_primal: Callable[..., Any],
-                 make_vjp: Callable[[], Callable[..., Any]], *,
+    def __init__(self, exported: Callable[[], Any], types: CallTypes,
+                 run_primal: Callable[..., Any], make_vjp: Callable[[], Callable[..., Any]], *,
                  source_flat: Callable[..., tuple[Any, ...]] | None = None,
                  on_missing: Callable[[str], None] | None = None) -> None:
         import jax
 
-        self.exported = exported
+        self._exported = exported
+        self.types = types
         self._source_flat = source_flat
         self._on_missing = on_missing
-        self.plain = jax.jit(exported.call)
-        self.lower = self.plain.lower
+        self._plain: Callable[..., Any] | None = None
         self._run_primal = run_primal
         self._make_vjp = make_vjp
         self._vjp: Callable[..., Any] | None = None
         self._prepared: set[Any] = set()
         self._tracer = jax.core.Tracer
-        avals = [*exported.in_avals, *exported.out_avals]
         # integer inputs or outputs have float0 cotangents: jax's own backward pass fixes them
-        self._eager_backward = all(jax.numpy.issubdtype(a.dtype, jax.numpy.inexact)
-                                   for a in avals)
+        self._eager_backward = all(jax.numpy.issubdtype(dtype, jax.numpy.inexact)
+                                   for dtype in (*types.in_dtypes, *types.out_dtypes))
         flat = jax.custom_vjp(self._forward_flat)
         flat.defvjp(self._forward_with_residuals, self._backward)
         self._flat = flat
+
+    @property
+    def exported(self) -> Any:
+        """The artifact's ``Exported`` (``UnreadableArtifact`` where jax cannot read it)."""
+        return self._exported()
+
+    @property
+    def plain(self) -> Callable[..., Any]:
+        """``jax.jit(exported.call)``, built on first need."""
+        if self._plain is None:
+            import jax
+
+            self._plain = jax.jit(self.exported.call)
+        return self._plain
+
+    def lower(self, *args: Any, **kwargs: Any) -> Any:
+        return self.plain.lower(*args, **kwargs)  # type: ignore[attr-defined]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.plain(*args, **kwargs)
@@ -128,13 +187,13 @@ class NativeVjpCall:
         import jax
 
         leaves, in_tree = jax.tree_util.tree_flatten((args, kwargs))
-        if in_tree != self.exported.in_tree:  # jax's own call gives the precise difference
+        if in_tree != self.types.in_tree:  # jax's own call gives the precise difference
             return self.exported.call(*args, **kwargs)
         try:
             out = self._flat(*leaves)
         except (NotImplementedError, TypeError, ValueError) as err:
             out = self._lacking(err)(*leaves)
-        return self.exported.out_tree.unflatten(out)
+        return self.types.out_tree.unflatten(out)
 
     def _lacking(self, err: Exception) -> Callable[..., tuple[Any, ...]]:
         """The source (flat), to trace where jax's call raised ``err`` for a transformation
@@ -152,7 +211,7 @@ class NativeVjpCall:
     def _forward_flat(self, *leaves: Any) -> list[Any]:
         import jax
 
-        args, kwargs = self.exported.in_tree.unflatten(leaves)
+        args, kwargs = self.types.in_tree.unflatten(leaves)
         run = self._run_primal if self._concrete(leaves) else self.plain
         return jax.tree_util.tree_leaves(run(*args, **kwargs))
 
@@ -166,7 +225,6 @@ class NativeVjpCall:
         thread while the forward pass runs, so that on a cold machine the two compiles
         overlap (XLA compiles without the GIL). Once per argument signature; a failure here
         is left to the backward pass, which settles the executable again and says why."""
-        import jax
 
         vjp = self._eager_vjp()
         key = tuple((leaf.shape, str(leaf.dtype)) for leaf in leaves)  # concrete arrays
@@ -175,10 +233,7 @@ class NativeVjpCall:
         self._prepared.add(key)
 
         def settle() -> None:
-            args, kwargs = self.exported.in_tree.unflatten(leaves)
-            out = jax.eval_shape(self.plain, *args, **kwargs)
-            cotangents = [jax.ShapeDtypeStruct(o.shape, o.dtype)
-                          for o in jax.tree_util.tree_leaves(out)]
+            cotangents = cotangent_types(self.types, lambda: self.plain, leaves, key)
             vjp.prepare((*leaves, *cotangents))  # type: ignore[attr-defined]
         settle_in_background(settle)
 
@@ -211,7 +266,7 @@ class NativeVjpCall:
         is differentiated instead."""
         import jax
 
-        count = len(self.exported.in_avals)
+        count = len(self.types.in_dtypes)
         call = jax.custom_vjp(lambda *flat: tuple(jax.tree_util.tree_leaves(vjp.call(*flat))))
 
         def backward(flat: tuple[Any, ...], cotangents: Sequence[Any]) -> tuple[Any, ...]:
@@ -225,4 +280,4 @@ class NativeVjpCall:
         return call
 
 
-__all__ = ["NativeVjpCall", "settle_in_background"]
+__all__ = ["CallTypes", "NativeVjpCall", "cotangent_types", "settle_in_background"]

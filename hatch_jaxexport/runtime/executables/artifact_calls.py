@@ -16,6 +16,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from hatch_jaxexport.formats.dimensions import aval_parts, typed_outputs
 from hatch_jaxexport.formats.manifest import ArtifactRecord, member_name
 from hatch_jaxexport.formats.statics import static_values_text
 from hatch_jaxexport.runtime.artifacts.package_artifacts import PackageArtifacts
@@ -131,39 +132,46 @@ class ArtifactJit:
             from hatch_jaxexport.runtime.artifacts.primitive import jitted_primal
 
             return jitted_primal(self._family())
-        exported = self.program.exported()  # UnreadableArtifact: the loader runs the source
         if self.program.record.vjp_order and not self.site.mesh:
-            return self._native_vjp(exported)
-        return jax.jit(exported.call)
+            return self._native_vjp()
+        return jax.jit(self.program.exported().call)  # UnreadableArtifact: the source runs
 
-    def _native_vjp(self, exported: Any) -> NativeVjpCall:
+    def _native_vjp(self) -> NativeVjpCall:
         """The call of an artifact serialized with jax's VJP, whose eager gradients run the
         primal's eager call and an eager call of the VJP; what it cannot serve (``vmap``,
         forward mode, a second derivative) says so in our words, then traces the source or,
-        in strict mode, raises."""
+        in strict mode, raises. Typed from the manifest's record where it says the trees and
+        types (``record_types``): an eager gradient served by shipped or cached executables
+        never deserializes the artifact."""
         from hatch_jaxexport.runtime.artifacts.family import warn_or_raise
-        from hatch_jaxexport.runtime.artifacts.native_vjp import NativeVjpCall
+        from hatch_jaxexport.runtime.artifacts.native_vjp import CallTypes, NativeVjpCall
 
-        site, record = self.site, self.program.record
+        site, record, program = self.site, self.program.record, self.program
 
         def vjp_call() -> EagerCall:
             import jax
 
             vjp_job = job(site, record, "native-vjp")
             vjp_job["label"] += " vjp"  # jax's serialized VJP of the primal artifact
-            leaves = len(exported.in_avals)
-            shipped = _shipped(site, self.program.package, record, lambda: flat_tree(leaves),
+            leaves = len(record.in_avals)
+            shipped = _shipped(site, program.package, record, lambda: flat_tree(leaves),
                                native_vjp=1)
             lapack = needs_lapack(record.custom_calls)
-            call = EagerCall(lambda: jax.jit(exported.vjp().call), job=vjp_job, tiered=False,
-                             lapack=lapack, shipped=shipped,
-                             eager_lowerable=_eager_lowerable(self.program, lapack, "vjp"))
+            call = EagerCall(lambda: jax.jit(program.exported().vjp().call), job=vjp_job,
+                             tiered=False, lapack=lapack, shipped=shipped,
+                             eager_lowerable=_eager_lowerable(program, lapack, "vjp"))
             self.members.append(call)
             return call
 
+        typed = record_types(record)
+        if typed is None:  # UnreadableArtifact here: the loader runs the source
+            types = CallTypes.of(program.exported())
+        else:
+            types = CallTypes(*typed, out_types=functools.partial(
+                typed_outputs, record.in_avals, record.out_avals))
         assert self.primal is not None
-        return NativeVjpCall(exported, self.primal, vjp_call,
-                             source_flat=site.source_flat(exported.in_tree),
+        return NativeVjpCall(program.exported, types, self.primal, vjp_call,
+                             source_flat=site.source_flat(types.in_tree),
                              on_missing=warn_or_raise(site.function, site.strict))
 
     def _family(self) -> Family:
@@ -181,7 +189,7 @@ class ArtifactJit:
                 texts[(kind, batched)] = (member.in_avals, member.out_avals)
                 if not needs_lapack(member.custom_calls):
                     lapack_free.add((kind, batched))
-        typed = self._record_types(texts)
+        typed = self._family_types(texts)
         in_tree, out_tree, in_dtypes, out_dtypes = typed or \
             _exported_types(self.program.exported())  # UnreadableArtifact: the source
         primal_avals = {}  # the primal's types by batched, where the records are trusted
@@ -198,33 +206,19 @@ class ArtifactJit:
             eager=None if site.mesh else self._member_call, sharded=bool(site.mesh),
             primal_avals=primal_avals)
 
-    def _record_types(self, members: dict[tuple[str, bool], tuple[list[str], list[str]]]
+    def _family_types(self, members: dict[tuple[str, bool], tuple[list[str], list[str]]]
                       ) -> tuple[Any, Any, list[Any], list[Any]] | None:
-        """The primal's trees and flat dtypes as its manifest record writes them, where they
-        are plain (``pytrees.plain_tree``) and match its types' count, every type is in the
-        grammar (``formats.dimensions.aval_parts``) and the other members' records agree
+        """The primal's ``record_types`` where the other members' records agree with them
         (``family.members_agree``): then nothing needs the ``Exported`` to type the family."""
-        import jax.numpy as jnp
-
-        from hatch_jaxexport.formats.dimensions import aval_parts
         from hatch_jaxexport.runtime.artifacts.family import inexact_indices, members_agree
 
         record = self.program.record
-        in_tree, out_tree = plain_tree(record.in_tree), plain_tree(record.out_tree)
-        parts = [aval_parts(text) for text in (*record.in_avals, *record.out_avals)]
-        if in_tree is None or out_tree is None or any(p is None for p in parts) or \
-                in_tree.num_leaves != len(record.in_avals) or \
-                out_tree.num_leaves != len(record.out_avals):
+        typed = record_types(record)
+        if typed is None or not members_agree(record.in_avals, record.out_avals, members,
+                                              inexact_indices(typed[2]),
+                                              inexact_indices(typed[3])):
             return None
-        try:
-            dtypes = [jnp.dtype(p[0]) for p in parts]  # type: ignore[index]
-        except TypeError:
-            return None
-        in_dtypes, out_dtypes = dtypes[:len(record.in_avals)], dtypes[len(record.in_avals):]
-        if not members_agree(record.in_avals, record.out_avals, members,
-                             inexact_indices(in_dtypes), inexact_indices(out_dtypes)):
-            return None
-        return in_tree, out_tree, in_dtypes, out_dtypes
+        return typed
 
     def _member_program(self, record: ArtifactRecord) -> ArtifactProgram:
         """A member's program, read once: its ``Exported`` for the family, its concrete-size
@@ -294,6 +288,26 @@ def _shipped(site: CallSite, package: PackageArtifacts, record: ArtifactRecord,
     return ShippedExecutables(records, package.read_blob, out_tree, site.function)
 
 
+def record_types(record: ArtifactRecord) -> tuple[Any, Any, list[Any], list[Any]] | None:
+    """An artifact's trees and flat input and output dtypes as its manifest record writes
+    them, where the trees are plain (``pytrees.plain_tree``) and hold as many leaves as the
+    record lists types, each in the grammar (``formats.dimensions.aval_parts``); ``None``
+    otherwise (the ``Exported`` says them)."""
+    import jax.numpy as jnp
+
+    in_tree, out_tree = plain_tree(record.in_tree), plain_tree(record.out_tree)
+    parts = [aval_parts(text) for text in (*record.in_avals, *record.out_avals)]
+    if in_tree is None or out_tree is None or any(p is None for p in parts) or \
+            in_tree.num_leaves != len(record.in_avals) or \
+            out_tree.num_leaves != len(record.out_avals):
+        return None
+    try:
+        dtypes = [jnp.dtype(p[0]) for p in parts]  # type: ignore[index]
+    except TypeError:
+        return None
+    return in_tree, out_tree, dtypes[:len(record.in_avals)], dtypes[len(record.in_avals):]
+
+
 def _exported_types(exported: Any) -> tuple[Any, Any, list[Any], list[Any]]:
     """An ``Exported``'s trees and flat input and output dtypes."""
     return (exported.in_tree, exported.out_tree, [a.dtype for a in exported.in_avals],
@@ -307,4 +321,5 @@ def flat_tree(leaves: int) -> Any:
     return jax.tree_util.tree_structure([0] * leaves)
 
 
-__all__ = ["ArtifactJit", "CallSite", "build_artifact_call", "flat_tree", "job", "served_label"]
+__all__ = ["ArtifactJit", "CallSite", "build_artifact_call", "flat_tree", "job", "record_types",
+           "served_label"]
