@@ -176,7 +176,7 @@ class ArtifactJit:
 
     def _family(self) -> Family:
         """The transformation family of the primal artifact: typed from the manifest's records
-        where they say its trees and types and agree with each other (``_record_types``),
+        where they say its trees and types and agree with each other (``_family_types``),
         from the primal's ``Exported`` otherwise; its other members are read on first use."""
         from hatch_jaxexport.runtime.artifacts.family import Family, warn_or_raise
 
