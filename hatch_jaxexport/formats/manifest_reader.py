@@ -30,6 +30,7 @@ from hatch_jaxexport.formats.manifest import (
     check_file_name,
     is_sha256_hex,
 )
+from hatch_jaxexport.formats.record_spans import SPANNED, RecordSpans, read_spans
 
 #: The largest artifact file a manifest may list.
 _MAX_BLOB = 2**34
@@ -151,13 +152,32 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
 
 def read_manifest_index(data: bytes, *, where: str = MANIFEST_NAME) -> "ManifestIndex":
     """Parse manifest bytes and validate the header and what ties each record to its function;
-    the records themselves are validated by ``ManifestIndex.function`` or ``full``."""
+    the records themselves are validated by ``ManifestIndex.function`` or ``full``. Where the
+    manifest holds its record spans (``formats.record_spans``), only its header is decoded
+    now, and each function's records when asked for."""
+    spans = read_spans(data)
+    raw = spans.header() if spans is not None else None
+    if raw is None:
+        raw, spans = _decoded(data, where), None
+    _check_header(raw, where)
+    _check_lists(raw, where)
+    return ManifestIndex(raw, where, data, spans)
+
+
+def _decoded(data: bytes, where: str) -> dict[str, Any]:
+    """The manifest's JSON object, whole."""
     try:
         raw = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
         raise ArtifactError(f"corrupt manifest {where}: not valid JSON ({err})") from None
     if not isinstance(raw, dict):
         raise ArtifactError(f"corrupt manifest {where}: expected an object")
+    return raw
+
+
+def _check_header(raw: dict[str, Any], where: str) -> None:
+    """Validate the manifest's fields that are not record lists (``sources`` and
+    ``jax_sets`` are replaced by their checked forms, absent optional fields defaulted)."""
     version = raw.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ArtifactError(f"corrupt manifest {where}: schema_version must be an int >= 1, "
@@ -168,24 +188,26 @@ def read_manifest_index(data: bytes, *, where: str = MANIFEST_NAME) -> "Manifest
     for key in ("package", "generator", "jax_version", "jaxlib_version"):
         if not isinstance(raw.get(key), str):
             raise ArtifactError(f"corrupt manifest {where}: {key!r} must be a string")
-    for key in ("artifacts", "skipped"):
-        if not isinstance(raw.get(key), list):
-            raise ArtifactError(f"corrupt manifest {where}: {key!r} must be a list")
-    for key in ("executables", "concrete", "failed_calls"):
-        if not isinstance(raw.setdefault(key, []), list):
-            raise ArtifactError(f"corrupt manifest: {key!r} must be a list")
     raw["sources"] = _checked_sources(raw.get("sources"), where)
     released = raw.setdefault("jax_released", "")
     if not isinstance(released, str) or (released and not _is_iso_date(released)):
         raise ArtifactError(f"corrupt manifest {where}: 'jax_released' must be a date "
                             f"(YYYY-MM-DD), got {released!r:.80}")
     raw["jax_sets"] = _check_jax_sets(raw.get("jax_sets", []), where)
-    for key, owner in (("artifacts", "function"), ("skipped", "function"),
-                       ("executables", "artifact"), ("concrete", "function"),
-                       ("failed_calls", "function")):
+
+
+def _check_lists(raw: dict[str, Any], where: str) -> None:
+    """Validate that each record list is a list and each of its records names its function
+    (absent optional lists defaulted to empty)."""
+    for key in ("artifacts", "skipped"):
+        if not isinstance(raw.get(key), list):
+            raise ArtifactError(f"corrupt manifest {where}: {key!r} must be a list")
+    for key in ("executables", "concrete", "failed_calls"):
+        if not isinstance(raw.setdefault(key, []), list):
+            raise ArtifactError(f"corrupt manifest: {key!r} must be a list")
+    for key, owner in SPANNED.items():
         for i, item in enumerate(raw[key]):
             _owner_of(item, owner, f"{key}[{i}]")
-    return ManifestIndex(raw, where)
 
 
 def _checked_sources(raw: Any, where: str) -> dict[str, Any]:
@@ -236,18 +258,21 @@ class ManifestIndex:
     """A parsed manifest whose records are validated one function at a time.
 
     A process that calls one function of a package with hundreds validates that function's
-    records only, the first time it calls it (``function``): the other records are parsed as
-    JSON but never validated, a fraction of validating it whole
-    (``benchmarks/manifest_scale.py``). ``full`` validates
-    everything, as ``inspect``, ``verify`` and the build need. A record is never used before it
-    is validated: every path and hash is checked on the way in, whichever way it is read.
+    records only, the first time it calls it (``function``), and, where the manifest holds its
+    record spans (``formats.record_spans``), decodes only those records: the rest of the
+    manifest is never decoded, a fraction of reading it whole
+    (``benchmarks/manifest_scale.py``). ``full`` decodes and validates everything, as
+    ``inspect``, ``verify`` and the build need. A record is never used before it is validated:
+    every path and hash is checked on the way in, whichever way it is read.
     """
 
-    __slots__ = ("generator", "jax_released", "jax_sets", "jax_version", "jaxlib_version",
-                 "package", "raw", "schema_version", "sources", "where")
+    __slots__ = ("data", "generator", "jax_released", "jax_sets", "jax_version",
+                 "jaxlib_version", "package", "raw", "schema_version", "sources", "spans",
+                 "where")
 
-    def __init__(self, raw: dict[str, Any], where: str) -> None:
-        self.raw, self.where = raw, where
+    def __init__(self, raw: dict[str, Any], where: str, data: bytes = b"",
+                 spans: RecordSpans | None = None) -> None:
+        self.raw, self.where, self.data, self.spans = raw, where, data, spans
         self.package: str = raw["package"]
         self.generator: str = raw["generator"]
         self.jax_version: str = raw["jax_version"]
@@ -263,18 +288,43 @@ class ManifestIndex:
         """The records of function ``name`` (artifacts, skipped exports, executables) as a
         manifest of their own, validated as ``full`` validates them; ``ArtifactError`` if one
         of them is corrupt."""
-        def mine(key: str, field: str) -> list[tuple[int, Any]]:
-            return [(i, item) for i, item in enumerate(self.raw[key])
-                    if _owner_of(item, field, key) == name]
-
-        return self._validated(mine("artifacts", "function"), mine("skipped", "function"),
-                               mine("executables", "artifact"), mine("concrete", "function"),
-                               mine("failed_calls", "function"))
+        found = self._spanned(name)
+        if found is None:
+            self._decode_whole()
+            found = {key: [(i, item) for i, item in enumerate(self.raw[key])
+                           if _owner_of(item, field, key) == name]
+                     for key, field in SPANNED.items()}
+        return self._validated(found["artifacts"], found["skipped"], found["executables"],
+                               found["concrete"], found["failed_calls"])
 
     def full(self) -> Manifest:
         """Every record, validated, and no id or file listed twice across functions."""
+        self._decode_whole()
         return self._validated(*(list(enumerate(self.raw[key])) for key in (
             "artifacts", "skipped", "executables", "concrete", "failed_calls")))
+
+    def _spanned(self, name: str) -> dict[str, list[tuple[int, Any]]] | None:
+        """``name``'s records of each list, decoded from their spans alone; ``None`` without
+        spans, or where a span does not hold records of ``name`` only."""
+        if self.spans is None:
+            return None
+        found = {}
+        for key, field in SPANNED.items():
+            pairs = self.spans.records(name, key)
+            if pairs is None or any(_owner_of(item, field, f"{key}[{i}]") != name
+                                    for i, item in pairs):
+                return None
+            found[key] = pairs
+        return found
+
+    def _decode_whole(self) -> None:
+        """Decode every record list, where only the header was (the spans are then done)."""
+        if self.spans is None:
+            return
+        whole = _decoded(self.data, self.where)
+        _check_lists(whole, self.where)
+        self.raw = {**self.raw, **{key: whole[key] for key in SPANNED}}
+        self.spans = None
 
     def _validated(self, artifacts: list[tuple[int, Any]], skipped: list[tuple[int, Any]],
                    executables: list[tuple[int, Any]], concrete: list[tuple[int, Any]],

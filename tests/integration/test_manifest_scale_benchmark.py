@@ -24,5 +24,7 @@ def test_manifest_scale_prints_one_row_per_size() -> None:
     (functions, artifacts, *_), (functions3, artifacts3, *_) = rows
     assert int(functions3) == 3 * int(functions) and int(artifacts3) == 3 * int(artifacts)
     for row in rows:
-        first, full, ratio = (float(cell) for cell in row[4:7])
-        assert 0 < first and 0 < full and ratio == pytest.approx(first / full, abs=0.01)
+        first, whole, full, to_whole, to_full = (float(cell) for cell in row[4:9])
+        assert 0 < first and 0 < whole and 0 < full
+        assert to_whole == pytest.approx(first / whole, abs=0.01)
+        assert to_full == pytest.approx(first / full, abs=0.01)
