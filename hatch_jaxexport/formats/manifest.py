@@ -8,10 +8,11 @@ manifest is ``manifest_reader``'s.
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from hatch_jaxexport.errors import ArtifactError
 from hatch_jaxexport.formats.record_spans import manifest_text
+from hatch_jaxexport.formats.records import Record
 from hatch_jaxexport.formats.statics import static_values_text
 
 SCHEMA_VERSION = 1
@@ -42,15 +43,17 @@ KNOWN_KINDS = ("primal", "jvp", "vjp", "jvp_jvp", "vjp_jvp")
 MeshShape = tuple[tuple[str, int], ...]
 
 
-# The records are NamedTuples, not frozen dataclasses: creating a dataclass compiles its
-# generated methods at class creation, which a process pays on its first call. For the same
-# reason this module does not postpone its annotations (``from __future__ import
-# annotations``): typing.NamedTuple compiles a string annotation into a ForwardRef per field
-# (``docs/performance.md`` has the import costs).
+# The records are ``Record``s (``formats.records``), not NamedTuples or frozen dataclasses:
+# creating either of those classes compiles generated methods, which a process pays on its
+# first call. This module does not postpone its annotations (``from __future__ import
+# annotations``): the reader checks each field's JSON type against them
+# (``manifest_reader._field_types``), which would then have to evaluate the texts.
 
 
-class ArtifactRecord(NamedTuple):
+class ArtifactRecord(Record):
     """One serialized ``jax.export.Exported``: a function x structure x static values x platform."""
+
+    __slots__ = ()
 
     function: str
     structure: str
@@ -103,8 +106,10 @@ class ArtifactRecord(NamedTuple):
                            self.kind, self.batched, self.mesh, self.variant)
 
 
-class SkippedRecord(NamedTuple):
+class SkippedRecord(Record):
     """An artifact that failed to export and was left out (``on-error = "skip"``)."""
+
+    __slots__ = ()
 
     function: str
     structure: str
@@ -118,13 +123,15 @@ class SkippedRecord(NamedTuple):
     variant: dict[str, Any] = {}  # noqa: RUF012 - read only, like every field
 
 
-class ExecutableRecord(NamedTuple):
+class ExecutableRecord(Record):
     """One precompiled XLA executable of an artifact: a target x concrete argument types.
 
     Plain bytes (``PjRtClient.serialize_executable``), never a pickle: everything a loader needs
     besides them is here. Used only where the machine matches exactly
     (``runtime.executables.shipped``).
     """
+
+    __slots__ = ()
 
     #: The ``ArtifactRecord.id`` and ``sha256`` of the artifact it was compiled from.
     artifact: str
@@ -170,7 +177,7 @@ def signature_text(leaves: Sequence[Any]) -> str:
     return ",".join(f"{dtype}[{','.join(str(d) for d in dims)}]" for dims, dtype in leaves)
 
 
-class ConcreteRecord(NamedTuple):
+class ConcreteRecord(Record):
     """A concrete-size artifact: a function exported for one call's exact types, with every
     dimension symbol bound, where its symbolic export failed (code that is not
     shape-polymorphic: ``len(x)``, a Python comparison of a size...) or where it has no
@@ -178,6 +185,8 @@ class ConcreteRecord(NamedTuple):
 
     The loader serves a call of exactly these types from it, without tracing; others fall back.
     """
+
+    __slots__ = ()
 
     function: str
     #: The structure it binds (``-1``: a recorded call of a spec-less function).
@@ -209,10 +218,12 @@ class ConcreteRecord(NamedTuple):
         return f"{base}#{signature_text(self.inputs)}{call}"
 
 
-class FailedCall(NamedTuple):
+class FailedCall(Record):
     """A recorded call of a spec-less function whose export failed at build time: the loader
     gives the build's reason when the call comes (it was recorded; recording it again would
     not help)."""
+
+    __slots__ = ()
 
     function: str
     #: ``formats.signatures.call_key`` of the recorded call.
@@ -221,10 +232,12 @@ class FailedCall(NamedTuple):
     reason: str
 
 
-class JaxSet(NamedTuple):
+class JaxSet(Record):
     """Another jax release's artifacts in the same wheel: a manifest of their own, beside the
     main one, whose blobs share the artifact folder (a blob equal to one already there is
     stored once). The loader serves the set the running jax reads (``formats.jax_window``)."""
+
+    __slots__ = ()
 
     #: The set's manifest file, in the artifact folder (``manifest-jax-0.8.1.json``).
     manifest: str
@@ -234,8 +247,10 @@ class JaxSet(NamedTuple):
     jax_released: str
 
 
-class Manifest(NamedTuple):
+class Manifest(Record):
     """The index of a package's baked artifacts."""
+
+    __slots__ = ()
 
     package: str
     generator: str

@@ -6,8 +6,9 @@ the compile still on its way; ``ServedCall`` is how its first call was served, f
 ``call_report()`` and ``HATCH_JAXEXPORT_REPORT``.
 """
 
-from typing import Any, NamedTuple
+from typing import Any
 
+from hatch_jaxexport.formats.records import Record
 from hatch_jaxexport.runtime.jaxcompat import concrete_array_type
 
 # Imported in functions: the manifest's texts, only when a call is reported.
@@ -48,12 +49,11 @@ class Entry:
         self.not_cached: str | None = None
 
 
-# This module does not postpone its annotations (``from __future__ import annotations``):
-# typing.NamedTuple would compile each field's annotation text when the class is created,
-# on a first call (``formats.manifest`` says the same of its records).
+# ``ServedCall`` is a ``Record`` (``formats.records``), not a NamedTuple, whose class would
+# compile a ``__new__`` on a first call (``formats.manifest`` says the same of its records).
 
 
-class ServedCall(NamedTuple):
+class ServedCall(Record):
     """How the first eager call of one signature was served (``ExportableFunction.call_report``).
 
     ``tier`` is ``shipped`` (the wheel's precompiled executable), ``cached`` (the per-user
@@ -61,6 +61,8 @@ class ServedCall(NamedTuple):
     ``cached-quick`` (tiered compilation's quick executable, the optimized one on its way),
     ``optimized`` (that one, once in) or ``traced`` (no usable artifact: the source).
     """
+
+    __slots__ = ()
 
     function: str
     signature: str
