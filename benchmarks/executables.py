@@ -35,7 +35,8 @@
    cache too, as a user who configured it for the source has it for every library (it also
    keeps the eager operations jax compiles around an eager ``jax.grad``); and the second
    process's floor: ``eager_floor`` with jax's persistent cache (both executables at hand,
-   jax's eager operations from its cache).
+   jax's eager operations from its cache); and the caller's same eager ``jax.grad`` on the
+   plain library (``source_eager``) with jax's persistent cache, first and second process.
 
 5. Each argument kind a scalar ``float32[]`` input is given as (a Python float, numpy scalars
    of both widths, 0-d arrays, jax arrays, weak-typed or not): which tier served the first
@@ -295,7 +296,10 @@ def cache_pairs(python: Path, work: Path, workload: str, run: int) -> dict[str, 
     entry kept); loaded: the loader's own caches (``HATCH_JAXEXPORT_CACHE``), and those with
     jax's persistent cache too (a folder of its own); and the eager floor (``eager_floor``)
     with jax's persistent cache: what a second process's eager ``jax.grad`` costs when both
-    executables are at hand and jax's own eager operations come from its cache."""
+    executables are at hand and jax's own eager operations come from its cache; and, with
+    jax's persistent cache too, the same eager ``jax.grad`` of a plain library's jitted
+    function (``source_eager``): the caller's code unchanged, on the library before it
+    adopted the loader."""
     def jax_cache(name: str) -> dict[str, str]:
         return {"JAX_COMPILATION_CACHE_DIR": str(work / f"jax-cache-{name}-{workload}-{run}"),
                 "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
@@ -305,6 +309,7 @@ def cache_pairs(python: Path, work: Path, workload: str, run: int) -> dict[str, 
         return {"HATCH_JAXEXPORT_CACHE": str(work / f"our-cache-{name}-{workload}-{run}")}
     found = {}
     for name, mode, env in (("source_cache", "source", jax_cache("source")),
+                            ("eager_cache", "source_eager", jax_cache("eager")),
                             ("loaded_cache", "stablehlo", ours("loaded")),
                             ("both_cache", "stablehlo", {**ours("both"), **jax_cache("both")}),
                             ("floor_cache", "eager_floor", jax_cache("floor"))):
@@ -414,8 +419,9 @@ def cache_table(results: dict) -> list[str]:
              "loaded 2nd | loaded/source 2nd | compiles 1st: source, loaded | "
              "compiles 2nd: source, loaded | loaded 2nd, jax's cache too | its ratio | "
              "its compiles 2nd | eager floor 2nd, jax's cache | floor/source 2nd | "
-             "loaded with jax's cache/floor 2nd |",
-             "|---|" + "---:|" * 6 + "---|---|---:|---:|---|" + "---:|" * 3]
+             "loaded with jax's cache/floor 2nd | plain library's eager grad 2nd, jax's cache | "
+             "loaded with jax's cache/that |",
+             "|---|" + "---:|" * 6 + "---|---|---:|---:|---|" + "---:|" * 5]
     for workload, found in results.items():
         if "source_cache_cold" not in found:
             continue
@@ -424,11 +430,13 @@ def cache_table(results: dict) -> list[str]:
         counts = [f"{max(found[f'source_cache_{p}_compiles'])}, "
                   f"{max(found[f'loaded_cache_{p}_compiles'])}" for p in ("cold", "warm")]
         warm_b, warm_f = med(found["both_cache_warm"]), med(found["floor_cache_warm"])
+        warm_e = med(found["eager_cache_warm"])
         lines.append(f"| {workload} | {cold_s:.0f} | {cold_l:.0f} | {cold_l / cold_s:.2f} | "
                      f"{warm_s:.0f} | {warm_l:.0f} | {warm_l / warm_s:.2f} | {counts[0]} | "
                      f"{counts[1]} | {warm_b:.0f} | {warm_b / warm_s:.2f} | "
                      f"{max(found['both_cache_warm_compiles'])} | {warm_f:.0f} | "
-                     f"{warm_f / warm_s:.2f} | {warm_b / warm_f:.2f} |")
+                     f"{warm_f / warm_s:.2f} | {warm_b / warm_f:.2f} | {warm_e:.0f} | "
+                     f"{warm_b / warm_e:.2f} |")
     return lines
 
 
