@@ -1,9 +1,9 @@
 """``Record``: an immutable tuple with named fields, for the records a first call creates.
 
 The manifest's records were ``typing.NamedTuple``s, and creating one of those classes compiles
-a ``__new__`` for its fields (``collections.namedtuple`` evaluates its source): 0.15-0.25 ms a
-class, 1.3 ms of every process's first call for the manifest's seven, a tenth of a shipped
-executable's whole first call. A ``Record`` subclass is a tuple too (equality, ordering,
+a ``__new__`` for its fields (``collections.namedtuple`` evaluates its source): 0.1-0.25 ms a
+class, paid on every process's first call (``formats.manifest``'s body ran in 0.8-1.0 ms with
+its seven, 0.15 ms with ``Record``s). A ``Record`` subclass is a tuple too (equality, ordering,
 hashing, unpacking and JSON as a list, as before), with the same ``_fields``,
 ``_field_defaults``, ``_replace`` and ``_asdict``; its class is made by reading its
 annotations, nothing compiled (0.02 ms over a plain class's). Creating one binds its
