@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -170,3 +173,37 @@ def test_a_manifest_with_no_records_has_spans_too():
     assert read_spans(data) is not None
     assert read_manifest_index(data).function("pkg:f") == read_manifest_index(
         _without_spans(data)).function("pkg:f")
+
+
+def test_a_first_call_in_a_fresh_process_decodes_a_fraction_of_the_manifest(demo_site):
+    """The loader, in a fresh process, strict: a call of ``scale`` is served from its artifact
+    while every JSON text the process decodes is far smaller than the manifest (``json.loads``
+    wrapped in the child: it calls the standard library's own function and counts sizes)."""
+
+    manifest = demo_site / "jxe_demo" / "_jaxexport" / "manifest.json"
+    code = """
+import json, sys
+import numpy as np
+sizes = []
+real_loads = json.loads
+def counted(text, *args, **kwargs):
+    sizes.append(len(text))
+    return real_loads(text, *args, **kwargs)
+json.loads = counted
+import jxe_demo.funcs as funcs
+from hatch_jaxexport.runtime.artifacts.package_artifacts import read_package_artifacts
+x = np.linspace(0.0, 1.0, 6, dtype=np.float32).reshape(2, 3)
+out = np.asarray(funcs.scale(x))
+assert np.allclose(out, np.sin(x) * 2.0), out
+index = read_package_artifacts("jxe_demo").index
+print(json.dumps({"traces": funcs.TRACES["count"], "spans": index.spans is not None,
+                  "largest": max(sizes)}))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(demo_site),
+                               "HATCH_JAXEXPORT_STRICT": "1", "HATCH_JAXEXPORT_CACHE": "0",
+                               "JAX_PLATFORMS": "cpu"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found["traces"] == 0 and found["spans"] is True
+    assert found["largest"] < manifest.stat().st_size / 3, (found, manifest.stat().st_size)
