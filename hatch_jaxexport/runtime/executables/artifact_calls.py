@@ -179,6 +179,7 @@ class ArtifactJit:
         where they say its trees and types and agree with each other (``_family_types``),
         from the primal's ``Exported`` otherwise; its other members are read on first use."""
         from hatch_jaxexport.runtime.artifacts.family import Family, warn_or_raise
+        from hatch_jaxexport.runtime.artifacts.native_vjp import CallTypes
 
         site, package, record = self.site, self.program.package, self.program.record
         lapack_free = {("primal", False)} if not needs_lapack(record.custom_calls) else set()
@@ -190,17 +191,17 @@ class ArtifactJit:
                 if not needs_lapack(member.custom_calls):
                     lapack_free.add((kind, batched))
         typed = self._family_types(texts)
-        in_tree, out_tree, in_dtypes, out_dtypes = typed or \
-            _exported_types(self.program.exported())  # UnreadableArtifact: the source
+        types = CallTypes(*typed) if typed is not None else \
+            CallTypes.of(self.program.exported())  # UnreadableArtifact: the source runs
         primal_avals = {}  # the primal's types by batched, where the records are trusted
         if typed is not None:
             primal_avals[False] = (record.in_avals, record.out_avals)
             if ("primal", True) in texts:
                 primal_avals[True] = texts[("primal", True)]
         return Family(
-            name=site.function, programs={("primal", False): self.program}, in_tree=in_tree,
-            out_tree=out_tree, in_dtypes=in_dtypes, out_dtypes=out_dtypes,
-            source_flat=site.source_flat(in_tree),
+            name=site.function, programs={("primal", False): self.program},
+            in_tree=types.in_tree, out_tree=types.out_tree, in_dtypes=types.in_dtypes,
+            out_dtypes=types.out_dtypes, source_flat=site.source_flat(types.in_tree),
             on_missing=warn_or_raise(site.function, site.strict),
             lapack_free=frozenset(lapack_free), loaders=loaders, wanted=site.wanted_kinds,
             eager=None if site.mesh else self._member_call, sharded=bool(site.mesh),
@@ -306,12 +307,6 @@ def record_types(record: ArtifactRecord) -> tuple[Any, Any, list[Any], list[Any]
     except TypeError:
         return None
     return in_tree, out_tree, dtypes[:len(record.in_avals)], dtypes[len(record.in_avals):]
-
-
-def _exported_types(exported: Any) -> tuple[Any, Any, list[Any], list[Any]]:
-    """An ``Exported``'s trees and flat input and output dtypes."""
-    return (exported.in_tree, exported.out_tree, [a.dtype for a in exported.in_avals],
-            [a.dtype for a in exported.out_avals])
 
 
 def flat_tree(leaves: int) -> Any:
