@@ -20,7 +20,7 @@ LAYERS = {"errors": 0, "formats": 1, "runtime": 2, "bake": 3, "integrations": 4}
 #: after it, never one before it; the shared modules at the runtime's top come after all rooms.
 RUNTIME_ROOMS = ("call", "executables", "artifacts", "disk")
 #: The runtime's shared modules (beside the rooms, imported by all of them).
-RUNTIME_SHARED = {"jaxcompat", "_user_frame", "jax_dtypes", "notices"}
+RUNTIME_SHARED = {"jaxcompat", "_user_frame", "jax_dtypes", "notices", "source_errors"}
 #: Modules outside the layers: the public facade and ``python -m``; nothing else at the top.
 OUTSIDE = {"__init__", "__main__"}
 #: Folder names that Python tools treat as build output and skip: pytest's default
