@@ -39,6 +39,15 @@ _FILE_NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRS
 _FILE_NAME_MAX = 200
 _HEX_DIGITS = frozenset(_DIGITS + "abcdef")
 KNOWN_KINDS = ("primal", "jvp", "vjp", "jvp_jvp", "vjp_jvp")
+#: What a traced warning (``ArtifactRecord.warnings``) holds: ``category`` (``module:qualname``
+#: of a ``Warning`` subclass, resolvable without pickle: ``builtins:DeprecationWarning``),
+#: ``message`` (its text), ``module`` (the package's module it is attributed to) and
+#: ``lineno``. No path: nothing of the build machine reaches the wheel.
+TRACED_WARNING_FIELDS = ("category", "lineno", "message", "module")
+#: The most traced warnings a record holds, and the longest message and name kept.
+MAX_TRACED_WARNINGS = 64
+MAX_WARNING_MESSAGE = 4096
+MAX_WARNING_NAME = 300
 #: A mesh variant: (axis name, size) pairs in order.
 MeshShape = tuple[tuple[str, int], ...]
 
@@ -98,6 +107,11 @@ class ArtifactRecord(Record):
     #: symbolic module: the same computation, without shape refinement in the user's process.
     #: An entry's ``form`` (``SIZED_FORMS``; absent: ``call``) says what its module computes.
     sized: list[dict[str, Any]] = []  # noqa: RUF012 - read only, like every field
+    #: The warnings the package's own code issued while this artifact was traced
+    #: (``TRACED_WARNING_FIELDS`` each, sorted): the loader issues them again on the first
+    #: call the artifact serves, as the source's trace would. Omitted from the JSON when
+    #: empty; manifests written before the field existed lack it: ``[]``.
+    warnings: list[dict[str, Any]] = []  # noqa: RUF012 - read only, like every field
 
     @property
     def id(self) -> str:
@@ -204,6 +218,8 @@ class ConcreteRecord(Record):
     size: int
     jax_config: dict[str, Any] = {}  # noqa: RUF012 - read only, like every field
     variant: dict[str, Any] = {}  # noqa: RUF012 - read only, like every field
+    #: The warnings the package's own code issued while it was traced (``ArtifactRecord``'s).
+    warnings: list[dict[str, Any]] = []  # noqa: RUF012 - read only, like every field
 
     @property
     def id(self) -> str:
@@ -302,14 +318,14 @@ class Manifest(Record):
             "generator": self.generator,
             "jax_version": self.jax_version,
             "jaxlib_version": self.jaxlib_version,
-            "artifacts": [a._asdict() for a in sorted(self.artifacts, key=_sort_key)],
+            "artifacts": [_json(a) for a in sorted(self.artifacts, key=_sort_key)],
             "skipped": [s._asdict() for s in sorted(self.skipped, key=_sort_key)],
         }
         if self.executables:
             data["executables"] = [e._asdict() for e in sorted(self.executables,
                                                                  key=lambda e: e.id)]
         if self.concrete:
-            data["concrete"] = [c._asdict() for c in sorted(self.concrete, key=lambda c: c.id)]
+            data["concrete"] = [_json(c) for c in sorted(self.concrete, key=lambda c: c.id)]
         if self.sources:
             data["sources"] = self.sources
         if self.jax_released:
@@ -319,6 +335,15 @@ class Manifest(Record):
         if self.jax_sets:
             data["jax_sets"] = [s._asdict() for s in sorted(self.jax_sets)]
         return manifest_text(data).encode()
+
+
+def _json(record: "ArtifactRecord | ConcreteRecord") -> dict[str, Any]:
+    """A record as the manifest writes it: its fields, ``warnings`` left out when empty (the
+    manifests of packages whose code warns of nothing stay as they were, byte for byte)."""
+    data = record._asdict()
+    if not data["warnings"]:
+        del data["warnings"]
+    return data
 
 
 def artifact_id(function: str, structure_index: int, static: Mapping[str, Any], platform: str,
@@ -398,8 +423,9 @@ def check_file_name(name: Any) -> str:
 
 
 __all__ = ["ARTIFACT_DIR", "ArtifactRecord", "BLOB_SUFFIX", "ConcreteRecord", "ExecutableRecord",
-           "FailedCall", "JaxSet", "KNOWN_KINDS", "MANIFEST_NAME", "Manifest",
-           "MeshShape", "SCHEMA_VERSION", "SIZED_FORMS", "TEXT_FORMS",
+           "FailedCall", "JaxSet", "KNOWN_KINDS", "MANIFEST_NAME", "MAX_TRACED_WARNINGS",
+           "MAX_WARNING_MESSAGE", "MAX_WARNING_NAME", "Manifest", "MeshShape",
+           "SCHEMA_VERSION", "SIZED_FORMS", "TEXT_FORMS", "TRACED_WARNING_FIELDS",
            "SkippedRecord", "artifact_id", "artifact_sets", "check_file_name", "is_sha256_hex",
            "loaded_set", "member_name", "set_manifest_name", "sha256_hex",
            "signature_text", "variant_text"]

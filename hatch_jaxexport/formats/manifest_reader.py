@@ -16,9 +16,13 @@ from hatch_jaxexport.errors import ArtifactError
 from hatch_jaxexport.formats.manifest import (
     KNOWN_KINDS,
     MANIFEST_NAME,
+    MAX_TRACED_WARNINGS,
+    MAX_WARNING_MESSAGE,
+    MAX_WARNING_NAME,
     SCHEMA_VERSION,
     SIZED_FORMS,
     TEXT_FORMS,
+    TRACED_WARNING_FIELDS,
     ArtifactRecord,
     ConcreteRecord,
     ExecutableRecord,
@@ -59,6 +63,42 @@ def _check_captured(entries: list[Any], where: str) -> None:
             raise ArtifactError(f"corrupt manifest: {where}.captured_constants[{i}] {problem}, "
                                 f"got {entry!r:.80}")
 
+
+def _is_dotted(name: Any) -> bool:
+    """Whether ``name`` is a dotted Python name (``pkg.mod``, ``Outer.Inner``), bounded."""
+    return isinstance(name, str) and 0 < len(name) <= MAX_WARNING_NAME and \
+        all(part.isidentifier() for part in name.split("."))
+
+
+def _warning_problem(entry: Any) -> str | None:
+    """What is wrong with one traced warning of a record (``TRACED_WARNING_FIELDS``), or
+    ``None``."""
+    if not isinstance(entry, Mapping) or sorted(entry) != list(TRACED_WARNING_FIELDS):
+        return f"must be an object with exactly {', '.join(TRACED_WARNING_FIELDS)}"
+    category = entry["category"]
+    owner, _, qualname = category.partition(":") if isinstance(category, str) else ("", "", "")
+    if not (_is_dotted(owner) and _is_dotted(qualname)):
+        return "'category' must be 'module:qualname'"
+    if not isinstance(entry["message"], str) or len(entry["message"]) > MAX_WARNING_MESSAGE:
+        return f"'message' must be a string of at most {MAX_WARNING_MESSAGE} characters"
+    if not _is_dotted(entry["module"]):
+        return "'module' must be a module's dotted name"
+    lineno = entry["lineno"]
+    if not isinstance(lineno, int) or isinstance(lineno, bool) or not 0 <= lineno < 2**31:
+        return "'lineno' must be an int >= 0"
+    return None
+
+
+def _check_warnings(entries: list[Any], where: str) -> None:
+    """Validate a record's ``warnings``: at most ``MAX_TRACED_WARNINGS``, each well formed."""
+    if len(entries) > MAX_TRACED_WARNINGS:
+        raise ArtifactError(f"corrupt manifest: {where}.warnings holds {len(entries)} entries, "
+                            f"more than {MAX_TRACED_WARNINGS}")
+    for i, entry in enumerate(entries):
+        problem = _warning_problem(entry)
+        if problem:
+            raise ArtifactError(f"corrupt manifest: {where}.warnings[{i}] {problem}, "
+                                f"got {entry!r:.80}")
 
 
 def _from_json(cls: type, raw: Any, where: str) -> Any:
@@ -364,6 +404,7 @@ def _checked_artifacts(raw_artifacts: list[tuple[int, Any]], raw_skipped: list[t
         _check_config(record.jax_config, f"jax_config of {record.function:.80}")
         check_file_name(record.file)
         _check_captured(record.captured_constants, f"artifacts[{i}]")
+        _check_warnings(record.warnings, f"artifacts[{i}]")
         if not is_sha256_hex(record.sha256):
             raise ArtifactError(f"corrupt manifest: artifacts[{i}].sha256 is not a SHA-256 hex")
         if not 0 <= record.size <= _MAX_BLOB:
@@ -443,6 +484,7 @@ def _parse_concrete(raw: list[tuple[int, Any]], seen: "_Claims"
                         for v in record.sizes.values()):
             raise ArtifactError(f"corrupt manifest: concrete[{i}] has a malformed sha256, size, "
                                 "sizes or inputs")
+        _check_warnings(record.warnings, f"concrete[{i}]")
         _claim(seen, "concrete artifact", record.id, (record.file, record.sha256, record.size))
         records.append(record)
     return tuple(records)
