@@ -20,4 +20,5 @@ Beside them, imported by all: ``jaxcompat`` (the one module that touches ``jax._
 ``_user_frame`` (warnings for the user's line) and ``jax_dtypes``.
 """
 
-__all__ = ["artifacts", "call", "disk", "executables", "jax_dtypes", "jaxcompat", "notices"]
+__all__ = ["artifacts", "call", "disk", "executables", "jax_dtypes", "jaxcompat", "notices",
+           "source_errors"]

@@ -217,8 +217,8 @@ def _call_general(hot: HotCall, args: tuple[Any, ...], kwargs: dict[str, Any]) -
 class ResolvedCalls:
     """One function's resolved targets, its fallback, the keyed fast cache and the hot call."""
 
-    __slots__ = ("_uncovered", "fast", "hot", "hot_misses", "lock", "members", "reported",
-                 "reports", "targets")
+    __slots__ = ("_uncovered", "fast", "faulted", "hot", "hot_misses", "lock", "members",
+                 "reported", "reports", "targets")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -232,6 +232,10 @@ class ResolvedCalls:
         #: recorded artifacts, the source), in call order, and the keys already reported.
         self.reports: list[Any] = []
         self.reported: set[Any] = set()
+        #: Calls whose artifact side failed before they reached a resolution key (a call no
+        #: structure accepts, a spec-less call), by signature: the reason the source serves
+        #: them from now on (``failsafe``).
+        self.faulted: dict[Any, str] = {}
 
     def clear(self) -> None:
         """Forget everything resolved (it is resolved again on the next call)."""
@@ -243,6 +247,7 @@ class ResolvedCalls:
             self.hot_misses = 0
             self.reports = []
             self.reported = set()
+            self.faulted = {}
 
     def target(self, key: Any, resolve: Callable[[], Any]) -> Any:
         """The target resolved for ``key``, resolving it once (under the lock) if new."""
@@ -262,6 +267,14 @@ class ResolvedCalls:
             self.fast.clear()
             self.hot = None
         return target
+
+    def settle_fault(self, signature: Any, reason: str) -> None:
+        """Serve calls of ``signature`` by the source from now on, for ``reason`` (their
+        artifact side failed before reaching a resolution key)."""
+        with self.lock:
+            if len(self.faulted) >= FAST_CACHE_LIMIT:
+                self.faulted.clear()
+            self.faulted[signature] = reason
 
     def uncovered(self, make: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
         """The source's calls for calls no artifact serves (``SourceCalls``), made once."""
@@ -360,11 +373,14 @@ def fast_path(calls: ResolvedCalls, resolve: Callable[[tuple[Any, ...], dict[str
                     result = general(hot, args, kwargs)
                     if result is not miss:
                         return result
-            except (TypeError, ValueError, KeyError, NotImplementedError):  # other types,
-                # names, a tracer (a concrete-size artifact refuses forward mode), another
-                # device: resolve
+            except Exception:  # other types, names, a tracer (a concrete-size artifact
+                # refuses forward mode), another device; or an executable that failed: the
+                # full path resolves it (and its fail-safe line serves the call)
                 calls.hot_refused(args, kwargs)
-        result = calls.call_keyed(args, kwargs)
+        try:
+            result = calls.call_keyed(args, kwargs)
+        except Exception:  # a settled executable that failed: the full path decides
+            result = miss
         return resolve(args, kwargs) if result is miss else result
 
     return call

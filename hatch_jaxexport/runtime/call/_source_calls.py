@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from hatch_jaxexport.runtime.call.inlining import sources_inlined
 from hatch_jaxexport.runtime.call.refusals import no_artifact_notice, tell_traced
+from hatch_jaxexport.runtime.source_errors import mark_source_error
 
 if TYPE_CHECKING:
     from hatch_jaxexport.runtime.call._function_record import FunctionRecord
@@ -181,6 +182,7 @@ def run_source(fn: FunctionRecord, given: tuple[tuple[Any, ...], dict[str, Any]]
     except Exception as err:
         err.add_note(f"hatch-jaxexport: {reason} (no baked artifact covers this call; the "
                      "source, run instead, refused it too)")
+        mark_source_error(err)  # the caller's to see: the fail-safe line lets it through
         raise
     tell_traced(fn, reason, notice)
     return result

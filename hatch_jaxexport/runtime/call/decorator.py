@@ -32,7 +32,7 @@ from hatch_jaxexport.runtime.jaxcompat import lowering_config
 # Imported in functions: the loader and recorded calls, only on a function's first call: importing
 # a baked package loads the decorator's modules only, no jax.
 
-_call_exportable: Callable[..., Any] | None = None  # the loader's entry point, imported lazily
+_serve: Callable[..., Any] | None = None  # the fail-safe line's entry point, imported lazily
 
 
 class ExportableFunction(metaclass=FunctionLike):
@@ -130,21 +130,20 @@ class ExportableFunction(metaclass=FunctionLike):
         return self._call(*args, **kwargs)
 
     def call_resolving(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """A call the fast path did not take: matched, resolved and run by the loader."""
-        if not self.export_spec.structures:  # spec-less: its recorded calls, else the source
+        """A call the fast path did not take: matched, resolved and run by the loader, behind
+        the default mode's fail-safe line (``failsafe.serve``)."""
+        global _serve
+        if _serve is None:
+            from hatch_jaxexport.runtime.call.failsafe import serve
+
+            _serve = serve
+        result = _serve(self, args, kwargs)
+        if not self.export_spec.structures:  # spec-less: a call the source completed
             from hatch_jaxexport.runtime.call import _recorder as recorder
-            from hatch_jaxexport.runtime.call.recorded_calls import call_unstructured
 
-            result = call_unstructured(self, args, kwargs)
-            if recorder.RECORDING:  # a call the source completed: the build can bake it
+            if recorder.RECORDING:  # the build can bake it
                 recorder.note_call(self, args, kwargs)
-            return result
-        global _call_exportable
-        if _call_exportable is None:
-            from hatch_jaxexport.runtime.call.loader import call_exportable
-
-            _call_exportable = call_exportable
-        return _call_exportable(self, args, kwargs)
+        return result
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         """Bind like the function it wraps, so that a decorated method works: ``op.apply(x)``

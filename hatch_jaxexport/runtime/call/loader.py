@@ -20,15 +20,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from hatch_jaxexport.errors import ArtifactError, CallMismatch
+from hatch_jaxexport.errors import CallMismatch
 from hatch_jaxexport.formats.export_spec import baked_kinds
 from hatch_jaxexport.formats.manifest_reader import mesh_text
 from hatch_jaxexport.formats.settings import STRICT_ENV, record_choice, strict_mode
 from hatch_jaxexport.runtime.artifacts.package_artifacts import (
-    UnreadableArtifact,
     forget_package,
     load_package_artifacts,
-    unusable_reason,
 )
 from hatch_jaxexport.runtime.call._resolved_calls import fast_key, prime_fast_path
 from hatch_jaxexport.runtime.call.choice import Choice, choose_artifact
@@ -44,9 +42,11 @@ from hatch_jaxexport.runtime.call.matching import (
     export_platform,
     plan_call,
 )
+from hatch_jaxexport.runtime.call.targets import Attempt, Target, source_target
 from hatch_jaxexport.runtime.executables.artifact_calls import CallSite, build_artifact_call
 from hatch_jaxexport.runtime.executables.eager_call import EagerCall
 from hatch_jaxexport.runtime.jaxcompat import lowering_config
+from hatch_jaxexport.runtime.source_errors import run_as_source
 
 if TYPE_CHECKING:
     from hatch_jaxexport.runtime.call._function_record import FunctionRecord
@@ -62,51 +62,25 @@ if TYPE_CHECKING:
 _RECORDING = record_choice() is not False
 
 
-class _Target:
-    """What a (structure, static values, platform) resolves to: an artifact or the source;
-    ``reason``: why the source runs instead of an artifact (``from_artifact`` false). A slotted
-    class, as ``choice.Choice`` says why."""
-
-    __slots__ = ("call", "from_artifact", "reason", "static_in_call")
-
-    def __init__(self, call: Callable[..., Any], static_in_call: bool, from_artifact: bool,
-                 reason: str = "") -> None:
-        self.call, self.static_in_call = call, static_in_call
-        self.from_artifact, self.reason = from_artifact, reason
-
-
 def _resolve(fn: FunctionRecord, plan: CallPlan, platform: str, mesh: str = "",
-             mismatch: str = "", config: dict[str, Any] | None = None) -> _Target:
+             mismatch: str = "", config: dict[str, Any] | None = None) -> Target:
     """What serves a (structure, static values, platform[, mesh]): the chosen artifact's
     call, or the source with the reason (``no_artifact``: strict mode refuses here)."""
     config = lowering_config() if config is None else config
     choice = Choice(None, reason=mismatch) if mismatch else \
         choose_artifact(fn, plan, platform, mesh, config)
     reason = choice.reason
-    if choice.record is not None:
-        try:
-            call = build_artifact_call(_site(fn, plan, platform, mesh, choice.variant),
-                                       choice.package, choice.record)  # type: ignore[arg-type]
-        except ArtifactError as err:  # another jax's export, or a damaged install
-            reason = unusable_reason(choice.package, err)  # type: ignore[arg-type]
-        else:
-            return _Target(call, static_in_call=False, from_artifact=True)
+    if choice.record is not None:  # an artifact it cannot read: the fail-safe line decides
+        call = build_artifact_call(_site(fn, plan, platform, mesh, choice.variant),
+                                   choice.package, choice.record)  # type: ignore[arg-type]
+        return Target(call, static_in_call=False, from_artifact=True)
     elif choice.concrete:
         from hatch_jaxexport.runtime.call.recorded_calls import ConcreteDispatch
 
-        return _Target(ConcreteDispatch(fn, choice.package, choice.concrete,
+        return Target(ConcreteDispatch(fn, choice.package, choice.concrete,
                                         plan.structure_index, dict(plan.static)),
                        static_in_call=False, from_artifact=True)
-    return _source_target(fn, reason)
-
-
-def _source_target(fn: FunctionRecord, reason: str) -> _Target:
-    """The source as a call's target, for ``reason`` (strict mode refuses here)."""
-    from hatch_jaxexport.runtime.call._source_calls import source_calls
-    from hatch_jaxexport.runtime.call.refusals import no_artifact
-
-    return _Target(source_calls(fn), static_in_call=True, from_artifact=False,
-                   reason=no_artifact(fn, reason))
+    return source_target(fn, reason)
 
 
 def _site(fn: FunctionRecord, plan: CallPlan, platform: str, mesh: str, variant: str
@@ -129,7 +103,7 @@ def _site(fn: FunctionRecord, plan: CallPlan, platform: str, mesh: str, variant:
         source_flat=flat_source)
 
 
-def _split(fn: FunctionRecord, target: _Target, plan: CallPlan, values: dict[str, Any]
+def _split(fn: FunctionRecord, target: Target, plan: CallPlan, values: dict[str, Any]
            ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The target's positional and keyword arguments (statics passed only to the fallback)."""
     layout = fn.layouts[plan.structure_index]
@@ -138,11 +112,15 @@ def _split(fn: FunctionRecord, target: _Target, plan: CallPlan, values: dict[str
     return layout.split(values, skip=plan.static)
 
 
-def call_exportable(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Run a call of an ``@exportable`` function (what ``FunctionRecord.__call__`` does)."""
+def call_exportable(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str, Any],
+                    attempt: Attempt | None = None) -> Any:
+    """A call's artifact side, for a function with structures: matched, resolved and run
+    (``failsafe.serve`` calls it, and turns what it raises into the source's result; the
+    resolution key it reaches goes to ``attempt``)."""
     prime_fast_path()
     if runs_inline(args, kwargs):  # inside an export: the outer artifact holds the source
-        return fn.__wrapped__(*args, **kwargs)
+        return run_as_source(fn.__wrapped__, *args, **kwargs)
+    attempt = Attempt() if attempt is None else attempt
     fast = fast_key(args, kwargs)
     try:
         plan = plan_call(fn, args, kwargs)
@@ -153,9 +131,9 @@ def call_exportable(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str,
     # the jax config ends the key: a process that changes it resolves again
     config = lowering_config()
     if fn.export_spec.mesh is not None:  # sharded variants: the call's mesh picks one
-        result = _call_sharded(fn, plan, key, args, None if kwargs else fast, config)
+        result = _call_sharded(fn, plan, key, args, None if kwargs else fast, config, attempt)
     else:
-        resolved = (*key, _ConfigKey(config.values()))
+        resolved = attempt.key = (*key, _ConfigKey(config.values()))
         target = fn.calls.target(resolved, lambda: _resolve(fn, plan, key[2], config=config))
         result = _run(fn, resolved, target, plan, (args, kwargs), fast)
     if _RECORDING:  # what the source completed: a call it refuses is not baked
@@ -165,21 +143,16 @@ def call_exportable(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str,
     return result
 
 
-def _run(fn: FunctionRecord, key: tuple[Any, ...], target: _Target, plan: CallPlan,
+def _run(fn: FunctionRecord, key: tuple[Any, ...], target: Target, plan: CallPlan,
          given: tuple[tuple[Any, ...], dict[str, Any]], fast: Any) -> Any:
     """Run the call resolved under ``key`` (``fn.calls.targets``'), then hand what ran to the
     fast path. An artifact found unusable on first use (``UnreadableArtifact``) is replaced by
     the source under that key for good."""
-    if target.from_artifact:
-        taken = _split(fn, target, plan, plan.values)
-        try:
-            result = target.call(*taken[0], **taken[1])
-        except UnreadableArtifact as err:  # read on first use: this jax exported it
-            reason = unusable_reason(load_package_artifacts(fn.package), err)  # type: ignore[arg-type]
-            target = fn.calls.replace_target(key, _source_target(fn, reason))
-        else:
-            settle_artifact_call(fn, target, taken, given, fast)
-            return result
+    if target.from_artifact:  # an artifact found unusable on first use (``UnreadableArtifact``)
+        taken = _split(fn, target, plan, plan.values)  # raises: the fail-safe line settles the key
+        result = target.call(*taken[0], **taken[1])
+        settle_artifact_call(fn, target, taken, given, fast)
+        return result
     taken = _split(fn, target, plan, plan.values)
     result = _run_source(fn, taken, target.reason)
     settle_traced_call(fn, taken, given, fast)
@@ -224,7 +197,8 @@ def _call_uncovered(fn: FunctionRecord, given: tuple[tuple[Any, ...], dict[str, 
 
 
 def _call_sharded(fn: FunctionRecord, plan: CallPlan, key: tuple[Any, ...],
-                  args: tuple[Any, ...], fast: Any, config: dict[str, Any]) -> Any:
+                  args: tuple[Any, ...], fast: Any, config: dict[str, Any], attempt: Attempt
+                  ) -> Any:
     """A call of a function with mesh variants: the variant of the call's mesh, NumPy inputs
     placed onto that mesh with the artifact's in_specs. Only calls without any mesh take the
     fast path, guarded: the same arrays may run under a mesh set later."""
@@ -242,6 +216,7 @@ def _call_sharded(fn: FunctionRecord, plan: CallPlan, key: tuple[Any, ...],
     mesh = mesh_text(variant)
     key = (*key, mesh if not mismatch else ("no match", mesh_text(found.shape)),
            _ConfigKey(config.values()))
+    attempt.key = key
     target = fn.calls.target(key, lambda: _resolve(fn, plan, key[2], mesh, mismatch, config))
     values = plan.values
     if variant is not None and target.from_artifact and found.mesh is not None:
@@ -275,7 +250,7 @@ def loaded_from_artifact(fn: FunctionRecord) -> dict[Any, bool]:
     effect now."""
     now = _ConfigKey(lowering_config().values())
     return {key[:-1]: target.from_artifact for key, target in fn.calls.targets.items()
-            if isinstance(target, _Target) and key[-1] == now}
+            if isinstance(target, Target) and key[-1] == now}
 
 
 def call_report(fn: FunctionRecord) -> list[Any]:

@@ -41,6 +41,7 @@ from hatch_jaxexport.runtime.call.refusals import no_artifact, no_artifact_notic
 from hatch_jaxexport.runtime.executables.entries import ServedCall
 from hatch_jaxexport.runtime.jaxcompat import x64_flag
 from hatch_jaxexport.runtime.notices import report
+from hatch_jaxexport.runtime.source_errors import run_as_source
 
 if TYPE_CHECKING:
     from hatch_jaxexport.runtime.call._function_record import FunctionRecord
@@ -426,7 +427,7 @@ def call_unstructured(fn: FunctionRecord, args: tuple[Any, ...],
     told after; ``ArtifactError`` in strict mode). Inside an export it runs the source inline
     (``inlining.runs_inline``)."""
     if runs_inline(args, kwargs):
-        return fn.__wrapped__(*args, **kwargs)
+        return run_as_source(fn.__wrapped__, *args, **kwargs)
     call, arrays, reason = _artifact_call(fn, args, kwargs)
     if call is not None:
         try:
