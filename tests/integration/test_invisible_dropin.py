@@ -165,3 +165,61 @@ def test_the_maintainers_switch_turns_the_notices_into_warnings(baked_site):
     assert "source error first: scaled expects a vector" in done.stdout
     assert done.returncode != 0 and "FallbackWarning" in done.stderr
     assert "expects dtype float32" in done.stderr
+
+
+LEGACY = """
+import json, sys, warnings
+import numpy as np, pytest
+import jxe_dropin as m
+x = np.ones(4, np.float32)
+out = {}
+with pytest.warns(PendingDeprecationWarning, match="legacy_scaled is deprecated") as caught:
+    out["result"] = np.asarray(m.legacy_scaled(x)).tolist()
+out["warned"] = [[w.category.__name__, str(w.message), w.filename.split("site-packages")[-1]
+                  .replace("\\\\", "/").rsplit("/", 2)[-2:], w.lineno] for w in caught.list]
+with warnings.catch_warnings(record=True) as again:
+    warnings.simplefilter("default")
+    m.legacy_scaled(x)  # the same kind of call: jax traces it once, the artifact serves it
+out["again"] = len([w for w in again if w.category is PendingDeprecationWarning])
+out["tiers"] = [r.tier for r in m.legacy_scaled.call_report()]
+print(json.dumps(out))
+"""
+
+UNDER_ERROR = """
+import numpy as np, jxe_dropin as m
+for _ in range(2):  # each call traces again on the plain library, which raises again
+    try:
+        m.legacy_scaled(np.ones(4, np.float32))
+    except PendingDeprecationWarning as err:
+        print("raised", type(err).__name__, err)
+"""
+
+
+def test_what_the_body_warns_while_traced_reaches_the_baked_wheels_users(baked_site):
+    """A library's own warning, issued by its body while jax traces it, reaches its users
+    from the baked wheel (whose call never traces) as from the plain library: same category,
+    message and origin, caught by ``pytest.warns``; under ``-W error`` both raise it."""
+    site, _, _ = baked_site
+    manifest = json.loads((site / "jxe_dropin" / "_jaxexport" / "manifest.json").read_text())
+    (record,) = [r for r in manifest["artifacts"] if r["function"] == "jxe_dropin:legacy_scaled"]
+    assert record["warnings"] == [{"category": "builtins:PendingDeprecationWarning",
+                                   "lineno": record["warnings"][0]["lineno"],
+                                   "message": "legacy_scaled is deprecated; use scaled",
+                                   "module": "jxe_dropin"}]
+    plain = site.parent / "proj"  # the library's source tree: no artifacts
+    assert not (plain / "jxe_dropin" / "_jaxexport").exists()
+    seen = {}
+    for name, where in (("baked", site), ("plain", plain)):
+        done = run([sys.executable, "-c", LEGACY],
+                   env={"PYTHONPATH": str(where), "HATCH_JAXEXPORT_CACHE": "0"})
+        seen[name] = json.loads(done.stdout.splitlines()[-1])
+        errors = run([sys.executable, "-W", "error", "-c", UNDER_ERROR],
+                     env={"PYTHONPATH": str(where), "HATCH_JAXEXPORT_CACHE": "0"}).stdout
+        assert errors.splitlines() == ["raised PendingDeprecationWarning legacy_scaled is "
+                                       "deprecated; use scaled"] * 2, (name, errors)
+    assert seen["baked"]["warned"] == seen["plain"]["warned"] == [[
+        "PendingDeprecationWarning", "legacy_scaled is deprecated; use scaled",
+        ["jxe_dropin", "__init__.py"], record["warnings"][0]["lineno"]]]
+    assert seen["baked"]["result"] == seen["plain"]["result"] == [3.0] * 4
+    assert seen["baked"]["again"] == seen["plain"]["again"] == 0
+    assert "traced" not in seen["baked"]["tiers"] and seen["plain"]["tiers"] == ["traced"]

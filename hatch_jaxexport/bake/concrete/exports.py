@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hatch_jaxexport.bake.executables.compiling import signatures_file, structure_size_envs
+from hatch_jaxexport.bake.export.body_warnings import traced_warnings
 from hatch_jaxexport.bake.export.diagnose import first_line
 from hatch_jaxexport.bake.export.exporter import ExportTask, recorded_config, task_config
 from hatch_jaxexport.formats.dimensions import evaluate_dim
@@ -70,9 +71,10 @@ def failed_primals(failures: Sequence[Mapping[str, Any]]) -> list[ExportTask]:
 
 
 def structure_exported(fn: Any, task: ExportTask, env: Mapping[str, int]
-                       ) -> tuple[Any, bytes, dict[str, Any]]:
+                       ) -> tuple[Any, bytes, dict[str, Any], list[dict[str, Any]]]:
     """Export ``task``'s structure with its symbols bound to ``env``: the ``Exported``, its
-    bytes and the jax config it records."""
+    bytes, the jax config it records and what the package's code warned while it was traced
+    (``traced_warnings``)."""
     import jax
     from jax import export
 
@@ -84,7 +86,9 @@ def structure_exported(fn: Any, task: ExportTask, env: Mapping[str, int]
         return jax.ShapeDtypeStruct(shape, jax_dtype(leaf_spec.dtype))
 
     config = task_config(fn, task)
-    with no_locations(), lowering_context(config):
+    traced = (task.traced, json.dumps(env, sort_keys=True))
+    with no_locations(), lowering_context(config), \
+            traced_warnings(fn.package, traced) as warned:
         values = {**{n: tree_map_leaves(leaf, t) for n, t in structure.args.items()},
                   **task.static}
         args, kwargs = fn.layouts[task.structure_index].split(values)
@@ -92,13 +96,14 @@ def structure_exported(fn: Any, task: ExportTask, env: Mapping[str, int]
             fn.__wrapped__, static_argnames=tuple(spec.static))
         exported = export.export(target, platforms=[task.platform])(*args, **kwargs)
         data = _serialized(exported)
-    return exported, data, recorded_config(config, exported.mlir_module())
+    return exported, data, recorded_config(config, exported.mlir_module()), warned
 
 
 def call_exported(fn: Any, signature: CallSignature, platform: str
-                  ) -> tuple[Any, bytes, dict[str, Any]]:
+                  ) -> tuple[Any, bytes, dict[str, Any], list[dict[str, Any]]]:
     """Export a spec-less function for one recorded call: its arrays flat (canonical order),
-    its other values baked in. The ``Exported``, its bytes and the jax config it records."""
+    its other values baked in. The ``Exported``, its bytes, the jax config it records and what
+    the package's code warned while it was traced (``traced_warnings``)."""
     import jax
     from jax import export
 
@@ -110,11 +115,12 @@ def call_exported(fn: Any, signature: CallSignature, platform: str
     config = {**lowering_config(), **(fn.export_spec.jax_config or {})}
     if any(_X64.search(str(a.dtype)) for a in avals):
         config["jax_enable_x64"] = True
-    with no_locations(), lowering_context(config):
+    with no_locations(), lowering_context(config), \
+            traced_warnings(fn.package, (fn.name, call_key(signature))) as warned:
         exported = export.export(jax.jit(flat_source(fn, signature)),
                                  platforms=[platform])(*avals)
         data = _serialized(exported)
-    return exported, data, recorded_config(config, exported.mlir_module())
+    return exported, data, recorded_config(config, exported.mlir_module()), warned
 
 
 def _serialized(exported: Any) -> bytes:
@@ -126,14 +132,15 @@ def _serialized(exported: Any) -> bytes:
         return bytes(exported.serialize())
 
 
-def _entry(fn: Any, made: tuple[Any, bytes, dict[str, Any]], out_dir: Path, *,
+def _entry(fn: Any, made: tuple[Any, bytes, dict[str, Any], list[dict[str, Any]]],
+           out_dir: Path, *,
            structure_index: int, static: dict[str, Any], platform: str, sizes: dict[str, int],
            call: str, variant: dict[str, Any]) -> dict[str, Any]:
-    """Write one concrete export (``made``: the ``Exported``, its bytes, its config) into
-    ``out_dir``; its manifest record (as a dict)."""
+    """Write one concrete export (``made``: the ``Exported``, its bytes, its config, its
+    trace's warnings) into ``out_dir``; its manifest record (as a dict)."""
     from hatch_jaxexport.runtime.artifacts import pytrees
 
-    exported, data, config = made
+    exported, data, config, warned = made
     if pytrees.register_all([exported.in_tree, exported.out_tree], fn.name):
         raise ValueError("its inputs or outputs hold pytree classes of the package, which "
                          "concrete-size artifacts do not name")
@@ -146,7 +153,7 @@ def _entry(fn: Any, made: tuple[Any, bytes, dict[str, Any]], out_dir: Path, *,
     return {"function": fn.name, "structure_index": structure_index, "static": static,
             "platform": platform, "sizes": sizes, "inputs": inputs, "call": call,
             "file": file, "sha256": sha256_hex(data), "size": len(data),
-            "jax_config": config, "variant": variant}
+            "jax_config": config, "variant": variant, "warnings": warned}
 
 
 def bake_structures(fn: Any, tasks: Sequence[ExportTask], recorded: Recorded, out_dir: Path,

@@ -12,6 +12,7 @@ import json
 import re
 from typing import Any
 
+from hatch_jaxexport.bake.export.body_warnings import merged, traced_warnings
 from hatch_jaxexport.bake.export.captured import captured_constants
 from hatch_jaxexport.formats.export_spec import baked_kinds
 from hatch_jaxexport.formats.manifest import BLOB_SUFFIX, ArtifactRecord, artifact_id, sha256_hex
@@ -71,6 +72,12 @@ class ExportTask:
     @property
     def primal(self) -> ExportTask:
         return dataclasses.replace(self, kind="primal", batched=False)
+
+    @property
+    def traced(self) -> str:
+        """What its trace runs, whatever the platform (``traced_warnings``' key): jax
+        traces a function once for every platform it is exported for."""
+        return dataclasses.replace(self, platform="").id
 
     def file_name(self, structure: Structure) -> str:
         """A deterministic, safe blob file name."""
@@ -155,18 +162,21 @@ def recorded_config(config: dict[str, Any], full_text: str) -> dict[str, Any]:
     return recorded
 
 
+#: A primal export: its ``Exported``, symbolic scope, placement, captured constants and the
+#: warnings its trace issued (``traced_warnings``).
+_Primal = tuple[Any, Any, Any, list[dict[str, Any]], list[dict[str, Any]]]
 #: Primal exports of this process, reused by their family members (each member is exported
-#: from the primal's avals): (function, primal task id) -> (Exported, scope, placement,
-#: captured constants).
-_PRIMALS: dict[tuple[ExportableFunction, str], tuple[Any, Any, Any, list[dict[str, Any]]]] = {}
+#: from the primal's avals): (function, primal task id) -> ``_Primal``.
+_PRIMALS: dict[tuple[ExportableFunction, str], _Primal] = {}
 
 
-def _primal_of(fn: ExportableFunction, task: ExportTask) -> tuple[Any, Any, Any,
-                                                                 list[dict[str, Any]]]:
+def _primal_of(fn: ExportableFunction, task: ExportTask) -> _Primal:
     key = (fn, task.primal.id)
     found = _PRIMALS.get(key)
     if found is None:
-        found = _PRIMALS[key] = _export_primal(fn, task)
+        with traced_warnings(fn.package, task.primal.traced) as warned:
+            exported = _export_primal(fn, task)
+        found = _PRIMALS[key] = (*exported, warned)
     return found
 
 
@@ -176,15 +186,26 @@ def captured_of(fn: ExportableFunction, task: ExportTask) -> list[dict[str, Any]
     return _primal_of(fn, task)[3]
 
 
-def export_exported(fn: ExportableFunction, task: ExportTask) -> Any:
+def export_exported(fn: ExportableFunction, task: ExportTask,
+                    warned: list[dict[str, Any]] | None = None) -> Any:
     """Trace and lower one task to a ``jax.export.Exported``, locations stripped; the
-    ``@exportable`` functions it calls run their source inline (``sources_inlined``)."""
+    ``@exportable`` functions it calls run their source inline (``sources_inlined``).
+    ``warned`` gets what the package's code warned while its trace ran (``traced_warnings``)."""
     with sources_inlined():
-        primal, scope, placement, _ = _primal_of(fn, task)
+        primal, scope, placement, _, primal_warned = _primal_of(fn, task)
         if (task.kind, task.batched) == ("primal", False):
+            _add(warned, primal_warned)
             return primal
-        with no_locations(), lowering_context(task_config(fn, task)):
-            return _export_member(fn, task, primal, scope, placement)
+        with no_locations(), lowering_context(task_config(fn, task)), \
+                traced_warnings(fn.package, task.traced) as found:
+            member = _export_member(fn, task, primal, scope, placement)
+        _add(warned, found)
+        return member
+
+
+def _add(warned: list[dict[str, Any]] | None, found: list[dict[str, Any]]) -> None:
+    if warned is not None:
+        warned.extend(found)
 
 
 def _export_primal(fn: ExportableFunction,
@@ -379,8 +400,9 @@ def export_task(fn: ExportableFunction, task: ExportTask) -> tuple[bytes, Artifa
     """Export one task: the serialized blob and its manifest record."""
     spec = fn.export_spec
     structure = spec.structures[task.structure_index]
+    warned: list[dict[str, Any]] = []
     try:
-        exported = export_exported(fn, task)
+        exported = export_exported(fn, task, warned)
     except Exception as err:
         if raised_in_callback_lowering(err):
             raise ValueError(_CALLBACK_MESSAGE.format(targets="host callback")) from err
@@ -389,8 +411,9 @@ def export_task(fn: ExportableFunction, task: ExportTask) -> tuple[bytes, Artifa
     _refuse_host_callbacks(full_text)
     type_refs = pytrees.register_all([exported.in_tree, exported.out_tree], fn.name)
     config = task_config(fn, task)
-    try:
-        with lowering_context(config), sources_inlined():  # serialize traces the VJP
+    try:  # serialize traces the VJP (a custom_vjp's rules are the package's code)
+        with lowering_context(config), sources_inlined(), \
+                traced_warnings(fn.package, (task.traced, "vjp")) as vjp_warned:
             vjp_order = spec.vjp_order if task.kind == "primal" and not task.batched else 0
             blob = bytes(exported.serialize(vjp_order=vjp_order))
             custom_calls = custom_call_targets(exported, full_text, vjp_order)
@@ -414,6 +437,7 @@ def export_task(fn: ExportableFunction, task: ExportTask) -> tuple[bytes, Artifa
         out_avals=[str(a) for a in exported.out_avals], pytree_types=type_refs,
         mesh=dict(task.mesh), captured_constants=captured_of(fn, task),
         jax_config=recorded_config(config, full_text), variant=dict(task.variant),
+        warnings=merged(warned, vjp_warned),
     )
     return blob, record
 

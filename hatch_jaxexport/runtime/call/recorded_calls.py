@@ -247,11 +247,17 @@ class _ConcreteCall:
 
 def _jitted(package: Any, record: ConcreteRecord) -> _ConcreteCall:
     """A concrete artifact's call (``_ConcreteCall``), its blob checked; ``ArtifactError`` if
-    not."""
+    not. Made once per resolved call, right before its first run: what the source's body
+    warned while it was traced for this artifact is issued again now
+    (``artifacts.replayed_warnings.replay``; one the user's filters make an error raises, marked
+    as the source's, and nothing is kept: the next call resolves again, as jax traces again)."""
     from hatch_jaxexport.runtime.artifacts.package_artifacts import load_concrete
+    from hatch_jaxexport.runtime.artifacts.replayed_warnings import replay
 
     entry = {"file": record.file, "size": record.size, "sha256": record.sha256}
-    return _ConcreteCall(load_concrete(package, entry), record)
+    call = _ConcreteCall(load_concrete(package, entry), record)
+    replay(package.package, record.warnings)
+    return call
 
 
 #: Why a concrete-size artifact's call is compiled in the process (``ServedCall.not_shipped``).

@@ -22,6 +22,7 @@ from hatch_jaxexport.formats.statics import static_values_text
 from hatch_jaxexport.runtime.artifacts.package_artifacts import PackageArtifacts
 from hatch_jaxexport.runtime.artifacts.program import ArtifactProgram
 from hatch_jaxexport.runtime.artifacts.pytrees import plain_tree
+from hatch_jaxexport.runtime.artifacts.replayed_warnings import replay
 from hatch_jaxexport.runtime.disk.cache_folders import ensure_compilation_cache
 from hatch_jaxexport.runtime.executables.eager_call import EagerCall
 from hatch_jaxexport.runtime.jaxcompat import needs_lapack
@@ -86,17 +87,23 @@ def build_artifact_call(site: CallSite, package: PackageArtifacts, record: Artif
                         ) -> Callable[..., Any]:
     """The call of ``record``: an ``EagerCall`` (unsharded) or the family's primitive
     (sharded). ``ArtifactError``: the blob is damaged (``UnreadableArtifact``: jax cannot read
-    it, found now for a blob another jax wrote or a sharded one)."""
+    it, found now for a blob another jax wrote or a sharded one). Built once per resolved key,
+    right before its first call: the warnings the source's body issued while it was traced
+    for this artifact are issued again here (``replayed_warnings.replay``; one the user's
+    filters make an error raises, marked as the source's)."""
     program = ArtifactProgram.read(package, record, sharded=bool(site.mesh))
     ensure_compilation_cache()
     jit = ArtifactJit(site, program)
     if site.mesh:  # sharded variants: always through the family, never tiered
-        return jit()
+        sharded = jit()
+        replay(site.package, record.warnings)
+        return sharded
     lapack = needs_lapack(record.custom_calls)
     call = EagerCall(jit, job(site, record), functools.partial(_tiering, site, record.size),
                      lapack, _shipped(site, package, record, program.out_tree),
                      _eager_lowerable(program, lapack), out_tree=program.out_tree)
     jit.primal = call
+    replay(site.package, record.warnings)  # what the source's trace would have said
     return call
 
 

@@ -1,0 +1,99 @@
+"""What a function's body warned while it was traced for export, issued again where it is served.
+
+A library's body may warn while jax traces it (its own ``PendingDeprecationWarning``); on the
+plain library its users see that on the calls that trace. A baked call never traces, so the
+build keeps those warnings with the artifact's record (``bake.export.body_warnings``: the
+package's own, no path) and ``replay`` issues them again when an artifact's call is built for a
+resolved key (``executables.artifact_calls.build_artifact_call``, the concrete-size calls of
+``call.recorded_calls``): once per kind of call, as jax's tracing warns once per trace.
+
+Each goes through ``warnings.warn_explicit`` with the category, message and line the build
+recorded, and the installed module's own file, name, globals and ``__warningregistry__``:
+the user's filters (``-W``, ``filterwarnings``, ``pytest.warns``) and the "once per location"
+registry behave as with the plain library. Under ``filterwarnings = error`` the replay raises
+the warning as an exception, as the plain library's trace does: that exception is the
+library's, so it is marked (``source_errors.mark_source_error``) and the fail-safe line lets it
+through. Anything else that goes wrong replaying one (a module or category not found) is the
+artifact side's: that warning is left out, logged at ``DEBUG``. Our own notices never come
+here (``notices``).
+
+Only the package's own modules are imported to find a warning's module or category (a
+category of another library must already be imported, as the package's code that used it
+imported it): a manifest cannot make a call import anything else.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import linecache
+import sys
+import warnings
+from collections.abc import Iterable, Mapping
+from types import ModuleType
+from typing import Any
+
+from hatch_jaxexport.runtime.notices import LOGGER
+from hatch_jaxexport.runtime.source_errors import mark_source_error
+
+
+def replay(package: str, entries: Iterable[Mapping[str, Any]]) -> None:
+    """Issue again the traced warnings ``entries`` of an artifact of ``package`` (its
+    record's ``warnings``), in the order the manifest lists them; a warning the user's filters
+    turn into an error raises it, marked as the source's."""
+    for entry in entries:
+        found = _target(package, entry)
+        if found is None:
+            continue
+        module, category = found
+        filename = getattr(module, "__file__", None) or module.__name__
+        # its source's line where the installed file has it (CPython raises IndexError for a
+        # line past a module's source read through module_globals: an edited install)
+        source = module.__dict__ if linecache.getline(filename, entry["lineno"],
+                                                      module.__dict__) else None
+        try:
+            warnings.warn_explicit(
+                entry["message"], category, filename, entry["lineno"], module=module.__name__,
+                registry=module.__dict__.setdefault("__warningregistry__", {}),
+                module_globals=source)
+        except Warning as err:  # the user's filters made the library's warning an error
+            mark_source_error(err)
+            raise
+        except Exception as err:  # a category that cannot be made from its message
+            LOGGER.debug("hatch-jaxexport: a traced warning of %s left out: %s: %s",
+                         package, type(err).__name__, err)
+
+
+def _target(package: str, entry: Mapping[str, Any]) -> tuple[ModuleType, type[Warning]] | None:
+    """The installed module a traced warning is attributed to and its category, or ``None``
+    (logged at ``DEBUG``) where either cannot be found without importing outside ``package``."""
+    name = entry["module"]
+    module = _module(package, name) if name == package or name.startswith(package + ".") \
+        else None
+    owner, _, qualname = entry["category"].partition(":")
+    found: Any = builtins if owner == "builtins" else _module(package, owner)
+    for part in qualname.split(".") if found is not None else ():
+        found = getattr(found, part, None)
+    if module is None or not (isinstance(found, type) and issubclass(found, Warning)):
+        LOGGER.debug("hatch-jaxexport: the traced warning %r of %s is left out: its module %s "
+                     "or its category %s is not found", entry["message"][:80], package,
+                     entry["module"], entry["category"])
+        return None
+    return module, found
+
+
+def _module(package: str, name: str) -> ModuleType | None:
+    """Module ``name``: one already imported, or one of ``package``'s, imported; ``None``
+    otherwise, or where importing it fails."""
+    found = sys.modules.get(name)
+    if found is not None or not (name == package or name.startswith(package + ".")):
+        return found
+    try:
+        return importlib.import_module(name)
+    except Exception as err:  # the package's own module fails to import: not ours to raise
+        LOGGER.debug("hatch-jaxexport: %s does not import: %s: %s", name,
+                     type(err).__name__, err)
+        return None
+
+
+__all__ = ["replay"]
