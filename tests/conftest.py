@@ -84,6 +84,7 @@ LONGEST_FIRST = (
     "tests/integration/test_shipped_executables.py",
     "tests/unit/runtime/executables/test_shipped.py",
     "tests/integration/test_multi_process.py",
+    "tests/integration/test_multi_device_cache.py",
     "tests/integration/test_merge.py",
     "tests/unit/runtime/call/test_argument_kinds.py",
     "tests/examples/test_readme_commands.py",
@@ -152,6 +153,7 @@ WHOLE_ONLY: tuple[tuple[str, str], ...] = (
     ("tests/integration/test_pytest_plugin.py", "::test_wheel_installed_in_a_fresh_venv_with"),
     # a second device count of the sharding checks and of the release check on a mesh
     ("tests/unit/runtime/artifacts/test_sharding.py", "[8-devices"),
+    ("tests/integration/test_multi_device_cache.py", "[8-devices"),
     ("tests/unit/runtime/artifacts/test_sharding.py",
      "::test_release_check_compares_sharded_artifacts_on_a_mesh_of_their_shape[1]"),
 )

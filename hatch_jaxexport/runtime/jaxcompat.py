@@ -286,6 +286,20 @@ def serialize_compiled(compiled: Any, leaves: int) -> bytes | None:
     return canonical_order(blob)  # XLA lists object files as threads finish: one order
 
 
+def executable_device_ids(compiled: Any) -> tuple[int, ...] | None:
+    """The ids of the devices a ``jax.stages.Compiled`` was compiled for, in its device
+    assignment's order (one for an eager call's executable): what a cached copy must be loaded
+    onto. ``jax.experimental.serialize_executable`` pickles them only inside the executable's
+    own state, read after its bytes are loaded, and its unpickler otherwise loads the bytes
+    onto *every* device of the backend: with 4 local devices a one-device executable then wants
+    4 shards per argument. ``None`` on a jax whose internals differ."""
+    try:
+        devices = compiled._executable._unloaded_executable.device_list
+        return tuple(int(device.id) for device in devices) or None
+    except Exception:  # another jax's internals: not cached, the call still ran
+        return None
+
+
 def compiled_from_executable(blob: bytes, inputs: Sequence[tuple[Sequence[int], str]],
                              outputs: Sequence[tuple[Sequence[int], str]], in_tree: Any,
                              out_tree: Any, name: str) -> Any:
@@ -580,7 +594,8 @@ def with_module(exported: Any, in_shapes: Sequence[Sequence[int]],
 __all__ = ["BACKEND_COMPILE_EVENT", "LOWERING_CONFIG", "backend_identity", "compile_stablehlo",
            "SERIALIZED_EXECUTABLE_VERSION", "compiled_by_position", "compiled_dispatch",
            "compiled_from_executable", "compiled_from_serialized",
-           "compiled_from_loaded", "concrete_array_type", "concrete_shape", "evaluating_eagerly",
+           "compiled_from_loaded", "concrete_array_type", "concrete_shape",
+           "evaluating_eagerly", "executable_device_ids",
            "initialize_lapack", "install_lapack_guard", "ir_context", "is_lapack_target",
            "lapack_init_skipped", "lowering_config", "lowering_context", "mlir_ir",
            "MLIR_ELEMENT_TYPES", "module_text", "refine_stablehlo", "tensor_type", "with_module",

@@ -44,10 +44,16 @@ class CallMesh:
 
 
 def _shape_of(mesh: Any) -> MeshShape | None:
+    """The axes of ``mesh`` that partition a call: its ``Manual`` axes left out. Inside
+    ``shard_map`` (and ``jax.pmap``, a ``shard_map`` over ``_internal_pmap_axis_name`` since
+    jax 0.8) the body's values carry the mesh with the mapped axes manual: each shard runs the
+    body as a one-device computation, which the single-device variant serves. ``None`` when
+    no axis is left."""
     if mesh is None:
         return None
     try:
-        shape = tuple((str(n), int(s)) for n, s in mesh.shape.items())
+        manual = frozenset(getattr(mesh, "manual_axes", ()) or ())
+        shape = tuple((str(n), int(s)) for n, s in mesh.shape.items() if n not in manual)
     except (AttributeError, TypeError):
         return None
     return shape or None

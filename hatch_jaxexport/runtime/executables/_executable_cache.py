@@ -4,8 +4,16 @@ JAX's persistent compilation cache saves the XLA compile, but finding an entry n
 module: deserializing the artifact's StableHLO, an MLIR context, lowering and shape refinement, all
 before the executable loads (``docs/performance.md`` measures it). This cache is keyed by what the
 loader knows without any of that: the artifact's SHA-256 from the manifest, the call's argument
-types, and the machine (jax and jaxlib versions, backend and its version, device kind and count, the
+types, and the machine (jax and jaxlib versions, backend and its version, device kind, the
+process's devices: their number, this process's index and the ids of its local devices, the
 CPU's model and feature flags). A warm process reads the entry and calls the executable.
+
+An entry also names the devices its executable was compiled for (one, for an eager call), and
+is loaded onto exactly those: jax's unpickler would otherwise load it onto every device of the
+backend, and with several local devices (``--xla_force_host_platform_device_count=4``, a
+multi-GPU or TPU host) a one-device executable would then ask each argument for one shard per
+device and fail the call. An entry whose devices are not all this process's local devices
+does not fit it: a miss, never an error.
 
 Entries live in the user's cache folder (``cache.executable_cache_dir``), are written atomically
 (temporary file, then ``os.replace``) so concurrent processes never see half an entry, and hold
@@ -32,11 +40,13 @@ from pathlib import Path
 from typing import Any
 
 from hatch_jaxexport.runtime.disk.entry_names import ENTRY_SUFFIX, entry_label, touch
-from hatch_jaxexport.runtime.jaxcompat import compiled_from_serialized
+from hatch_jaxexport.runtime.jaxcompat import compiled_from_serialized, executable_device_ids
 
 # Imported in functions: the cache folders' warning and trimming, only after a write.
 
-MAGIC = b"hatch-jaxexport executable 1\n"
+#: Version 2 names the devices an entry's executable was compiled for; version 1's entries,
+#: which did not, are misses (loaded onto every device, they failed with several).
+MAGIC = b"hatch-jaxexport executable 2\n"
 SUFFIX = ENTRY_SUFFIX
 #: (module, name) pairs an entry may name besides jax's and jaxlib's own classes.
 _ALLOWED_GLOBALS = frozenset({("numpy", "dtype"), ("copyreg", "_reconstructor"),
@@ -121,7 +131,18 @@ def _machine(platform: str, folder: Path) -> str:
     client = devices[0].client
     return "\n".join([jax.__version__, getattr(jaxlib, "__version__", "?"), platform,
                       client.platform, client.platform_version, devices[0].device_kind,
-                      str(len(devices)), cpu_fingerprint(folder), str(sys.version_info[:2])])
+                      _device_layout(), cpu_fingerprint(folder), str(sys.version_info[:2])])
+
+
+def _device_layout() -> str:
+    """The process's devices as a key reads them: their number, this process's index and its
+    local devices' ids (``4 0 0,1,2,3``). Processes with other devices keep entries of their
+    own, so that two kinds of process sharing one cache folder never overwrite each other's
+    entries in turn (``load`` would refuse an entry for devices this process lacks anyway)."""
+    import jax
+
+    local = ",".join(str(device.id) for device in jax.local_devices())
+    return f"{jax.device_count()} {jax.process_index()} {local}"
 
 
 @functools.cache
@@ -171,7 +192,9 @@ def load(folder: Path, key: str, trees: Callable[[], tuple[Any, Any]] | None = N
          ) -> Any | None:
     """The cached executable (a ``jax.stages.Compiled``), ``None`` on a miss. An entry whose
     trees name the package's classes holds none: ``trees`` gives them (the call's input tree,
-    the artifact's output tree, rebuilt by jax's registered serialization), else it misses."""
+    the artifact's output tree, rebuilt by jax's registered serialization), else it misses.
+    The executable is loaded onto the devices it was compiled for; an entry for devices this
+    process does not have misses."""
     path = entry_path(folder, key)
     try:
         data = path.read_bytes()
@@ -185,16 +208,29 @@ def load(folder: Path, key: str, trees: Callable[[], tuple[Any, Any]] | None = N
         from jax.experimental import serialize_executable as se
 
         outer = _restricted(pickle.Unpickler)(io.BytesIO(data[len(MAGIC):]))
-        payload, in_tree, out_tree = outer.load()
+        payload, in_tree, out_tree, device_ids = outer.load()
+        backend = jax.devices()[0].client
+        devices = _fitting_devices(backend, device_ids)
+        if devices is None:  # compiled for devices this process does not have
+            return None
         if in_tree is None:  # trees of the package's classes: never pickled
             if trees is None:
                 return None
             in_tree, out_tree = trees()
-        backend = jax.devices()[0].client
-        inner = _restricted(se._JaxPjrtUnpickler)(io.BytesIO(payload), backend)
+        inner = _restricted(se._JaxPjrtUnpickler)(io.BytesIO(payload), backend, devices)
         return compiled_from_serialized(inner.load(), in_tree, out_tree)
     except Exception:  # a damaged entry, a refused class, another jax: compile instead
         return None
+
+
+def _fitting_devices(backend: Any, device_ids: Any) -> list[Any] | None:
+    """This process's local devices of ``backend`` with ids ``device_ids``, in that order (what
+    an entry's executable is loaded onto); ``None`` unless every one is here."""
+    if not isinstance(device_ids, tuple) or not device_ids:
+        return None
+    local = {device.id: device for device in backend.local_devices()}
+    found = [local.get(device_id) for device_id in device_ids]
+    return None if any(device is None for device in found) else found
 
 
 _CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
@@ -225,7 +261,8 @@ def compile_fresh(lowered: Any, compiler_options: dict[str, Any] | None = None
 
 def store(folder: Path, key: str, compiled: Any) -> str | None:
     """Write ``compiled`` (a ``jax.stages.Compiled`` that XLA compiled in this process, see
-    ``compile_fresh``) as the entry ``key``: ``None`` once written, else why it was not:
+    ``compile_fresh``) as the entry ``key``, with the ids of the devices it was compiled for:
+    ``None`` once written, else why it was not:
     jax could not serialize it (constants as arguments, a jax without the API), or the folder
     cannot be written (one ``CacheWarning`` per process: a full disk or a read-only home never
     fails a call). Trees that name the package's classes are left out (``load`` is given
@@ -233,10 +270,13 @@ def store(folder: Path, key: str, compiled: Any) -> str | None:
     try:
         from jax.experimental import serialize_executable as se
 
+        device_ids = executable_device_ids(compiled)
+        if device_ids is None:
+            return "jax does not say which devices the executable was compiled for"
         payload, in_tree, out_tree = se.serialize(compiled)
         if not (_plain_tree(in_tree) and _plain_tree(out_tree)):
             in_tree = out_tree = None  # the package's classes: the reader supplies the trees
-        data = MAGIC + pickle.dumps((payload, in_tree, out_tree), protocol=5)
+        data = MAGIC + pickle.dumps((payload, in_tree, out_tree, device_ids), protocol=5)
     except Exception as err:
         return f"jax could not serialize the executable ({type(err).__name__}: {err})"[:300]
     try:
