@@ -1,7 +1,14 @@
-"""Checking an installed package's baked artifacts against its manifest (``jaxexport verify``).
+"""Checking a package's baked artifacts against its manifest: ``jaxexport verify``, the release
+check, and the build's read-back of everything it writes.
 
-Reads only files: the manifest and the blobs, through ``importlib.resources`` like the loader.
-Imports nothing but the package itself (to locate it) and never imports jax.
+Reads only files: the manifest and the blobs, through ``importlib.resources`` like the loader
+(a folder, or a folder in a wheel), and the manifest through the loader's own reader
+(``loader_read``: its index, each function's records as a first call decodes them, and the
+whole file). Every writer of an artifact folder (the export, a jax release's set, a merge of
+builders' executables) calls ``read_back`` before its folder or wheel is finished, so that
+nothing is shipped that the loader would refuse; ``verify`` and the release check run the same
+checks on what is installed. Imports nothing but the package itself (to locate it) and never
+imports jax.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ import os
 import pathlib
 from typing import Any
 
-from hatch_jaxexport.errors import ArtifactError
+from hatch_jaxexport.errors import ArtifactError, ExportError
 from hatch_jaxexport.formats.inventory import inventory
 from hatch_jaxexport.formats.manifest import (
     ARTIFACT_DIR,
@@ -23,7 +30,9 @@ from hatch_jaxexport.formats.manifest import (
     check_file_name,
     signature_text,
 )
-from hatch_jaxexport.formats.manifest_reader import parse_manifest
+from hatch_jaxexport.formats.manifest_reader import parse_manifest, read_manifest_index
+from hatch_jaxexport.formats.record_spans import SPANNED, read_spans, record_owner
+from hatch_jaxexport.runtime.artifacts.package_artifacts import record_key
 
 # Imported in functions: the runtime's artifacts, only for a package with pytree classes (verify
 # imports no jax otherwise).
@@ -108,6 +117,16 @@ def verify_report(package: str) -> VerifyReport:
         root = importlib.resources.files(package) / ARTIFACT_DIR
     except (ModuleNotFoundError, TypeError, ValueError) as err:
         return VerifyReport(package, None, [f"cannot find package {package!r}: {err}"])
+    return verify_folder(root, package)
+
+
+def verify_folder(root: Any, package: str, *, installed: bool = True) -> VerifyReport:
+    """Every problem of the artifact folder ``root`` (a path, or a folder in a wheel) of
+    ``package``: its manifest read by the loader's reader (``loader_read``), every file it
+    names with its size and SHA-256, each jax release's set likewise, no file it does not
+    name. ``installed=False``: a build's folder (``read_back``), whose package is not the
+    installed one (its pytree types' distributions are not judged) and whose manifest, just
+    written, must hold readable record spans."""
     manifest_path = root / MANIFEST_NAME
     if not manifest_path.is_file():
         return VerifyReport(package, None, [
@@ -117,18 +136,18 @@ def verify_report(package: str) -> VerifyReport:
     if escape:
         return VerifyReport(package, None, [f"{MANIFEST_NAME} {escape}"])
     try:
-        manifest = parse_manifest(manifest_path.read_bytes(),
-                                  where=f"{package}/{ARTIFACT_DIR}/{MANIFEST_NAME}")
+        manifest = loader_read(manifest_path.read_bytes(),
+                               f"{package}/{ARTIFACT_DIR}/{MANIFEST_NAME}", spans=not installed)
     except (ArtifactError, OSError) as err:
         return VerifyReport(package, None, [str(err)])
     if manifest.package != package:
         problems.append(f"the manifest is for package {manifest.package!r}, not {package!r}")
     listed = {MANIFEST_NAME}
-    problems += _check_records(root, manifest, package, listed)
+    problems += _check_records(root, manifest, package if installed else None, listed)
     for jax_set in manifest.jax_sets:  # other jax releases' sets (bake/workers/jax_sets.py)
         listed.add(jax_set.manifest)
         problems += [f"jax {jax_set.jax_version}'s set: {problem}"
-                     for problem in _check_set(root, jax_set, package, listed)]
+                     for problem in _check_set(root, jax_set, package, listed, installed)]
     # portable.json and the files it lists
     from hatch_jaxexport.bake.concrete.portable_bundle import verify_files
 
@@ -147,9 +166,72 @@ def verify_report(package: str) -> VerifyReport:
     return VerifyReport(package, manifest, problems)
 
 
-def _check_records(root: Any, manifest: Manifest, package: str, listed: set[str]) -> list[str]:
+def read_back(root: Any, package: str, what: str) -> Manifest:
+    """The build's read-back of the artifact folder it just wrote (``root``: a folder, or a
+    folder in a wheel), before the folder or wheel is finished: the checks of ``verify``
+    (``verify_folder``, as a build's). ``what`` names the output (``the wheel's
+    artifacts``...). ``ExportError`` naming the package and every problem: a build never
+    finishes half, with a manifest its loader refuses."""
+    report = verify_folder(root, package, installed=False)
+    if report.problems or report.manifest is None:
+        raise ExportError(
+            [f"{package}: {problem}" for problem in report.problems],
+            f"{package}: {what} failed the build's read-back (the loader's own reader and "
+            f"every file's size and SHA-256); nothing was finished")
+    return report.manifest
+
+
+def loader_read(data: bytes, where: str, *, spans: bool = False) -> Manifest:
+    """Manifest bytes read every way the loader reads them: the index
+    (``read_manifest_index``), each function's records as its first call decodes and resolves
+    them (``ManifestIndex.function``, through the record spans, indexed by artifact key), and
+    the whole file (``parse_manifest``, as ``inspect`` and the release check do). The whole
+    manifest; ``ArtifactError`` where a read refuses it, a function's records read alone differ
+    from the whole file's, or two of its artifacts resolve to one key. ``spans``: the record
+    spans must be there and read cleanly (a manifest just written; an older wheel's has none,
+    which the loader reads whole)."""
+    index = read_manifest_index(data, where=where)
+    whole = parse_manifest(data, where=where)
+    if spans and read_spans(data) is None:
+        raise ArtifactError(f"{where}: its record spans are missing or do not describe its "
+                            "bytes (a first call would decode the whole manifest)")
+    for name in sorted(_functions(whole)):
+        spanned = index.spans is not None
+        mine = index.function(name)
+        if spans and spanned and index.spans is None:
+            raise ArtifactError(f"{where}: the record spans of {name} do not read cleanly (its "
+                                "first call would decode the whole manifest)")
+        if mine != _records_of(whole, name):
+            raise ArtifactError(f"{where}: the records of {name}, read as its first call reads "
+                                "them, differ from the whole manifest's")
+        keys: dict[Any, str] = {}
+        for record in mine.artifacts:
+            other = keys.setdefault(record_key(record), record.id)
+            if other != record.id:
+                raise ArtifactError(f"{where}: artifacts {other} and {record.id} of {name} "
+                                    "resolve to one key: a call would find only one")
+    return whole
+
+
+def _functions(manifest: Manifest) -> set[str]:
+    """The functions that own a record of ``manifest``."""
+    return {record_owner(record._asdict(), field) for key, field in SPANNED.items()
+            for record in getattr(manifest, key)}
+
+
+def _records_of(manifest: Manifest, name: str) -> Manifest:
+    """``manifest`` with only function ``name``'s records, in order: what
+    ``ManifestIndex.function`` gives for it."""
+    return manifest._replace(**{
+        key: tuple(r for r in getattr(manifest, key) if record_owner(r._asdict(), field) == name)
+        for key, field in SPANNED.items()})
+
+
+def _check_records(root: Any, manifest: Manifest, package: str | None, listed: set[str]
+                   ) -> list[str]:
     """The problems of one set's records (artifacts, their concrete-size forms, concrete-size
-    artifacts, executables); the files they name are added to ``listed``."""
+    artifacts, executables); the files they name are added to ``listed``. ``package``: whose
+    installed metadata judges the pytree types (``None``: a build's, not judged)."""
     problems: list[str] = []
     for record in manifest.artifacts:
         listed.add(record.file)
@@ -159,7 +241,7 @@ def _check_records(root: Any, manifest: Manifest, package: str, listed: set[str]
             problems += _check_blob(root, entry["file"], entry["size"], entry["sha256"],
                                     f"{record.id} {signature_text(entry['inputs'])}")
         problems += [f"{record.id}: {problem}" for ref in record.pytree_types
-                     if (problem := _foreign_type_problem(ref, package))]
+                     if package and (problem := _foreign_type_problem(ref, package))]
     for concrete in manifest.concrete:  # concrete-size artifacts (bake/concrete/exports.py)
         listed.add(concrete.file)
         problems += _check_blob(root, concrete.file, concrete.size, concrete.sha256,
@@ -167,22 +249,26 @@ def _check_records(root: Any, manifest: Manifest, package: str, listed: set[str]
     return problems + _check_executables(root, manifest, listed)
 
 
-def _check_set(root: Any, jax_set: JaxSet, package: str, listed: set[str]) -> list[str]:
-    """The problems of another jax release's set: its manifest (read, of this package and
-    that jax) and its records, as the main manifest's."""
+def _check_set(root: Any, jax_set: JaxSet, package: str, listed: set[str],
+               installed: bool = True) -> list[str]:
+    """The problems of another jax release's set: its manifest (read as the loader reads it,
+    of this package and that jax, listing no sets itself) and its records, as the main
+    manifest's."""
     path = root / jax_set.manifest
     escape = _escapes(root, path) if path.is_file() else "is missing"
     if escape:
         return [f"{ARTIFACT_DIR}/{jax_set.manifest} {escape}"]
     try:
-        theirs = parse_manifest(path.read_bytes(),
-                                where=f"{package}/{ARTIFACT_DIR}/{jax_set.manifest}")
+        theirs = loader_read(path.read_bytes(), f"{package}/{ARTIFACT_DIR}/{jax_set.manifest}",
+                             spans=not installed)
     except (ArtifactError, OSError) as err:
         return [str(err)]
-    if (theirs.package, theirs.jax_version) != (package, jax_set.jax_version):
-        return [f"{jax_set.manifest} is {theirs.package}'s with jax {theirs.jax_version}, the "
-                f"main manifest lists it as {package}'s with jax {jax_set.jax_version}"]
-    return _check_records(root, theirs, package, listed)
+    if (theirs.package, theirs.jax_version) != (package, jax_set.jax_version) or \
+            theirs.jax_sets:
+        return [f"{jax_set.manifest} is {theirs.package}'s with jax {theirs.jax_version}"
+                f"{' and lists sets' if theirs.jax_sets else ''}, the main manifest lists it "
+                f"as {package}'s with jax {jax_set.jax_version}"]
+    return _check_records(root, theirs, package if installed else None, listed)
 
 
 def _escapes(root: Any, path: Any) -> str:
@@ -236,4 +322,5 @@ def _hash(path: Any, size: int) -> tuple[str, int]:
     return digest.hexdigest(), length
 
 
-__all__ = ["VerifyReport", "verify_report", "verify_package"]
+__all__ = ["VerifyReport", "loader_read", "read_back", "verify_folder", "verify_package",
+           "verify_report"]

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from hatch_jaxexport.bake.config import requirement_name
+from hatch_jaxexport.bake.verify import verify_folder
 from hatch_jaxexport.errors import CheckError
 from hatch_jaxexport.formats.inventory import inventory
 from hatch_jaxexport.formats.manifest import (
@@ -155,6 +156,10 @@ def find_bundle(package: str) -> Bundle:
         data = path.read_bytes()
     except OSError as err:
         raise CheckError(f"cannot read {path}: {err}") from None
+    problems = verify_folder(path.parent, package).problems  # what ``verify`` and the loader
+    if problems:  # refuse never passes: the loader's own reader, every file's SHA-256
+        raise CheckError(f"the installed {package}/{ARTIFACT_DIR} fails `jaxexport verify`: "
+                         + "; ".join(problems))
     try:
         manifest = parse_manifest(data, where=str(path))
         sets = artifact_sets(manifest) if manifest.jax_sets else ()

@@ -61,13 +61,24 @@ def recorded_calls(package: str, source: str | None = None) -> Calls:
 
 def failed_primals(failures: Sequence[Mapping[str, Any]]) -> list[ExportTask]:
     """The unsharded primal tasks among a worker's failures, each once: those whose structure
-    may still be served at concrete sizes (their family members failed with them)."""
+    may still be served at concrete sizes (their family members failed with them). A family
+    is one worker's (``workers._worker.share_of``), so each is planned once in a build."""
     tasks = {}
     for failure in failures:
         task = ExportTask(**failure["task"])
         if not task.mesh:
             tasks[task.primal.id] = task.primal
     return list(tasks.values())
+
+
+def failed_exports(failures: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Per primal task id, the first failed export of its family (as a record's ``origin``
+    names it)."""
+    found: dict[str, str] = {}
+    for failure in failures:
+        task = ExportTask(**failure["task"])
+        found.setdefault(task.primal.id, task.id)
+    return found
 
 
 def structure_exported(fn: Any, task: ExportTask, env: Mapping[str, int]
@@ -156,23 +167,49 @@ def _entry(fn: Any, made: tuple[Any, bytes, dict[str, Any], list[dict[str, Any]]
             "jax_config": config, "variant": variant, "warnings": warned}
 
 
+def size_origins(fn: Any, structure_index: int, recorded: Recorded
+                 ) -> dict[tuple[tuple[str, int], ...], list[str]]:
+    """Where each concrete size of a structure comes from, by its sorted items: ``concrete=``,
+    ``executable_sizes=``, the recording (``HATCH_JAXEXPORT_RECORD``), any of them at once.
+    A size named by several is one size, planned once; the names go into a record's
+    ``origin``, so that a build refusing two records of one key can say where each came from."""
+    spec = fn.export_spec
+    sources = {"concrete=": ({}, (spec.concrete or {},)),
+               "executable_sizes=": ({}, (spec.executable_sizes or {},)),
+               "the recording": (recorded, ())}
+    found: dict[tuple[tuple[str, int], ...], list[str]] = {}
+    for name, (calls, options) in sources.items():
+        for env in structure_size_envs(fn, structure_index, calls, options):
+            found.setdefault(tuple(sorted(env.items())), []).append(name)
+    return found
+
+
 def bake_structures(fn: Any, tasks: Sequence[ExportTask], recorded: Recorded, out_dir: Path,
-                    note: Callable[[str], None]) -> list[dict[str, Any]]:
-    """The concrete-size artifacts of ``fn``'s failed primal ``tasks``: one per size known."""
+                    note: Callable[[str], None],
+                    failed: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """The concrete-size artifacts of ``fn``'s failed primal ``tasks``: one per size known,
+    each size once however many sources name it (``size_origins``), each entry with its
+    ``origin``. ``failed``: per primal task id, the failed export that brought it here."""
     spec = fn.export_spec
     entries = []
     for task in tasks:
         envs = structure_size_envs(fn, task.structure_index, recorded,
                                    (spec.concrete or {}, spec.executable_sizes or {}))
+        origins = size_origins(fn, task.structure_index, recorded)
+        because = (failed or {}).get(task.id, task.id)
         for env in (e for e in envs if e):
+            named = " and ".join(origins.get(tuple(sorted(env.items())), ["?"]))
             try:
-                entries.append(_entry(fn, structure_exported(fn, task, env), out_dir,
-                                      structure_index=task.structure_index,
-                                      static=task.static, platform=task.platform, sizes=env,
-                                      call="", variant=task.variant))
+                entry = _entry(fn, structure_exported(fn, task, env), out_dir,
+                               structure_index=task.structure_index, static=task.static,
+                               platform=task.platform, sizes=env, call="",
+                               variant=task.variant)
             except Exception as err:  # noted; the other sizes still serve
                 note(f"{fn.name}: no concrete-size artifact of structure {task.structure_index} "
                      f"for {env} on {task.platform}: {type(err).__name__}: {str(err)[:200]}")
+                continue
+            entries.append({**entry, "origin": f"sizes {env} from {named}, where the symbolic "
+                                               f"export {because} failed"})
     return entries
 
 
@@ -187,12 +224,14 @@ def bake_calls(fn: Any, calls: Sequence[CallSignature], platforms: Sequence[str]
              "your tests with HATCH_JAXEXPORT_RECORD=1 to record its calls, or give it a "
              "structure)")
     entries = []
-    for signature in calls:
-        for platform in fn.export_spec.platforms or platforms:
+    unique = {call_key(signature): signature for signature in calls}  # a repeated call: once
+    for key, signature in unique.items():
+        for platform in dict.fromkeys(fn.export_spec.platforms or platforms):
             try:
-                entries.append(_entry(fn, call_exported(fn, signature, platform), out_dir,
-                                      structure_index=-1, static={}, platform=platform, sizes={},
-                                      call=call_key(signature), variant={}))
+                entries.append({**_entry(fn, call_exported(fn, signature, platform), out_dir,
+                                         structure_index=-1, static={}, platform=platform,
+                                         sizes={}, call=key, variant={}),
+                                "origin": f"the recorded call {key[:160]}"})
             except Exception as err:  # noted; its other calls still serve
                 why = f"{type(err).__name__}: {first_line(str(err), 300)}"
                 note(f"{fn.name}: no artifact for the recorded call {call_key(signature)[:160]} "
@@ -216,7 +255,8 @@ def worker_concrete(functions: Mapping[str, Any], request: WorkerRequest,
     for task in failed_primals(failures):
         by_function.setdefault(task.function, []).append(task)
     for name, tasks in by_function.items():
-        entries += bake_structures(functions[name], tasks, recorded, out_dir, note)
+        entries += bake_structures(functions[name], tasks, recorded, out_dir, note,
+                                   failed_exports(failures))
     calls = recorded_calls(request.package, request.signatures)
     wanted = [fn for fn in functions.values()
               if not fn.export_spec.structures or calls.get(fn.name)]
@@ -242,5 +282,6 @@ def concrete_covered(failures: Sequence[Mapping[str, Any]], concrete: Sequence[A
     return covered, rest
 
 
-__all__ = ["bake_calls", "bake_structures", "call_exported", "concrete_covered", "failed_primals",
-           "recorded_calls", "structure_exported", "worker_concrete"]
+__all__ = ["bake_calls", "bake_structures", "call_exported", "concrete_covered", "failed_exports",
+           "failed_primals", "recorded_calls", "size_origins", "structure_exported",
+           "worker_concrete"]

@@ -18,6 +18,7 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from hatch_jaxexport.bake.verify import read_back
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, MANIFEST_NAME, Manifest
 from hatch_jaxexport.formats.manifest_reader import parse_manifest
@@ -103,7 +104,15 @@ def merge_wheels(wheels: Sequence[str | Path], out_dir: str | Path) -> Path:
                 for problem in _differences(paths[0], read[0], p, r)]
     if problems:
         raise ExportError(problems, f"{len(problems)} differences between the wheels to merge")
-    return _write(paths[0], read, Path(out_dir))
+    out = _write(paths[0], read, Path(out_dir))
+    try:
+        for folder, manifest in read[0]["manifests"].items():
+            read_back(zipfile.Path(out, at=f"{folder}/"), manifest.package,
+                      f"the merged wheel {out.name}")
+    except ExportError:
+        out.unlink()  # never left behind as if merged
+        raise
+    return out
 
 
 def _write(first: Path, read: list[dict], out_dir: Path) -> Path:
@@ -190,6 +199,7 @@ def add_executables_from(folder: Path, package: str, wheels: Sequence[str | Path
             added += 1
     merged = mine._replace(executables=tuple(record for _, (record, _) in sorted(found.items())))
     (folder / MANIFEST_NAME).write_bytes(merged.to_bytes())
+    read_back(folder, package, "the artifacts with other builders' executables")
     return added
 
 

@@ -1,4 +1,11 @@
-"""Identical modules stored once: records whose bytes are equal share one file.
+"""Each record once, and identical modules stored once: records whose bytes are equal share
+one file.
+
+Before anything else, the records of a build (artifacts, concrete-size artifacts,
+executables) are made unique by id (``one_per_id``): the loader's reader refuses a manifest
+that lists an id twice, so the same record planned twice (a size named by a recording and by
+``concrete=``...) is written once, and two different records claiming one id fail the build,
+naming both and where each came from.
 
 Build layer. A function baked once per recorded call, per static value or per size often yields
 byte-identical modules (a static flag the computation ignores at that size, two recorded calls
@@ -14,9 +21,41 @@ pairs them across wheels by file name.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
+from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats.manifest import Manifest
+
+_R = TypeVar("_R")
+
+
+def one_per_id(package: str, what: str, records: Sequence[tuple[_R, str]]) -> list[_R]:
+    """``records`` (each with where it came from) with each id once: a record equal to one
+    already kept (the same id and the same content, the same work planned twice) is dropped;
+    two records that claim one id with other contents are an ``ExportError`` naming both and
+    their origins (one would shadow the other, and the loader refuses such a manifest)."""
+    kept: dict[str, tuple[Any, str]] = {}
+    conflicts: list[str] = []
+    for record, origin in records:
+        record_id = record.id  # type: ignore[attr-defined]
+        known = kept.setdefault(record_id, (record, origin))
+        if known[0] != record:
+            conflicts.append(
+                f"{package}: two different {what}s claim {record_id}: one from {known[1]} "
+                f"({_content(known[0])}), one from {origin} ({_content(record)})")
+    if conflicts:
+        raise ExportError(conflicts, None if len(conflicts) == 1 else
+                          f"{package}: {len(conflicts)} {what} ids claimed by two records each")
+    return [record for record, _ in kept.values()]
+
+
+def _content(record: Any) -> str:
+    """What tells two records of one id apart, briefly: their file, SHA-256 and sizes."""
+    sizes = getattr(record, "sizes", None)
+    return (f"file {record.file}, SHA-256 {record.sha256[:12]}, {record.size:,} bytes"
+            + (f", sizes {sizes}" if sizes else ""))
 
 
 def _kept_names(manifest: Manifest) -> dict[str, str]:
@@ -53,4 +92,4 @@ def dedupe_files(folder: Path, manifest: Manifest) -> tuple[Manifest, int, int]:
     return manifest.with_files(kept), removed, saved
 
 
-__all__ = ["dedupe_files"]
+__all__ = ["dedupe_files", "one_per_id"]

@@ -45,7 +45,7 @@ def main(request_path: str) -> int:
         tasks = [(fn, task) for fn in functions.values()
                  for task in tasks_for(fn, request.default_platforms)]
         result.task_count = len(tasks)
-        mine = tasks[request.worker::request.workers]
+        mine = share_of(tasks, request.worker, request.workers)
         if request.list_only:
             result.tasks = [task.id for _, task in tasks]
             mine = []
@@ -79,6 +79,22 @@ def main(request_path: str) -> int:
     progress.close()
     result.write(Path(request.result))
     return 0 if result.fatal is None else 1
+
+
+def share_of(tasks: list[tuple[Any, Any]], worker: int, workers: int
+             ) -> list[tuple[Any, Any]]:
+    """Worker ``worker``'s share of ``tasks`` (every worker computes the same list): whole
+    families, every ``workers``-th from its own index, each family being a primal task and its
+    transformation members (the same ``primal`` id). A family stays in one worker because what
+    its failures lead to is planned per family: the concrete-size artifacts of a structure
+    whose primal or member failed (``concrete.exports.failed_primals``). Split by task, the
+    primal's worker and its member's worker each baked the same sizes, and the manifest
+    listed them twice (a manifest the loader refuses)."""
+    families: dict[str, int] = {}
+    for _, task in tasks:
+        families.setdefault(task.primal.id, len(families))
+    return [(fn, task) for fn, task in tasks
+            if families[task.primal.id] % workers == worker]
 
 
 def _export_mine(mine: list[tuple[Any, Any]], request: WorkerRequest, result: WorkerResult,

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hatch_jaxexport.bake.jax_envs import jax_python
+from hatch_jaxexport.bake.verify import read_back
 from hatch_jaxexport.bake.workers.orchestrate import BuildResult, export_package, worker_env
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats.inventory import byte_text
@@ -94,6 +95,7 @@ def add_jax_set(folder: Path, set_folder: Path, log: Callable[[str], None]) -> J
         theirs._replace(sources={}).with_files(names).to_bytes())
     (folder / MANIFEST_NAME).write_bytes(
         main._replace(jax_sets=(*main.jax_sets, jax_set)).to_bytes())
+    read_back(folder, main.package, f"the artifacts with jax {version}'s set")
     log(f"{main.package}: added the artifacts of jax {version} (released "
         f"{theirs.jax_released}): {len(names)} file(s), {byte_text(added)} added, {shared} "
         "identical to one already stored (stored once)")

@@ -30,7 +30,8 @@ from hatch_jaxexport.bake.export.discovery import discover
 from hatch_jaxexport.bake.export.exporter import ExportTask
 from hatch_jaxexport.bake.export.search_path import SEARCH_PATH_ENV, search_path_value
 from hatch_jaxexport.bake.protocol import WorkerRequest, WorkerResult
-from hatch_jaxexport.bake.workers._dedupe import dedupe_files
+from hatch_jaxexport.bake.verify import read_back
+from hatch_jaxexport.bake.workers._dedupe import dedupe_files, one_per_id
 from hatch_jaxexport.bake.workers.progress import ProgressFiles
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats import __version__
@@ -228,12 +229,24 @@ def _stored_once(staging: Path, manifest: Manifest, emit: Callable[[str], None])
     return deduped
 
 
-def _concrete_results(results: Sequence[WorkerResult]
+def _concrete_results(package: str, results: Sequence[WorkerResult]
                       ) -> tuple[list[ConcreteRecord], tuple[FailedCall, ...]]:
-    """The workers' concrete-size and recorded-call artifacts, and the recorded calls whose
-    export failed (the loader gives their reason at call time)."""
-    return ([ConcreteRecord(**c) for res in results for c in res.concrete],
-            tuple(FailedCall(**f) for res in results for f in res.failed_calls))
+    """The workers' concrete-size and recorded-call artifacts, each once (``one_per_id``; an
+    entry's ``origin`` says where its size came from), and the recorded calls whose export
+    failed (the loader gives their reason at call time)."""
+    concrete = [(ConcreteRecord(**{k: v for k, v in c.items() if k != "origin"}),
+                 f"worker {worker}: {c.get('origin', 'a concrete size')}")
+                for worker, res in enumerate(results) for c in res.concrete]
+    failed = {(f["function"], f["call"], f["platform"]): FailedCall(**f)
+              for res in results for f in res.failed_calls}
+    return one_per_id(package, "concrete-size artifact", concrete), tuple(failed.values())
+
+
+def _artifact_results(package: str, results: Sequence[WorkerResult]) -> list[ArtifactRecord]:
+    """The workers' artifact records, each once (``one_per_id``)."""
+    return one_per_id(package, "artifact", [
+        (ArtifactRecord(**r), f"worker {worker}'s export of {r['function']}")
+        for worker, res in enumerate(results) for r in res.records])
 
 
 def _checked_arguments(on_error: str, jobs: int, out_dir: str | os.PathLike[str]) -> Path:
@@ -291,8 +304,8 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
         results = _run_workers(package, staging, jobs, platforms, env,
                                python or sys.executable, progress=progress,
                                executables=targets, signatures=signatures)
-        records = [ArtifactRecord(**r) for res in results for r in res.records]
-        concrete, failed_calls = _concrete_results(results)
+        records = _artifact_results(package, results)
+        concrete, failed_calls = _concrete_results(package, results)
         covered, failures = concrete_covered(
             [f for res in results for f in res.failures], concrete)
         messages = fold_failures(failures, detail=traceback_wanted())
@@ -312,12 +325,14 @@ def export_package(package: str, out_dir: str | os.PathLike[str], *,
         manifest = _stored_once(staging, Manifest(
             package=package, generator=f"hatch-jaxexport {__version__}",
             jax_version=results[0].jax_version, jaxlib_version=results[0].jaxlib_version,
-            artifacts=tuple(records), skipped=tuple(skipped), executables=tuple(compiled),
+            artifacts=tuple(records), skipped=tuple(skipped), executables=tuple(one_per_id(
+                package, "executable", [(e, f"the compile for {e.target}") for e in compiled])),
             concrete=tuple(concrete), sources=sources, failed_calls=failed_calls,
             jax_released=jax_release_date(results[0].jax_version)), emit)
         for leftover in staging.glob(".*"):  # requests, results, logs (blobs never start with .)
             leftover.unlink()
         (staging / MANIFEST_NAME).write_bytes(manifest.to_bytes())
+        read_back(staging, package, "the export")  # before anything replaces ``out``
         if out.exists():
             shutil.rmtree(out)
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -15,8 +15,9 @@ from hatch_jaxexport.formats.manifest_reader import parse_manifest
 
 
 def _export(folder: Path, jax_version: str, released: str, contents: dict[str, bytes],
-            package: str = "pkg") -> Manifest:
-    """An export folder as the workers leave it: blobs, a portable index, the manifest."""
+            package: str = "pkg", index: bool = True) -> Manifest:
+    """An export folder as the workers leave it: blobs, a portable index (``index``; a stand-in
+    the build's read-back of a main folder would refuse), the manifest."""
     folder.mkdir(parents=True)
     records = []
     for i, (name, data) in enumerate(sorted(contents.items())):
@@ -28,14 +29,16 @@ def _export(folder: Path, jax_version: str, released: str, contents: dict[str, b
     manifest = Manifest(package=package, generator="test", jax_version=jax_version,
                         jaxlib_version=jax_version, artifacts=(), concrete=tuple(records),
                         jax_released=released)
-    (folder / "portable.json").write_text("{}")
+    if index:
+        (folder / "portable.json").write_text("{}")
     (folder / MANIFEST_NAME).write_bytes(manifest.to_bytes())
     return manifest
 
 
 def test_a_set_shares_equal_blobs_and_is_listed_by_the_main_manifest(tmp_path):
     main = tmp_path / "main"
-    _export(main, "0.10.2", "2026-06-17", {"a.jaxexport": b"same", "b.jaxexport": b"new"})
+    _export(main, "0.10.2", "2026-06-17", {"a.jaxexport": b"same", "b.jaxexport": b"new"},
+            index=False)
     _export(tmp_path / "old", "0.8.1", "2025-11-18",
             {"a.jaxexport": b"same", "b.jaxexport": b"old", "c.jaxexport": b"only-old"})
     lines: list[str] = []
@@ -43,7 +46,7 @@ def test_a_set_shares_equal_blobs_and_is_listed_by_the_main_manifest(tmp_path):
     assert added == JaxSet("manifest-jax-0.8.1.json", "0.8.1", "0.8.1", "2025-11-18")
     assert sorted(p.name for p in main.iterdir()) == [
         "a.jaxexport", "b.jaxexport", "jax0.8.1-b.jaxexport", "jax0.8.1-c.jaxexport",
-        "manifest-jax-0.8.1.json", MANIFEST_NAME, "portable.json"]  # the set's index left out
+        "manifest-jax-0.8.1.json", MANIFEST_NAME]  # the set's portable index left out
     assert parse_manifest((main / MANIFEST_NAME).read_bytes()).jax_sets == (added,)
     the_set = parse_manifest((main / added.manifest).read_bytes())
     assert sorted(c.file for c in the_set.concrete) == [
@@ -58,7 +61,7 @@ def test_a_set_shares_equal_blobs_and_is_listed_by_the_main_manifest(tmp_path):
 
 def test_a_release_the_folder_has_or_another_package_is_refused(tmp_path):
     main = tmp_path / "main"
-    _export(main, "0.10.2", "2026-06-17", {"a.jaxexport": b"x"})
+    _export(main, "0.10.2", "2026-06-17", {"a.jaxexport": b"x"}, index=False)
     _export(tmp_path / "same", "0.10.2", "2026-06-17", {"a.jaxexport": b"y"})
     with pytest.raises(ExportError, match=r"with jax 0.10.2 to pkg's artifacts"):
         add_jax_set(main, tmp_path / "same", print)
@@ -70,3 +73,14 @@ def test_a_release_the_folder_has_or_another_package_is_refused(tmp_path):
     _export(tmp_path / "again", "0.8.1", "2025-11-18", {"a.jaxexport": b"z"})
     with pytest.raises(ExportError, match=r"sets \['0.8.1'\]"):
         add_jax_set(main, tmp_path / "again", print)
+
+
+def test_a_set_whose_files_do_not_match_it_fails_the_read_back(tmp_path):
+    """What ``add_jax_set`` writes is read back (``bake.verify.read_back``): a file in the
+    folder that no manifest names fails the build, naming the package and the file."""
+    main = tmp_path / "main"
+    _export(main, "0.10.2", "2026-06-17", {"a.jaxexport": b"same"}, index=False)
+    _export(tmp_path / "old", "0.8.1", "2025-11-18", {"b.jaxexport": b"old"})
+    (main / "stray.jaxexport").write_bytes(b"no record names me")
+    with pytest.raises(ExportError, match=r"pkg: _jaxexport/stray.jaxexport: file not listed"):
+        add_jax_set(main, tmp_path / "old", print)
