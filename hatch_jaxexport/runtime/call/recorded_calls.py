@@ -37,6 +37,7 @@ from hatch_jaxexport.runtime.artifacts.program import leaf_types
 from hatch_jaxexport.runtime.call._resolved_calls import fast_key, prime_fast_path
 from hatch_jaxexport.runtime.call._source_calls import run_source, source_without_static
 from hatch_jaxexport.runtime.call.inlining import runs_inline
+from hatch_jaxexport.runtime.call.matching import committed_platform, export_platform
 from hatch_jaxexport.runtime.call.refusals import no_artifact, no_artifact_notice
 from hatch_jaxexport.runtime.executables.entries import ServedCall
 from hatch_jaxexport.runtime.jaxcompat import x64_flag
@@ -362,16 +363,19 @@ class ConcreteDispatch:
 
 
 class _RecordedCalls:
-    """A function's recorded-call artifacts by call key and what each resolved to."""
+    """A function's recorded-call artifacts on one platform by call key, and what each
+    resolved to. A call key names no platform: a build for ``cpu`` and ``tpu`` bakes one
+    record of each call per platform, and only this process's platform's may run here."""
 
     from_artifact = True
 
-    def __init__(self, fn: FunctionRecord) -> None:
+    def __init__(self, fn: FunctionRecord, platform: str) -> None:
         from hatch_jaxexport.runtime.artifacts.package_artifacts import load_package_artifacts
 
         self.package = load_package_artifacts(fn.package)
         manifest = None if self.package is None else self.package.records(fn.name).manifest
-        self.records = {r.call: r for r in (manifest.concrete if manifest else ()) if r.call}
+        self.records = {r.call: r for r in (manifest.concrete if manifest else ())
+                        if r.call and r.platform == platform}
         #: The build's reason per recorded call whose export failed.
         self.failed = {f.call: f.reason for f in (manifest.failed_calls if manifest else ())}
         self.served: dict[str, _ConcreteCall] = {}
@@ -402,7 +406,8 @@ def _artifact_call(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str, 
                    ) -> tuple[_ConcreteCall | None, list[Any], str]:
     """The jitted artifact of this call's signature and the call's arrays in canonical order,
     or ``None`` and why."""
-    table = fn.calls.target(("recorded calls",), lambda: _RecordedCalls(fn))
+    platform = export_platform(committed_platform({"args": args, "kwargs": kwargs}))
+    table = fn.calls.target(("recorded calls", platform), lambda: _RecordedCalls(fn, platform))
     if not table.records and not table.failed:  # nothing recorded: nothing to describe for
         return None, [], _NO_ARTIFACT
     found = described(fn, args, kwargs)
