@@ -438,6 +438,11 @@ def print_summary(name: str, figures: dict[str, Any]) -> None:
     print(f"tests baked: {b['passed']} passed, {b['failed']} failed, {b['error']} errors, "
           f"{b['skipped']} skipped ({figures['baked_seconds']} s)")
     print(f"plain passes that fail baked: {figures['lost']}")
+    again = figures.get("second_process")
+    if again is not None:
+        print(f"with {figures['devices']} host devices, a second baked process (on the first's "
+              f"executable cache): {again['baked']['passed']} passed, {again['lost']} plain "
+              f"passes lost; first eager calls {again['tiers']}")
     for name_, c in sorted(figures["causes"].items(), key=lambda kv: -kv[1]["tests"]):
         print(f"  {c['tests']:4d} {name_}: e.g. {c['example']}\n       {c['message'][:240]}")
     print(f"first eager calls (per signature): {figures['served']} served from artifacts, "
@@ -513,9 +518,12 @@ def run_library(lib: Library, args: argparse.Namespace, wheels: Path, work: Path
     for name, why in lib.broken if not args.fast else ():
         notes.append(f"left out {name}: {why}")
     timing: dict[str, float] = {}
+    # --devices N: every run sees N local devices (forced host devices), as a multi-device host
+    devices = {"XLA_FLAGS": f"--xla_force_host_platform_device_count={args.devices}"} \
+        if args.devices else {}
     if args.record or not args.fast:
         recording = run_suite(baked_py, work / "suite", files, "record", {
-            "PYTHONPATH": str(tree / lib.import_root), "HATCH_JAXEXPORT_RECORD": "1"})
+            **devices, "PYTHONPATH": str(tree / lib.import_root), "HATCH_JAXEXPORT_RECORD": "1"})
         timing["record_seconds"] = round(recording.seconds, 1)
         notes.append("recorded sizes: " + ", ".join(
             str(p.relative_to(tree)) for p in tree.rglob("jaxexport-signatures.json")))
@@ -523,12 +531,17 @@ def run_library(lib: Library, args: argparse.Namespace, wheels: Path, work: Path
     pip_install(baked_py, "--no-deps", "--force-reinstall", wheel)
     plain_wheel, plain_build, _ = build_baked(unpack(sdist, work / "plain-src", None),
                                               work / "plain-dist", wheels)
-    plain = run_suite(plain_py, work / "suite", files, "plain")
-    baked = run_suite(baked_py, work / "suite", files, "baked")
+    plain = run_suite(plain_py, work / "suite", files, "plain", devices)
+    baked = run_suite(baked_py, work / "suite", files, "baked", devices)
     strict = run_suite(baked_py, work / "suite", files, "strict",
-                       {"HATCH_JAXEXPORT_STRICT": "1"})
+                       {**devices, "HATCH_JAXEXPORT_STRICT": "1"})
     figures = compare(plain, baked, lib.callables)
     figures.update(compare_strict(baked, strict))
+    if devices:  # a second process on the executables the first one cached
+        again = run_suite(baked_py, work / "suite", files, "baked-again", {
+            **devices, "HATCH_JAXEXPORT_CACHE": str(work / "suite" / "jaxexport-cache-baked")})
+        figures["second_process"] = compare(plain, again, lib.callables)
+        figures["devices"] = args.devices
     figures.update(subset=subset_name(args), notes=notes, files=files,
                    build_lines=build_lines, strict_seconds=round(strict.seconds, 1),
                    build_seconds=round(build_seconds, 1), wheel_bytes=wheel.stat().st_size,
@@ -547,6 +560,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="run these test files or node ids (relative to the library's test "
                              "folder) instead of the suite; recorded first unless --fast")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="sdist downloads")
+    parser.add_argument("--devices", type=int, default=0, metavar="N",
+                        help="run every suite with N forced host devices, and the baked one "
+                             "twice (the second on the first's executable cache)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     parser.add_argument("--work", type=Path,

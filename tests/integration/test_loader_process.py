@@ -130,13 +130,17 @@ def test_a_corrupt_record_of_another_function_leaves_this_one_running(damaged_si
     assert inspect.returncode != 0 and "unsafe artifact file" in inspect.stdout + inspect.stderr
 
 
-def test_corrupt_manifest_is_an_artifact_error_not_a_crash(damaged_site, run_python):
+def test_corrupt_manifest_runs_the_source_and_says_so_once(damaged_site, run_python):
     site, _, _ = damaged_site
     (site / "jxe_demo" / "_jaxexport" / "manifest.json").write_bytes(b'{"schema_version": 1,')
     proc = run_python(CALL_SCALE, env=_env(site))
     assert proc.returncode == 0
-    assert "ARTIFACTERROR corrupt manifest jxe_demo/_jaxexport/manifest.json: not valid JSON" \
-        in proc.stdout
+    assert "RESULT" in proc.stdout and "ARTIFACTERROR" not in proc.stdout  # the source's result
+    (line,) = [line for line in proc.stderr.splitlines() if "jxe_demo" in line]
+    assert "corrupt manifest jxe_demo/_jaxexport/manifest.json: not valid JSON" in line
+    strict = run_python(CALL_SCALE, env=_env(site, HATCH_JAXEXPORT_STRICT="1"))
+    assert "ARTIFACTERROR jxe_demo.funcs:scale: " in strict.stdout
+    assert "corrupt manifest jxe_demo/_jaxexport/manifest.json: not valid JSON" in strict.stdout
 
 
 def test_symlinked_blob_outside_the_package_is_refused(damaged_site, tmp_path, run_python):

@@ -62,7 +62,8 @@ try:
     out["equal"]["jit"] = bool(np.allclose(jitted, jax.jit(funcs.scale.__wrapped__)(x)))
 except Exception as err:
     out["errors"]["transformations"] = f"{type(err).__name__}: {err}"
-out["traced"] = sorted({r.not_shipped[:80] for r in funcs.scale.call_report() if r.tier == "traced"})
+out["traced"] = sorted({r.not_shipped[:80] for r in funcs.scale.call_report()
+                        if r.tier == "traced"})
 print(json.dumps(out))
 """
 

@@ -141,6 +141,8 @@ def check_inside(path: Any, base: Any, what: str) -> None:
 
 
 _PACKAGES: dict[str, PackageArtifacts | ArtifactError | None] = {}
+#: How many times each package was forgotten (``forget_package``): ``read_generation``.
+_FORGOTTEN: dict[str, int] = {}
 _PACKAGES_LOCK = threading.Lock()
 #: Packages whose staleness this process has warned about (once each).
 _STALE_SAID: set[str] = set()
@@ -199,6 +201,12 @@ def load_package_artifacts(package: str) -> PackageArtifacts | None:
 
         notify(f"hatch-jaxexport: {found.stale}", FallbackWarning, NEEDS_FIX)
     return None
+
+
+def read_generation(package: str) -> int:
+    """Which read of ``package`` this process is on (a new one after ``forget_package``): a
+    notice told once per read says it again when the package is read again."""
+    return _FORGOTTEN.get(package, 0)
 
 
 def stale_reason(package: str) -> str | None:
@@ -290,6 +298,7 @@ def forget_package(package: str) -> None:
     with _PACKAGES_LOCK:
         _PACKAGES.pop(package, None)
         _STALE_SAID.discard(package)
+        _FORGOTTEN[package] = _FORGOTTEN.get(package, 0) + 1
 
 
 def deserialize_checked(data: bytes, refs: list[str], package: str,
@@ -412,5 +421,6 @@ def load_record(package: PackageArtifacts, record: ArtifactRecord) -> Any:
 __all__ = ["ArtifactKey", "FunctionArtifacts", "PackageArtifacts", "UnreadableArtifact",
            "artifact_key", "check_inside", "deserialize_checked", "deserialize_record",
            "forget_package", "load_concrete", "load_package_artifacts", "load_record", "mesh_key",
-           "package_folder", "read_package_artifacts", "read_record", "record_key",
+           "package_folder", "read_generation", "read_package_artifacts", "read_record",
+           "record_key",
            "running_jax_version", "stale_reason", "unusable_reason"]

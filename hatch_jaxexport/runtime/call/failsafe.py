@@ -36,6 +36,7 @@ from hatch_jaxexport.errors import ArtifactError, CallMismatch
 from hatch_jaxexport.formats.settings import strict_mode
 from hatch_jaxexport.runtime.artifacts.package_artifacts import (
     UnreadableArtifact,
+    read_generation,
     read_package_artifacts,
     unusable_reason,
 )
@@ -49,9 +50,10 @@ if TYPE_CHECKING:
 # Imported in functions: the loader and the recorded calls (each function takes one of the
 # two), the source's calls and the refusals, only once a call failed on the artifact side.
 
-#: (package, reason) pairs of a damaged install already told on the logger's ``WARNING``
-#: (stderr where no handler is set): one line per package and reason, not one per function.
-_DAMAGE_TOLD: set[tuple[str, str]] = set()
+#: (package, what was read of it, reason) of a damaged install already told on the logger's
+#: ``WARNING`` (stderr where no handler is set): one line per package and reason, not one per
+#: function; again once the package is read again (``forget_package``).
+_DAMAGE_TOLD: set[tuple[str, int, str]] = set()
 _DAMAGE_LOCK = threading.Lock()
 
 
@@ -168,9 +170,10 @@ def _run_source(fn: FunctionRecord, given: tuple[tuple[Any, ...], dict[str, Any]
 
     notice = no_artifact_notice(fn, reason)
     if isinstance(reason, NeedsFix):
+        damage = (fn.package, read_generation(fn.package), str(reason))
         with _DAMAGE_LOCK:
-            told = (fn.package, str(reason)) in _DAMAGE_TOLD
-            _DAMAGE_TOLD.add((fn.package, str(reason)))
+            told = damage in _DAMAGE_TOLD
+            _DAMAGE_TOLD.add(damage)
         notice = "" if told else notice
     result = run_source(fn, given, reason, notice)
     settle_traced_call(fn, given, given, fast_key(*given))
