@@ -70,7 +70,6 @@ LONGEST_FIRST = (
     "tests/integration/test_ecosystem.py",
     "tests/examples/test_getting_started.py",
     "tests/integration/test_field2.py",
-    "tests/examples/test_gpu_check.py",
     # CI's run, from a clean-clone run's durations (December 2026, three workers)
     "tests/integration/test_hatch_hook.py",
     "tests/integration/test_pytest_plugin.py",
@@ -79,6 +78,7 @@ LONGEST_FIRST = (
     "tests/unit/runtime/artifacts/test_transforms.py",
     "tests/unit/runtime/artifacts/test_option_matrix.py",
     "tests/examples/test_example_pkg.py",
+    "tests/examples/test_accelerator_check.py",
     "tests/unit/runtime/executables/test_tiers.py",
     "tests/unit/runtime/artifacts/test_sharding.py",
     "tests/integration/test_shipped_executables.py",
@@ -128,8 +128,7 @@ WHOLE_ONLY: tuple[tuple[str, str], ...] = (
     # benchmark smoke runs: the benchmarks run by their own commands
     ("tests/integration/test_build_benchmark.py", ""),
     ("tests/integration/test_manifest_scale_benchmark.py", ""),
-    # the GPU check on the CPU, and IREE's tools (the portable export without jax stays in CI)
-    ("tests/examples/test_gpu_check.py", ""),
+    # IREE's tools (the portable export without jax stays in CI)
     ("tests/unit/bake/concrete/test_portable.py", "::test_wheel_runs_through_iree_without_jax"),
     ("tests/unit/bake/concrete/test_portable.py", "::test_bundle_compiles_and_runs_with_the_iree"),
     # other front ends of one build: CI builds with python -m build and reinstalls with pip

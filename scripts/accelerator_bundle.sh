@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The wheels the accelerator check installs on a device machine that reaches no network, built
+# here (no accelerator needed: jax lowers for any platform on the CPU):
+#   bash scripts/accelerator_bundle.sh OUT [PLATFORMS] [--worktree]
+# - hatch_jaxexport's wheel, built from HEAD (git archive; --worktree: the working tree);
+# - example_pkg's wheel with artifacts for PLATFORMS (default cpu,tpu): its pyproject's
+#   `platforms` line is rewritten in a copy (the committed example keeps ["cpu", "cuda"]), and
+#   its isolated build exports with this python's jax release (pinned by PIP_CONSTRAINT), the
+#   release the device runs (JAX_VERSION=... to pin another);
+# - flatbuffers and archspec, the runtime's pure-Python dependencies (pip download --no-deps).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+python=${PYTHON:-python3}
+[ $# -ge 1 ] || { echo "usage: $0 OUT [PLATFORMS] [--worktree]" >&2; exit 2; }
+out=$(mkdir -p "$1" && cd "$1" && pwd)
+platforms=${2:-cpu,tpu}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/accelerator-bundle-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+if [ "${3:-}" = "--worktree" ] || [ "${2:-}" = "--worktree" ]; then
+  [ "${2:-}" = "--worktree" ] && platforms=cpu,tpu
+  source_dir=$root
+else
+  source_dir=$tmp/source
+  mkdir -p "$source_dir"
+  git -C "$root" archive HEAD | tar -x -C "$source_dir"
+fi
+jax_version=${JAX_VERSION:-$("$python" -c 'import jax; print(jax.__version__)')}
+printf 'jax==%s\njaxlib==%s\n' "$jax_version" "$jax_version" > "$tmp/constraints.txt"
+"$python" -m pip wheel -q --no-deps --no-build-isolation -w "$out" "$source_dir"
+cp -r "$source_dir/example_pkg" "$tmp/example_pkg"
+rm -rf "$tmp/example_pkg/dist" "$tmp/example_pkg/build" "$tmp"/example_pkg/src/example_pkg/_jaxexport
+"$python" - "$tmp/example_pkg/pyproject.toml" "$platforms" <<'PY'
+import json, re, sys
+path, platforms = sys.argv[1], sys.argv[2].split(",")
+text = open(path).read()
+new, count = re.subn(r"(?m)^platforms = \[.*\]$", "platforms = " + json.dumps(platforms), text)
+if count != 1:
+    sys.exit(f"{path}: expected one `platforms = [...]` line in the hook's table, found {count}")
+open(path, "w").write(new)
+PY
+PIP_CONSTRAINT="$tmp/constraints.txt" PIP_FIND_LINKS="$out ${PIP_FIND_LINKS:-}" \
+  "$python" -m pip wheel -q --no-deps -w "$out" "$tmp/example_pkg"
+"$python" -m pip download -q --no-deps -d "$out" flatbuffers archspec
+ls -l "$out"

@@ -1,0 +1,68 @@
+"""``scripts/accelerator_check.sh``, the check a device machine runs, works as written: run here
+on the CPU (``--platform cpu``) with this project's and example_pkg's wheels installed with
+``--no-index --no-deps --target`` into a folder put on ``PYTHONPATH``: every step of two rows
+(``tiny``, and ``grad`` with the transformations) in fresh processes, strict, equal to the
+source, jax's cache warm for the second process, one table and the JSON; asking for a platform
+the machine lacks fails after one process; a budget skips what would not fit and says so."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+from conftest import ROOT, run
+
+SCRIPT = ROOT / "scripts" / "accelerator_check.py"
+
+
+def test_the_accelerator_check_runs_offline_on_the_cpu(tmp_path, project_wheel, example_wheel):
+    site = tmp_path / "site"
+    proc = run(["bash", ROOT / "scripts" / "accelerator_check.sh", "--site", site,
+                project_wheel, example_wheel, "--", "--platform", "cpu", "--runs", "1",
+                "--workloads", "tiny,grad", "--json", tmp_path / "cpu.json",
+                "--out", tmp_path / "out"], cwd=tmp_path, env={"PYTHON": sys.executable})
+    out = proc.stdout
+    assert out.rstrip().endswith("result: OK"), out
+    assert f"hatch_jaxexport from {site}" in out, out  # the wheel's, not this checkout's
+    rows = {line.split("|")[1].strip().split(":")[0]: line for line in out.splitlines()
+            if line.startswith("| ")}
+    assert re.search(r"\| [0-9.]+x \|$", rows["tiny"]), rows["tiny"]
+    assert re.match(r"\| tiny \| \w+; cached", rows["tiny"]), rows["tiny"]
+    doc = json.loads((tmp_path / "cpu.json").read_text())
+    assert doc["table"] == (tmp_path / "out" / "accelerator_check.md").read_text().rstrip()
+    assert doc["environment"]["backend"] == "cpu"
+    for name in ("tiny", "grad"):
+        row = doc["rows"][name]
+        assert row["errors"] == [] and row["max_diff"] <= 1e-3, row
+        for step in ("source_cold", "baked_cold", "source_warm", "baked_warm", "floor"):
+            assert len(row[step]) == 1, (name, step)
+        assert row["source_cold_jax_cache_hits"] == [0]
+        assert row["source_warm_jax_cache_hits"][0] >= 1, row  # the second process's cache
+        assert "traced" not in str(row["baked_cold_served"] + row["baked_warm_served"])
+        assert set(row["hot"]) == ({"forward", "jit_grad"} if name == "grad" else {"forward"})
+    transforms = doc["rows"]["grad"]["transforms"]
+    assert sorted(transforms) == ["grad_ad_order", "jacfwd", "jit_grad", "vmap"]
+    assert all(t["max_diff"] <= 1e-3 for t in transforms.values()), transforms
+
+
+def test_a_platform_the_machine_lacks_fails_after_one_process(tmp_path):
+    proc = run([sys.executable, SCRIPT, "--platform", "tpu", "--workloads", "tiny,grad",
+                "--json", tmp_path / "tpu.json"], cwd=tmp_path, check=False)
+    assert proc.returncode == 1 and proc.stdout.rstrip().endswith("result: FAILED"), proc.stdout
+    assert "failed: no tpu backend here" in proc.stdout
+    doc = json.loads((tmp_path / "tpu.json").read_text())
+    assert doc["rows"]["tiny"]["errors"] and doc["rows"]["grad"]["errors"] == []
+
+
+def test_a_budget_skips_what_would_not_fit_and_says_so(tmp_path):
+    proc = run([sys.executable, SCRIPT, "--platform", "cpu", "--budget-seconds", "0",
+                "--workloads", "tiny"], cwd=tmp_path, check=False)
+    assert "--budget-seconds: 9 process(es) skipped (tiny: 9)" in proc.stdout, proc.stdout
+    assert proc.returncode == 1 and "failed: nothing was measured" in proc.stdout
+
+
+def test_without_wheels_or_options_it_says_how_to_run_it(project_wheel):
+    for args in ([], [project_wheel]):
+        proc = run(["bash", ROOT / "scripts" / "accelerator_check.sh", *args], check=False)
+        assert proc.returncode == 2 and "usage:" in proc.stderr
