@@ -468,7 +468,12 @@ class Check:
             if not self.budget.allows(name, f"{step} run {run + 1}"):
                 result["skipped"].append(f"{step} run {run + 1}")
                 continue
-            self.record(name, step, self.process(name, mode, **spec))
+            began = time.monotonic()
+            out = self.process(name, mode, **spec)
+            print(f"  {step} run {run + 1}: " + (out["error"] if "error" in out else
+                  f"{out['first_ms']:,.1f} ms") + f" (process {time.monotonic() - began:.1f} s)",
+                  flush=True)
+            self.record(name, step, out)
             self.save()
 
     def record(self, name: str, step: str, out: dict[str, Any]) -> None:
@@ -613,6 +618,7 @@ def report(check: Check) -> str:
     if starts:
         lines += ["", f"backend start (left out): median {statistics.median(starts):.1f} s "
                   f"over {len(starts)} processes"]
+    lines += ["", f"wall time {time.monotonic() - check.budget.start:.0f} s"]
     skipped = check.budget.skipped
     if skipped:
         per_row = {row.split()[0]: sum(s.split()[0] == row.split()[0] for s in skipped)
@@ -662,9 +668,12 @@ def main(argv: list[str] | None = None) -> int:
     check.outputs = [p for p in (args.json,) if p] + (
         [args.out / "accelerator_check.json", args.out / "accelerator_check.md"]
         if args.out else [])
+    names = args.workloads.split(",")
+    print(f"{len(names) * (4 * args.runs + check.floor_runs)} processes, one at a time",
+          flush=True)
     try:
         for run in range(args.runs):  # every row's first run first: a budget cuts run 2
-            for name in args.workloads.split(","):
+            for name in names:
                 print(f"[{time.monotonic() - check.budget.start:6.1f} s] run {run + 1}: "
                       f"{name} ...", flush=True)
                 check.run(name, run)

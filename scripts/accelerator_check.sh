@@ -23,7 +23,8 @@ if [ -z "$site" ]; then
   site=$(mktemp -d "${TMPDIR:-/tmp}/accelerator-site-XXXXXX")
   trap 'rm -rf "$site"' EXIT
 fi
-"$python" -m pip install -q --no-index --no-deps --target "$site" "${wheels[@]}"
+# --upgrade: a folder kept from an earlier run gets these wheels, not keeps the old ones
+"$python" -m pip install -q --no-index --no-deps --upgrade --target "$site" "${wheels[@]}"
 for shadow in jax jaxlib numpy; do  # never shadow the machine's own
   if [ -e "$site/$shadow" ]; then echo "error: $site holds $shadow; give no jax wheels" >&2; exit 2; fi
 done
