@@ -421,6 +421,7 @@ class Check:
     meta: dict[str, Any] = field(default_factory=dict)
     wrong_backend: str | None = None
     outputs: list[Path] = field(default_factory=list)
+    logs: Path | None = None  # where a failed process's output goes (``--out``)
 
     def process(self, name: str, mode: str, **spec: Any) -> dict[str, Any]:
         """One fresh process of ``mode`` for row ``name``; its JSON, or ``{"error": ...}``."""
@@ -443,6 +444,11 @@ class Check:
         lines = [line[len(MARK):] for line in proc.stdout.splitlines() if line.startswith(MARK)]
         if proc.returncode != 0 or not lines:
             tail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+            if self.logs is not None:  # the whole story, beside the JSON
+                self.logs.mkdir(parents=True, exist_ok=True)
+                (self.logs / f"failed-{name}-{mode}-{int(start)}.txt").write_text(
+                    f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n"
+                    f"{proc.stderr}")
             return {"error": f"{mode}: {tail[:400]}"}
         out = json.loads(lines[-1])
         self.meta = self.meta or out.get("environment", {})
@@ -668,6 +674,7 @@ def main(argv: list[str] | None = None) -> int:
     check.outputs = [p for p in (args.json,) if p] + (
         [args.out / "accelerator_check.json", args.out / "accelerator_check.md"]
         if args.out else [])
+    check.logs = args.out
     names = args.workloads.split(",")
     print(f"{len(names) * (4 * args.runs + check.floor_runs)} processes, one at a time",
           flush=True)
