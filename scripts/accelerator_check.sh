@@ -9,6 +9,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 python=${PYTHON:-python3}
+if [ -z "${PYTHON:-}" ] && ! python3 -c 'import jax' >/dev/null 2>&1 && command -v python >/dev/null; then
+  python=python  # the machine's jax lives in `python`, not `python3`
+fi
 case $python in */*) python=$(cd "$(dirname "$python")" && pwd)/$(basename "$python") ;; esac
 site=""
 if [ "${1:-}" = "--site" ]; then site=$2; shift 2; fi
