@@ -110,6 +110,12 @@ class CompileRequest:
     plans: list[dict[str, Any]]
     out_dir: str
     result: str
+    #: A device compile's (``executables.device_compile``; ``target`` and ``plans`` are then
+    #: found by the compiler, which sees the device): the platform asked for (``""``: jax's
+    #: default backend) and the folder of the artifacts it compiles (the package's
+    #: ``_jaxexport`` folder in the unpacked wheel).
+    platform: str = ""
+    blobs: str = ""
 
     def write(self, path: Path) -> None:
         _write(self, path)
@@ -129,6 +135,10 @@ class CompileResult:
     #: ``ExecutableRecord`` fields of each executable compiled.
     records: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: A device compile's: the device it compiled for (``DeviceDescription.to_json``), and why
+    #: it compiled nothing at all (the wrong device, a package that does not import).
+    device: dict[str, Any] = field(default_factory=dict)
+    fatal: list[str] = field(default_factory=list)
 
     def write(self, path: Path) -> None:
         _write(self, path)

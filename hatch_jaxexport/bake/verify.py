@@ -21,6 +21,7 @@ import pathlib
 from typing import Any
 
 from hatch_jaxexport.errors import ArtifactError, ExportError
+from hatch_jaxexport.formats.device_targets import target_problem
 from hatch_jaxexport.formats.inventory import inventory
 from hatch_jaxexport.formats.manifest import (
     ARTIFACT_DIR,
@@ -89,6 +90,7 @@ def _check_executables(root: Any, manifest: Manifest, listed: set[str]) -> list[
     """Each precompiled executable: present with its size and SHA-256, and compiled from an
     artifact the manifest lists with that SHA-256 (adds their files to ``listed``)."""
     artifacts = {record.id: record.sha256 for record in manifest.artifacts}
+    platforms = {record.id: record.platform for record in manifest.artifacts}
     problems = []
     for record in manifest.executables:
         listed.add(record.file)
@@ -96,6 +98,9 @@ def _check_executables(root: Any, manifest: Manifest, listed: set[str]) -> list[
         if artifacts.get(record.artifact) != record.artifact_sha256:
             problems.append(f"{record.id}: compiled from artifact {record.artifact}, which the "
                             "manifest does not list with that SHA-256")
+        wrong = target_problem(record, platforms.get(record.artifact))
+        if wrong is not None:  # a device target that does not describe its device
+            problems.append(f"{record.id}: {wrong}")
     return problems
 
 

@@ -176,6 +176,14 @@ class ExecutableRecord(Record):
     #: target triple): its code is that OS's object format and calling convention. ``""`` in
     #: records made before it was recorded (the loader uses those on Linux only).
     system: str = ""
+    #: A device target's (``formats.device_targets``: executables a TPU or GPU compiled):
+    #: the device kind it was compiled for (``TPU v5 lite``) and how many devices it runs on
+    #: (``1``), which the loading process must have. ``""`` and ``0`` for a CPU target, and
+    #: then omitted from the JSON: CPU manifests read and write as before, and readers from
+    #: before device targets ignore the keys (such a reader never runs a device target's
+    #: executable: its backend is not ``cpu``).
+    device_kind: str = ""
+    device_count: int = 0
 
     @property
     def id(self) -> str:
@@ -322,8 +330,8 @@ class Manifest(Record):
             "skipped": [s._asdict() for s in sorted(self.skipped, key=_sort_key)],
         }
         if self.executables:
-            data["executables"] = [e._asdict() for e in sorted(self.executables,
-                                                                 key=lambda e: e.id)]
+            data["executables"] = [_executable_json(e) for e in sorted(self.executables,
+                                                                        key=lambda e: e.id)]
         if self.concrete:
             data["concrete"] = [_json(c) for c in sorted(self.concrete, key=lambda c: c.id)]
         if self.sources:
@@ -335,6 +343,15 @@ class Manifest(Record):
         if self.jax_sets:
             data["jax_sets"] = [s._asdict() for s in sorted(self.jax_sets)]
         return manifest_text(data).encode()
+
+
+def _executable_json(record: ExecutableRecord) -> dict[str, Any]:
+    """An executable's record as JSON: a CPU target's without the device fields, so that its
+    manifest is the bytes it was before device targets existed."""
+    data = record._asdict()
+    if not record.device_kind and not record.device_count:
+        del data["device_kind"], data["device_count"]
+    return data
 
 
 def _json(record: "ArtifactRecord | ConcreteRecord") -> dict[str, Any]:

@@ -38,6 +38,9 @@ from hatch_jaxexport.formats.record_spans import SPANNED, RecordSpans, read_span
 
 #: The largest artifact file a manifest may list.
 _MAX_BLOB = 2**34
+#: The most devices a device target's executable may be compiled for (a bound on a number the
+#: loader compares, not a limit of any real machine).
+_MAX_DEVICES = 1 << 16
 
 # Imported in functions: the recorded sources' checks, only for a manifest that records them.
 
@@ -459,6 +462,10 @@ def _parse_executables(raw: list[tuple[int, Any]], seen: "_Claims"
         if record.native_vjp not in (0, 1):
             raise ArtifactError(f"corrupt manifest: executables[{i}].native_vjp must be 0 or 1, "
                                 f"got {record.native_vjp}")
+        if not (0 <= record.device_count <= _MAX_DEVICES and len(record.device_kind) <= 200
+                and bool(record.device_kind) == (record.device_count > 0)):
+            raise ArtifactError(f"corrupt manifest: executables[{i}] has a device_kind without a "
+                                "device_count of 1 or more, or the other way round")
         for name in ("inputs", "outputs"):
             if not all(_is_leaf_type(leaf) for leaf in getattr(record, name)):
                 raise ArtifactError(f"corrupt manifest: executables[{i}].{name} must be "

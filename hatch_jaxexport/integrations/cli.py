@@ -102,6 +102,20 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
                            "Refuses wheels whose other files or artifacts differ.")
     merge.add_argument("wheels", nargs="+", metavar="WHEEL", help="the builds of one wheel")
     merge.add_argument("--out", required=True, metavar="DIR", help="folder for the merged wheel")
+    device = sub.add_parser(
+        "compile-executables", help="compile a baked wheel's executables for this machine's "
+        "accelerator", description="On a machine with a TPU or GPU: compile WHEEL's artifacts "
+        "of that platform (jax's default backend) at the sizes its functions name "
+        "(executable_sizes=, concrete=, recorded calls) and write WHEEL with those "
+        "executables into --out, for `jaxexport merge` or the hook's executables-from. Users "
+        "whose device, backend version, jax and jaxlib match load them instead of compiling.")
+    device.add_argument("wheel", metavar="WHEEL", help="a wheel built with artifacts for the "
+                        "device's platform (platforms = [..., \"tpu\"])")
+    device.add_argument("--out", required=True, metavar="DIR", help="folder for the wheel with "
+                        "the executables (not WHEEL's own folder)")
+    device.add_argument("--platform", choices=KNOWN_PLATFORMS, default="",
+                        help="the platform to compile for, which must be jax's default backend "
+                        "here (default: that backend; cpu only when named)")
     add_portable_command(sub)
     nested = add_cache_command(sub)
     return parser, {**sub.choices, **nested}
@@ -340,15 +354,16 @@ def _print_executables(manifest: Any) -> None:
         print("precompiled executables: 0 (the first call of each signature compiles the "
               "StableHLO; see executables = true and executable_sizes= in docs/executables.md)")
         return
+    from hatch_jaxexport.formats.device_targets import target_text
     from hatch_jaxexport.runtime.executables.shipped import mismatch, this_host
 
     host = this_host()
     rows = [("artifact", "target", "arguments", "jaxlib", "bytes", "on this machine")]
     usable = 0
     for record in sorted(manifest.executables, key=lambda r: r.id):
-        why = mismatch(record, host)
+        why = mismatch(record, this_host(record.backend))  # a device's: that backend's
         usable += why is None
-        rows.append((record.artifact, record.target, signature_text(record.inputs),
+        rows.append((record.artifact, target_text(record), signature_text(record.inputs),
                      record.jaxlib_version, f"{record.size:,}", "usable" if why is None else
                      f"not used: {why}"))
     total = sum(r.size for r in manifest.executables)
@@ -372,6 +387,22 @@ def _merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compile_executables(args: argparse.Namespace) -> int:
+    """Compile a wheel's executables for this machine's device; one summary line on stdout."""
+    from hatch_jaxexport.bake.executables.device_compile import compile_wheel
+
+    done = compile_wheel(args.wheel, args.out, args.platform,
+                         log=lambda line: print(line, file=sys.stderr, flush=True))
+    device = done.device
+    added = sum(r.size for r in done.records)
+    print(f"wrote {done.wheel} with {len(done.records)} executable(s) for "
+          f"{device.get('platform', '?')} {device.get('device_kind', '?')!r} "
+          f"({added:,} bytes, compiled in {done.seconds:.1f} s); backend version "
+          f"{' '.join(str(device.get('platform_version', '')).split())!r}, jax "
+          f"{device.get('jax_version', '?')}, jaxlib {device.get('jaxlib_version', '?')}")
+    return 0
+
+
 def _verify(args: argparse.Namespace) -> int:
     from hatch_jaxexport.bake.verify import verify_report
 
@@ -392,7 +423,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ[TRACEBACK_ENV] = "1"
     try:
         return {"export": _export, "inspect": _inspect, "warmup": _warmup,
-                "verify": _verify, "merge": _merge,
+                "verify": _verify, "merge": _merge, "compile-executables": _compile_executables,
                 "portable": run_portable_command, "cache": run_cache_command}[args.command](args)
     except KeyboardInterrupt as err:
         if args.debug:

@@ -263,6 +263,33 @@ def backend_identity(platform: str = "cpu") -> tuple[str, str]:
     return str(client.platform), str(client.platform_version)
 
 
+def platform_devices(platform: str) -> list[Any]:
+    """This process's local devices of ``platform`` (jax.export's name: ``cpu``, ``tpu``,
+    ``cuda``, ``rocm``; a jax that knows a GPU only as ``gpu`` is asked that too), ``[]``
+    where it has none (no such backend, or it failed to start)."""
+    import jax
+
+    for name in (platform, "gpu") if platform in ("cuda", "rocm") else (platform,):
+        try:
+            devices = jax.local_devices(backend=name)
+        except RuntimeError:  # no such backend in this process
+            continue
+        if devices:
+            return list(devices)
+    return []
+
+
+def device_identity(platform: str) -> tuple[str, str, int] | None:
+    """What ``platform``'s backend says of itself: its platform version (libtpu's build, the
+    CUDA stack), its first local device's kind (``TPU v5 lite``) and how many local devices
+    this process has; ``None`` without such devices."""
+    devices = platform_devices(platform)
+    if not devices:
+        return None
+    return (str(devices[0].client.platform_version), str(devices[0].device_kind),
+            len(devices))
+
+
 def serialize_compiled(compiled: Any, leaves: int) -> bytes | None:
     """The plain bytes of a compiled single-device executable (``PjRtClient.
     serialize_executable``, no pickle, its object files in one order so that builds repeat),
@@ -302,16 +329,18 @@ def executable_device_ids(compiled: Any) -> tuple[int, ...] | None:
 
 def compiled_from_executable(blob: bytes, inputs: Sequence[tuple[Sequence[int], str]],
                              outputs: Sequence[tuple[Sequence[int], str]], in_tree: Any,
-                             out_tree: Any, name: str) -> Any:
+                             out_tree: Any, name: str, platform: str = "cpu") -> Any:
     """A ``jax.stages.Compiled`` around a serialized single-device executable, built from the
     flat input and output types the manifest records (what ``serialize_executable`` of
-    ``jax.experimental`` would otherwise pickle). Raises on a jax whose internals differ."""
-    import jax
+    ``jax.experimental`` would otherwise pickle), loaded onto exactly one device: this
+    process's first local device of ``platform``, the one an eager call of uncommitted
+    arguments runs on (never every device of the backend, which jax's own unpickler does).
+    Raises on a jax whose internals differ."""
     import numpy as np
     from jax._src import core
     from jax._src.lib import xla_client
 
-    device = jax.devices("cpu")[0]
+    device = platform_devices(platform)[0]
     loaded = device.client.deserialize_executable(blob, xla_client.DeviceList((device,)))
     in_avals = [core.ShapedArray(tuple(dims), np.dtype(dtype)) for dims, dtype in inputs]
     out_avals = [core.ShapedArray(tuple(dims), np.dtype(dtype)) for dims, dtype in outputs]
@@ -594,12 +623,13 @@ def with_module(exported: Any, in_shapes: Sequence[Sequence[int]],
 __all__ = ["BACKEND_COMPILE_EVENT", "LOWERING_CONFIG", "backend_identity", "compile_stablehlo",
            "SERIALIZED_EXECUTABLE_VERSION", "compiled_by_position", "compiled_dispatch",
            "compiled_from_executable", "compiled_from_serialized",
-           "compiled_from_loaded", "concrete_array_type", "concrete_shape",
+           "compiled_from_loaded", "concrete_array_type", "concrete_shape", "device_identity",
            "evaluating_eagerly", "executable_device_ids",
            "initialize_lapack", "install_lapack_guard", "ir_context", "is_lapack_target",
            "lapack_init_skipped", "lowering_config", "lowering_context", "mlir_ir",
            "MLIR_ELEMENT_TYPES", "module_text", "refine_stablehlo", "tensor_type", "with_module",
-           "module_needs_lapack", "needs_lapack", "no_locations", "primitive_type",
+           "module_needs_lapack", "needs_lapack", "no_locations", "platform_devices",
+           "primitive_type",
            "pytree_serialization", "serialize_compiled", "single_device_sharding",
            "set_lowering_config", "static_shape_export", "with_mesh_physical", "x64_context",
            "x64_flag"]

@@ -23,6 +23,7 @@ from hatch_jaxexport.bake.executables.compiling import EXECUTABLE_SUFFIX, builde
 from hatch_jaxexport.bake.export.search_path import restore_search_path
 from hatch_jaxexport.bake.protocol import CompileRequest, CompileResult
 from hatch_jaxexport.formats.cpu_targets import TARGETS, executable_system, required_features
+from hatch_jaxexport.formats.device_targets import DeviceDescription
 from hatch_jaxexport.formats.manifest import ExecutableRecord, sha256_hex
 from hatch_jaxexport.runtime.jax_dtypes import has_keys
 from hatch_jaxexport.runtime.jaxcompat import (
@@ -37,9 +38,12 @@ from hatch_jaxexport.runtime.jaxcompat import (
 
 
 def compile_plan(plan: Mapping[str, Any], target: str, out_dir: Path, package: str,
-                 notes: list[str]) -> list[ExecutableRecord]:
+                 notes: list[str], device: DeviceDescription | None = None,
+                 blobs: Path | None = None) -> list[ExecutableRecord]:
     """Every executable of one artifact for ``target``: its call for each concrete signature
-    and, for an artifact serialized with jax's VJP (``vjp_order``), that VJP's too."""
+    and, for an artifact serialized with jax's VJP (``vjp_order``), that VJP's too.
+    ``device``: a device target's description (``device_compile``), ``None`` for a CPU
+    target; ``blobs``: the folder holding the artifact (default ``out_dir``)."""
     import jax
 
     from hatch_jaxexport.runtime.artifacts.pytrees import load_type
@@ -49,7 +53,8 @@ def compile_plan(plan: Mapping[str, Any], target: str, out_dir: Path, package: s
         importlib.import_module(plan["function"].partition(":")[0])
     for ref in plan["pytree_types"]:
         load_type(ref, package)
-    exported = jax.export.deserialize(bytearray((out_dir / plan["file"]).read_bytes()))
+    exported = jax.export.deserialize(bytearray(((blobs or out_dir) / plan["file"])
+                                                .read_bytes()))
     if has_keys([*exported.in_avals, *exported.out_avals]):
         notes.append(f"no {target} executable for {plan['artifact']}: typed PRNG keys in its "
                      "inputs or outputs; its calls compile the StableHLO")
@@ -66,15 +71,16 @@ def compile_plan(plan: Mapping[str, Any], target: str, out_dir: Path, package: s
     records = []
     for sizes in plan["sizes"]:
         for native_vjp, call in calls:
-            record = _compile_signature(plan, target, out_dir, call, sizes, native_vjp, notes)
+            record = _compile_signature(plan, target, out_dir, call, sizes, native_vjp, notes,
+                                        device)
             if record is not None:
                 records.append(record)
     return records
 
 
 def _compile_signature(plan: Mapping[str, Any], target: str, out_dir: Path, exported: Any,
-                       sizes: Mapping[str, int], native_vjp: int, notes: list[str]
-                       ) -> ExecutableRecord | None:
+                       sizes: Mapping[str, int], native_vjp: int, notes: list[str],
+                       device: DeviceDescription | None = None) -> ExecutableRecord | None:
     """One executable: ``exported``'s call for the concrete ``sizes`` (``None``, with a note,
     where it would not stand alone)."""
     import jax
@@ -101,14 +107,28 @@ def _compile_signature(plan: Mapping[str, Any], target: str, out_dir: Path, expo
     vjp = ".vjp" if native_vjp else ""
     file = f"{Path(plan['file']).stem}{vjp}.{target}.{digest[:16]}{EXECUTABLE_SUFFIX}"
     (out_dir / file).write_bytes(blob)
-    backend, version = backend_identity("cpu")
     return ExecutableRecord(
         artifact=plan["artifact"], artifact_sha256=plan["sha256"], target=target,
         inputs=inputs, outputs=outputs, file=file, sha256=sha256_hex(blob), size=len(blob),
-        jax_version=jax.__version__, jaxlib_version=jaxlib.__version__, backend=backend,
-        platform_version=version, machine=builder_machine(),
-        xla_flags=list(TARGETS[target].xla_flags), cpu_features=required_features(blob),
-        native_vjp=native_vjp, system=executable_system(blob) or platform.system())
+        jax_version=jax.__version__, jaxlib_version=jaxlib.__version__,
+        machine=builder_machine(), native_vjp=native_vjp,
+        system=executable_system(blob) or platform.system(), **_target_fields(target, blob,
+                                                                              device))
+
+
+def _target_fields(target: str, blob: bytes, device: DeviceDescription | None
+                   ) -> dict[str, Any]:
+    """What an executable's record says of its target: a CPU target's backend, flags and the
+    CPU features it needs; a device target's backend and description (its one device), and
+    CPU features only where the device is the CPU (a stand-in: its code is the host's)."""
+    if device is None:
+        backend, version = backend_identity("cpu")
+        return {"backend": backend, "platform_version": version,
+                "xla_flags": list(TARGETS[target].xla_flags),
+                "cpu_features": required_features(blob)}
+    return {"backend": device.platform, "platform_version": device.platform_version,
+            "xla_flags": [], "device_kind": device.device_kind, "device_count": 1,
+            "cpu_features": required_features(blob) if device.platform == "cpu" else []}
 
 
 def main(request_path: str) -> int:

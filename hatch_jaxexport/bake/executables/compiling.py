@@ -100,13 +100,15 @@ def recorded_sizes(package: str, source: str | os.PathLike[str] | None = None) -
             from None
 
 
-def plan_for(fn: Any, record: ArtifactRecord, recorded: Recorded | None = None
-             ) -> list[dict[str, int]]:
-    """The concrete sizes to compile ``record`` (a CPU artifact of ``fn``: the primal or an
-    unbatched transformation member) for: ``[{}]`` without symbols, one per combination of
-    ``executable_sizes=`` (else ``concrete=``) and one per recorded call of the structure
-    (``recorded``, from ``recorded_sizes``); ``[]`` when no sizes are named or recorded."""
-    if record.batched or record.platform != "cpu" or record.mesh:
+def plan_for(fn: Any, record: ArtifactRecord, recorded: Recorded | None = None,
+             platform: str = "cpu") -> list[dict[str, int]]:
+    """The concrete sizes to compile ``record`` (an artifact of ``fn`` for ``platform``: the
+    primal or an unbatched transformation member) for: ``[{}]`` without symbols, one per
+    combination of ``executable_sizes=`` (else ``concrete=``) and one per recorded call of the
+    structure (``recorded``, from ``recorded_sizes``); ``[]`` when no sizes are named or
+    recorded. A build compiles ``cpu``'s; a device's are compiled where the device is
+    (``device_compile``)."""
+    if record.batched or record.platform != platform or record.mesh:
         return []  # a batched member's batch size is any: no concrete signature
     return size_envs(fn, record, recorded)
 
@@ -137,35 +139,38 @@ def structure_size_envs(fn: Any, structure_index: int, recorded: Recorded | None
     return [env for env in unique.values() if size_problem(structure, env) is None]
 
 
-def missing_sizes(fn: Any, record: ArtifactRecord) -> list[str]:
-    """The symbols of a primal CPU artifact's structure that no ``executable_sizes=`` (else
-    ``concrete=``) names, where no call was recorded either: why it gets no executable (``[]``
-    when that is not the reason)."""
+def missing_sizes(fn: Any, record: ArtifactRecord, platform: str = "cpu") -> list[str]:
+    """The symbols of a primal artifact's structure (of ``platform``) that no
+    ``executable_sizes=`` (else ``concrete=``) names, where no call was recorded either: why it
+    gets no executable (``[]`` when that is not the reason)."""
     if (record.kind, record.batched, record.platform, bool(record.mesh)) != \
-            ("primal", False, "cpu", False):
+            ("primal", False, platform, False):
         return []
     structure = fn.export_spec.structures[record.structure_index]
     return sorted(structure.symbols - set(named_sizes(fn.export_spec)))
 
 
 def plans_for_worker(functions: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
-                     build_targets: Sequence[str], signatures: str | None = None
-                     ) -> list[dict[str, Any]]:
+                     build_targets: Sequence[str], signatures: str | None = None,
+                     platform: str = "cpu") -> list[dict[str, Any]]:
     """What an export worker hands on for its records: each artifact to compile, with its sizes
     and targets (``build_targets`` unless the function's ``executables=`` says otherwise), and
     for each primal CPU artifact that gets none for want of sizes, a plan without ``sizes``
     that names the symbols (``missing``), so the build says so. ``signatures``: the source
-    tree's signatures file (``signatures_file``)."""
+    tree's signatures file (``signatures_file``). ``platform``: whose artifacts (``cpu`` in a
+    build; a device's where ``device_compile`` compiles them, for its one device target,
+    which every function gets unless its ``executables=False``)."""
     plans = []
     recorded: dict[str, Recorded] = {}
     for raw in records:
         record = ArtifactRecord(**raw)
         fn = functions[record.function]
-        targets = function_targets(fn.export_spec, build_targets)
+        targets = function_targets(fn.export_spec, build_targets) if platform == "cpu" else \
+            [] if getattr(fn.export_spec, "executables", None) is False else list(build_targets)
         if targets and fn.package not in recorded:
             recorded[fn.package] = recorded_sizes(fn.package, signatures)
-        sizes = plan_for(fn, record, recorded.get(fn.package)) if targets else []
-        missing = missing_sizes(fn, record) if targets and not sizes else []
+        sizes = plan_for(fn, record, recorded.get(fn.package), platform) if targets else []
+        missing = missing_sizes(fn, record, platform) if targets and not sizes else []
         if missing:
             named = getattr(fn.export_spec, "executable_sizes", None) or {}
             plans.append({"artifact": record.id, "function": record.function,

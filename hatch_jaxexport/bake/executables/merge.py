@@ -20,7 +20,12 @@ from pathlib import Path
 
 from hatch_jaxexport.bake.verify import read_back
 from hatch_jaxexport.errors import ExportError
-from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, MANIFEST_NAME, Manifest
+from hatch_jaxexport.formats.manifest import (
+    ARTIFACT_DIR,
+    MANIFEST_NAME,
+    ExecutableRecord,
+    Manifest,
+)
 from hatch_jaxexport.formats.manifest_reader import parse_manifest
 
 _MANIFEST_SUFFIX = f"/{ARTIFACT_DIR}/{MANIFEST_NAME}"
@@ -115,6 +120,38 @@ def merge_wheels(wheels: Sequence[str | Path], out_dir: str | Path) -> Path:
     return out
 
 
+def add_to_wheel(wheel: str | Path, added: dict[str, list[tuple[ExecutableRecord, bytes]]],
+                 out_dir: str | Path) -> Path:
+    """A copy of ``wheel`` in ``out_dir`` (the same file name) with ``added`` executables
+    (per artifact folder, ``mypkg/_jaxexport``: each record and its bytes) beside its own:
+    what ``jaxexport compile-executables`` writes, so that ``merge`` and ``executables-from``
+    take a device's executables as they take another builder's wheel. Written as a merge
+    writes (``RECORD`` computed again, reproducible) and read back before it is kept."""
+    wheel, out_dir = Path(wheel), Path(out_dir)
+    if out_dir.resolve() == wheel.parent.resolve():
+        raise ExportError([f"--out {out_dir} holds {wheel.name} itself: write the wheel with "
+                           "the executables into another folder"])
+    base = _read(wheel)
+    unknown = sorted(set(added) - set(base["manifests"]))
+    if unknown:
+        raise ExportError([f"{wheel.name} has no {folder}/{MANIFEST_NAME}" for folder in unknown])
+    overlay = {"manifests": {}, "entries": {}}
+    for folder, pairs in added.items():
+        overlay["manifests"][folder] = base["manifests"][folder]._replace(
+            executables=tuple(record for record, _ in pairs))
+        overlay["entries"].update({f"{folder}/{record.file}": (None, data)
+                                   for record, data in pairs})
+    out = _write(wheel, [base, overlay], out_dir)
+    try:
+        for folder, manifest in base["manifests"].items():
+            read_back(zipfile.Path(out, at=f"{folder}/"), manifest.package,
+                      f"the wheel with the device's executables {out.name}")
+    except ExportError:
+        out.unlink()  # never left behind as if complete
+        raise
+    return out
+
+
 def _write(first: Path, read: list[dict], out_dir: Path) -> Path:
     """The merged wheel: the first wheel's entries (its manifests with every executable), the
     other wheels' executables added, ``RECORD`` computed again."""
@@ -203,4 +240,4 @@ def add_executables_from(folder: Path, package: str, wheels: Sequence[str | Path
     return added
 
 
-__all__ = ["add_executables_from", "merge_wheels"]
+__all__ = ["add_executables_from", "add_to_wheel", "merge_wheels"]

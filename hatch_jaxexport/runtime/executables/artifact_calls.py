@@ -293,7 +293,8 @@ def _shipped(site: CallSite, package: PackageArtifacts, record: ArtifactRecord,
         return None
     from hatch_jaxexport.runtime.executables.shipped import ShippedExecutables
 
-    return ShippedExecutables(records, package.read_blob, out_tree, site.function)
+    return ShippedExecutables(records, package.read_blob, out_tree, site.function,
+                              record.platform)
 
 
 def record_types(record: ArtifactRecord) -> tuple[Any, Any, list[Any], list[Any]] | None:

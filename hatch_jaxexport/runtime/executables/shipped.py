@@ -5,7 +5,9 @@ than everything else in the call. When the wheel ships an executable of the arti
 call's exact argument types, and this process is the one it was compiled for (jax and jaxlib
 versions, backend and its version, machine, no ``XLA_FLAGS`` that change code generation, and
 every CPU feature it was compiled for present on this CPU, checked against what the OS reports
-before anything is loaded), the loader loads it instead of compiling. Any doubt is a "no",
+before anything is loaded; for a device target, ``formats.device_targets``: the same device
+kind, at least as many devices and no backend options from the environment), the loader loads
+it, onto one device, instead of compiling. Any doubt is a "no",
 never a crash: the StableHLO path is always there. A damaged executable (its SHA-256 or jax's
 deserializer refuses it) is a ``FallbackWarning``, or an ``ArtifactError`` in strict mode.
 """
@@ -26,21 +28,28 @@ from hatch_jaxexport.formats.cpu_targets import (
     machine_name,
     missing_features,
 )
+from hatch_jaxexport.formats.device_targets import (
+    BACKEND_FLAG_VARIABLES,
+    DeviceDescription,
+    description_mismatch,
+    is_device_record,
+)
 from hatch_jaxexport.formats.manifest import ExecutableRecord, signature_text
 from hatch_jaxexport.formats.settings import shipped_executables_wanted, strict_mode
-from hatch_jaxexport.runtime.jaxcompat import backend_identity, compiled_from_executable
+from hatch_jaxexport.runtime.jaxcompat import compiled_from_executable, device_identity
 
 
 class Host:
     """What this process is, in the terms an ``ExecutableRecord`` records (a slotted class, as
     ``formats.cpu_targets.Target`` says why)."""
 
-    __slots__ = ("backend", "cpu_flags", "jax_version", "jaxlib_version", "machine",
+    __slots__ = ("backend", "cpu_flags", "device", "jax_version", "jaxlib_version", "machine",
                  "platform_version", "system", "xla_flags")
 
     def __init__(self, jax_version: str, jaxlib_version: str, backend: str,
                  platform_version: str, machine: str, cpu_flags: frozenset[str] | None,
-                 xla_flags: tuple[str, ...], system: str = "Linux") -> None:
+                 xla_flags: tuple[str, ...], system: str = "Linux",
+                 device: DeviceDescription | None = None) -> None:
         self.jax_version, self.jaxlib_version = jax_version, jaxlib_version
         self.backend, self.platform_version, self.machine = backend, platform_version, machine
         #: The CPU's features in ``/proc/cpuinfo`` spelling; ``None`` where the OS does not say
@@ -50,6 +59,9 @@ class Host:
         self.xla_flags = xla_flags
         #: ``platform.system()``: an executable is an object file of its OS.
         self.system = system
+        #: What this process's backend of the platform says of itself (device kind, device
+        #: count, ...), which a device target's record must match; ``None``: not read.
+        self.device = device
 
 
 def read_proc_cpuinfo(path: str = "/proc/cpuinfo") -> str:
@@ -105,20 +117,38 @@ def _cpu_flags(system: str) -> frozenset[str] | None:
 
 
 @functools.cache
-def this_host() -> Host:
-    """This process (read once: none of it changes while a process runs)."""
+def this_host(platform_name: str = "cpu") -> Host:
+    """This process, as executables of ``platform_name`` (``cpu``, ``tpu``, ``cuda``...) are
+    matched against it (read once: none of it changes while a process runs). A process
+    without such devices has a description with none (every device target's executable is
+    then "no"); an accelerator's host reads no CPU features (none of its records needs
+    them)."""
     import jax
     import jaxlib
 
-    backend, version = backend_identity("cpu")
+    identity = device_identity(platform_name)
+    version, kind, count = identity if identity is not None else ("", "", 0)
+    variable = BACKEND_FLAG_VARIABLES.get(platform_name)
+    flags = os.environ.get(variable, "") if variable else ""
+    device = DeviceDescription(platform_name if identity is not None else "", kind, count,
+                               version, jax.__version__, jaxlib.__version__, flags.strip())
     system = platform.system()
-    return Host(jax.__version__, jaxlib.__version__, backend, version,
-                machine_name(platform.machine()), _cpu_flags(system),
-                tuple(codegen_xla_flags(os.environ.get("XLA_FLAGS", ""))), system)
+    return Host(jax.__version__, jaxlib.__version__, platform_name, version,
+                machine_name(platform.machine()),
+                _cpu_flags(system) if platform_name == "cpu" else None,
+                tuple(codegen_xla_flags(os.environ.get("XLA_FLAGS", ""))), system, device)
 
 
 def mismatch(record: ExecutableRecord, host: Host) -> str | None:
-    """Why ``record`` cannot run in this process, or ``None`` when it matches exactly."""
+    """Why ``record`` cannot run in this process, or ``None`` when it matches exactly: a
+    device target's description (``formats.device_targets``), then what every executable
+    must match, then for a CPU executable the CPU features it needs."""
+    if is_device_record(record):
+        if host.device is None:
+            return "this process's devices were not read"
+        why = description_mismatch(record, host.device)
+        if why is not None:
+            return why
     for field, wanted, have in (("jax", record.jax_version, host.jax_version),
                                 ("jaxlib", record.jaxlib_version, host.jaxlib_version),
                                 ("backend", record.backend, host.backend),
@@ -129,6 +159,8 @@ def mismatch(record: ExecutableRecord, host: Host) -> str | None:
             return f"compiled for {field} {wanted}, this process has {have}"
     if host.xla_flags:
         return f"XLA_FLAGS sets {' '.join(host.xla_flags)}, which may change code generation"
+    if record.backend != "cpu":  # a device's executable: no object code of the host's
+        return None
     # The builder's OS (``ExecutableRecord.system``, from the executable's target triple): the
     # code is its object format and calling convention. Records made before it was recorded
     # are used on Linux only, as they always were.
@@ -157,11 +189,14 @@ class ShippedExecutables:
         read: Reads and verifies an executable's bytes (size and SHA-256) by record.
         out_tree: The artifact's output tree (read lazily: only a match needs it).
         name: The function's name, for messages.
+        platform: The artifact's platform: the backend whose description the records are
+            matched against, and whose first local device an executable is loaded onto.
     """
 
     def __init__(self, records: Sequence[ExecutableRecord], read: Callable[[Any], bytes],
-                 out_tree: Callable[[], Any], name: str) -> None:
+                 out_tree: Callable[[], Any], name: str, platform: str = "cpu") -> None:
         self.records = list(records)
+        self.platform = platform
         self.read = read
         self.out_tree = out_tree
         self.name = name
@@ -173,7 +208,7 @@ class ShippedExecutables:
     def _usable(self) -> list[ExecutableRecord]:
         """The records this process could run, most CPU features first."""
         if self.usable is None:
-            host = this_host()
+            host = this_host(self.platform)
             matching = [r for r in self.records if mismatch(r, host) is None]
             self.usable = sorted(matching, key=lambda r: -len(r.cpu_features))
         return self.usable
@@ -207,7 +242,7 @@ class ShippedExecutables:
             shipped = sorted({signature_text(r.inputs) for r in self.records})
             return (f"none for {signature_text(wanted)}; the wheel has them for "
                     f"{'; '.join(shipped) or 'no signature'}")
-        host = this_host()
+        host = this_host(self.platform)
         reasons = [f"{r.target}: {mismatch(r, host) or 'unusable'}" for r in for_these]
         return "; ".join(dict.fromkeys(reasons))
 
@@ -215,7 +250,7 @@ class ShippedExecutables:
         try:
             blob = self.read(record)
             return compiled_from_executable(blob, record.inputs, record.outputs, in_tree,
-                                            self.out_tree(), self.name)
+                                            self.out_tree(), self.name, self.platform)
         except Exception as err:
             reason = (f"{self.name}: shipped executable {record.file} is unusable "
                       f"({type(err).__name__}: {err}); compiling the artifact instead")
