@@ -1,0 +1,167 @@
+"""Device targets: a TPU's or GPU's executable, described and matched exactly, on recorded
+descriptions (what the lent TPU v5e said of itself), on any machine."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hatch_jaxexport import ArtifactError
+from hatch_jaxexport.formats.device_targets import (
+    DeviceDescription,
+    description_mismatch,
+    device_target_name,
+    target_problem,
+    target_text,
+)
+from hatch_jaxexport.formats.manifest import ExecutableRecord, Manifest
+from hatch_jaxexport.formats.manifest_reader import parse_manifest
+from hatch_jaxexport.runtime.executables.shipped import Host, mismatch
+
+#: The lent TPU v5e's backend (FIELD-NOTES "A real TPU").
+V5E_VERSION = ("PJRT C API\nTFRT TPU v5 lite\nBuilt on Jun 17 2026 11:08:48 (1781719728) "
+               "cl/933746096")
+V5E = DeviceDescription("tpu", "TPU v5 lite", 1, V5E_VERSION, "0.10.2", "0.10.2")
+
+
+def tpu_record(**changes) -> ExecutableRecord:
+    record = ExecutableRecord(
+        artifact="pkg:f/0/tpu", artifact_sha256="a" * 64, target="tpu-v5-lite",
+        inputs=[[[4], "float32"]], outputs=[[[4], "float32"]], file="pkg_f.tpu-v5-lite.0.xla",
+        sha256="b" * 64, size=10, jax_version="0.10.2", jaxlib_version="0.10.2",
+        backend="tpu", platform_version=V5E_VERSION, machine="x86_64", xla_flags=[],
+        cpu_features=[], system="Linux", device_kind="TPU v5 lite", device_count=1)
+    return record._replace(**changes)
+
+
+def host(device: DeviceDescription, **changes) -> Host:
+    """The process ``device`` describes, as ``this_host("tpu")`` builds it (no CPU features
+    read: a device's executable needs none)."""
+    values = {"jax_version": device.jax_version, "jaxlib_version": device.jaxlib_version,
+              "backend": device.platform, "platform_version": device.platform_version,
+              "machine": "x86_64", "cpu_flags": None, "xla_flags": (), "system": "Linux",
+              "device": device, **changes}
+    return Host(**values)
+
+
+@pytest.mark.parametrize("platform, kind, name", [
+    ("tpu", "TPU v5 lite", "tpu-v5-lite"),
+    ("tpu", "TPU v4", "tpu-v4"),
+    ("tpu", "TPU7x", "tpu-tpu7x"),
+    ("cuda", "NVIDIA H100 80GB HBM3", "cuda-nvidia-h100-80gb-hbm3"),
+    ("rocm", "AMD Instinct MI300X", "rocm-amd-instinct-mi300x"),
+    ("cpu", "cpu", "cpu"),
+])
+def test_a_target_is_named_after_its_device(platform, kind, name):
+    assert device_target_name(platform, kind) == name
+
+
+def test_the_recorded_v5e_matches_its_own_executable():
+    assert description_mismatch(tpu_record(), V5E) is None
+    assert mismatch(tpu_record(), host(V5E)) is None
+    more = DeviceDescription("tpu", "TPU v5 lite", 8, V5E_VERSION, "0.10.2", "0.10.2")
+    assert mismatch(tpu_record(), host(more)) is None  # 1 device needed, 8 local
+
+
+@pytest.mark.parametrize("device, reason", [
+    (DeviceDescription("tpu", "TPU v4", 1, V5E_VERSION, "0.10.2", "0.10.2"),
+     "compiled for device kind TPU v5 lite, this process has TPU v4"),
+    (DeviceDescription("tpu", "TPU v5 lite", 1,
+                       V5E_VERSION.replace("Jun 17", "Jul 01"), "0.10.2", "0.10.2"),
+     "compiled for backend version PJRT C API TFRT TPU v5 lite Built on Jun 17"),
+    (DeviceDescription("tpu", "TPU v5 lite", 1, V5E_VERSION, "0.10.1", "0.10.2"),
+     "compiled for jax 0.10.2, this process has 0.10.1"),
+    (DeviceDescription("tpu", "TPU v5 lite", 1, V5E_VERSION, "0.10.2", "0.10.1"),
+     "compiled for jaxlib 0.10.2, this process has 0.10.1"),
+    (DeviceDescription("tpu", "TPU v5 lite", 0, V5E_VERSION, "0.10.2", "0.10.2"),
+     "compiled for 1 tpu device(s), this process has 0"),
+    (DeviceDescription("", "", 0, "", "0.10.2", "0.10.2"),
+     "compiled for tpu, this process runs no device"),
+    (DeviceDescription("cuda", "NVIDIA H100 80GB HBM3", 1, "12.8", "0.10.2", "0.10.2"),
+     "compiled for tpu, this process runs cuda"),
+    (DeviceDescription("tpu", "TPU v5 lite", 1, V5E_VERSION, "0.10.2", "0.10.2",
+                       "--xla_tpu_enable_latency_hiding_scheduler=true"),
+     "LIBTPU_INIT_ARGS sets --xla_tpu_enable_latency_hiding_scheduler=true"),
+])
+def test_any_field_that_differs_is_a_no_naming_it(device, reason):
+    for why in (description_mismatch(tpu_record(), device), mismatch(tpu_record(), host(device))):
+        assert why is not None and why.startswith(reason), why
+
+
+def test_a_device_executable_needs_as_many_devices_as_it_was_compiled_for():
+    two = tpu_record(device_count=2)
+    assert mismatch(two, host(V5E)) == "compiled for 2 tpu device(s), this process has 1"
+
+
+def test_xla_flags_that_change_code_generation_are_a_no_on_a_device_too():
+    why = mismatch(tpu_record(), host(V5E, xla_flags=("--xla_tpu_foo=1",)))
+    assert why is not None and why.startswith("XLA_FLAGS sets --xla_tpu_foo=1")
+
+
+def test_a_cpu_stand_in_is_checked_for_its_device_and_its_cpu_features():
+    cpu = DeviceDescription("cpu", "cpu", 1, "cpu", "0.10.2", "0.10.2")
+    record = tpu_record(backend="cpu", target="cpu", device_kind="cpu", platform_version="cpu",
+                        artifact="pkg:f/0/cpu", cpu_features=["avx512f"])
+    plain = host(cpu, cpu_flags=frozenset({"avx2"}))
+    assert mismatch(record, plain) == "this CPU lacks avx512f"
+    assert mismatch(record, host(cpu, cpu_flags=frozenset({"avx2", "avx512f"}))) is None
+
+
+def test_inspect_and_verify_read_the_description():
+    assert target_text(tpu_record()) == "tpu-v5-lite (TPU v5 lite, 1 device)"
+    assert target_problem(tpu_record(), "tpu") is None
+    assert target_problem(tpu_record(), "cpu") == "compiled for tpu from a cpu artifact"
+    assert target_problem(tpu_record(target="tpu-v4"), "tpu") == \
+        "target 'tpu-v4' does not name its device ('tpu-v5-lite')"
+    cpu_target = tpu_record(target="x86_64-avx2", backend="cpu", device_kind="", device_count=0)
+    assert target_problem(cpu_target, "cpu") is None and target_text(cpu_target) == "x86_64-avx2"
+
+
+def manifest_bytes(*executables: ExecutableRecord) -> bytes:
+    return Manifest("pkg", "hatch-jaxexport 0.1.0", "0.10.2", "0.10.2", (),
+                    executables=executables).to_bytes()
+
+
+def test_device_records_round_trip_and_cpu_records_keep_their_bytes():
+    cpu = tpu_record(target="x86_64-avx2", backend="cpu", device_kind="", device_count=0,
+                     file="pkg_f.x86_64-avx2.0.xla", artifact="pkg:f/0/cpu")
+    data = manifest_bytes(tpu_record(), cpu)
+    parsed = parse_manifest(data)
+    assert sorted(parsed.executables, key=lambda e: e.id) == sorted([tpu_record(), cpu],
+                                                                    key=lambda e: e.id)
+    assert parsed.to_bytes() == data
+    written = {e["target"]: e for e in json.loads(data.split(b',"record_spans"')[0] + b"}")
+               ["executables"]}
+    assert written["tpu-v5-lite"]["device_kind"] == "TPU v5 lite"
+    assert "device_kind" not in written["x86_64-avx2"]  # a CPU manifest as it was written
+    assert "device_count" not in written["x86_64-avx2"]
+
+
+def test_a_reader_takes_the_fields_it_knows_as_older_readers_take_the_device_fields():
+    raw = json.loads(manifest_bytes(tpu_record()).split(b',"record_spans"')[0] + b"}")
+    raw["executables"][0]["a_field_of_a_later_version"] = {"any": 1}
+    (record,) = parse_manifest(json.dumps(raw).encode()).executables
+    assert record == tpu_record()
+
+
+@pytest.mark.parametrize("changes", [{"device_count": 0}, {"device_kind": ""},
+                                     {"device_count": -1}])
+def test_a_device_kind_without_a_device_count_is_corrupt(changes):
+    raw = json.loads(manifest_bytes(tpu_record()).split(b',"record_spans"')[0] + b"}")
+    raw["executables"][0].update(changes)
+    with pytest.raises(ArtifactError, match="device_kind without a device_count"):
+        parse_manifest(json.dumps(raw).encode())
+
+
+def test_on_this_cpu_a_tpu_executable_is_not_loaded_and_the_report_says_why():
+    """The real probe on a machine without a TPU: nothing is read or loaded, the call then
+    compiles the StableHLO, and ``not_shipped`` carries the reason."""
+    from hatch_jaxexport.runtime.executables.shipped import ShippedExecutables, this_host
+
+    assert this_host("tpu").device.device_count == 0
+    read = []
+    shipped = ShippedExecutables([tpu_record()], read.append, lambda: None, "pkg:f", "tpu")
+    leaves = [((4,), "float32", False)]
+    assert shipped.compiled_for(leaves, None) is None and read == []
+    assert shipped.why_not(leaves) == "tpu-v5-lite: compiled for tpu, this process runs no device"
