@@ -5,8 +5,9 @@
 # WHEEL...: this project's wheel, the package's (the one whose name is not hatch_jaxexport,
 # flatbuffers or archspec; built on a CPU machine with the device's platform in `platforms`,
 # e.g. by scripts/accelerator_bundle.sh), flatbuffers and archspec. Steps, each printed:
-# 1. installs all but the package's wheel with --no-index --no-deps into OUT/site (put on
-#    PYTHONPATH after the machine's own entries: its jax stays the one imported);
+# 1. installs all but the package's wheel with --no-index --no-deps into OUT/site, put first on
+#    PYTHONPATH (it holds no jax: the machine's stays the one imported; an older
+#    hatch_jaxexport elsewhere on PYTHONPATH does not shadow this one);
 # 2. `jaxexport compile-executables` compiles the package's artifacts of the platform for the
 #    device jax sees (OUT/device/), timed;
 # 3. `jaxexport merge` puts them into the package's wheel (OUT/merged/), installs that into
@@ -45,7 +46,10 @@ done
 package=$(basename "$package_wheel" | cut -d- -f1)
 echo "== 1. install ${tools[*]##*/} into $out/site"
 "$python" -m pip install -q --no-index --no-deps --target "$out/site" "${tools[@]}"
-export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$out/site"
+for shadow in jax jaxlib numpy; do
+  if [ -e "$out/site/$shadow" ]; then echo "error: give no $shadow wheel: the machine's is used" >&2; exit 2; fi
+done
+export PYTHONPATH="$out/site${PYTHONPATH:+:$PYTHONPATH}"
 jaxexport() { "$python" -m hatch_jaxexport "$@"; }
 echo "== 2. compile $package's $platform executables"
 started=$("$python" -c 'import time; print(time.time())')
