@@ -114,14 +114,16 @@ ARGS = {
 }
 
 PROBE = '''
-import json, sys, time
+import json, os, sys, time
 t = time.perf_counter()
 import numpy as np, jax
+PLATFORM = os.environ["JXE_PARTS_PLATFORM"]
 parts = {}
 def mark(name):
     global t
     now = time.perf_counter(); parts[name] = (now - t) * 1e3; t = now
 mark("import jax")
+jax.devices(); mark("backend start")  # 7 s on a TPU: left out of every part after it
 mode, row, function, call = sys.argv[1:5]
 args = ARGS[function]
 import jxe_parts as m
@@ -138,7 +140,7 @@ elif mode == "refine-floor":  # the least a symbolic module's first call needs o
         load_package_artifacts, read_record, deserialize_record)
     package = load_package_artifacts("jxe_parts")
     record = next(r for r in package.records(f"jxe_parts:{function}").manifest.artifacts
-                  if r.kind == "primal" and r.platform == "cpu")
+                  if r.kind == "primal" and r.platform == PLATFORM)
     exported = deserialize_record(package, record, read_record(package, record))
     mark("read+deserialize")
     context = mlir.make_ir_context(); mark("MLIR context")
@@ -173,7 +175,7 @@ else:  # the baked first call's parts, by hand
         compiled = lowered.compile(); mark("compile")
         jax.block_until_ready(compiled(*args)); mark("run")
         print(json.dumps(parts)); sys.exit()
-    record = next(r for r in manifest.artifacts if r.kind == "primal" and r.platform == "cpu")
+    record = next(r for r in manifest.artifacts if r.kind == "primal" and r.platform == PLATFORM)
     from hatch_jaxexport.runtime.jaxcompat import lapack_init_skipped, needs_lapack
     sized = [e for e in record.sized if e.get("form", "call") in ("call", "vjp")]  # not text
 
@@ -221,12 +223,15 @@ print(json.dumps(parts))
 '''
 
 
-def probe(python: str, site: Path, mode: str, row: str) -> dict[str, float]:
+def probe(python: str, site: Path, mode: str, row: str, platform: str = "cpu"
+          ) -> dict[str, float]:
     function, call = ROWS[row]
     script = "import numpy as np\nARGS = {" + ", ".join(
         f"{k!r}: {v}" for k, v in ARGS.items()) + "}\n" + PROBE
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env.update({"PYTHONPATH": os.pathsep.join([str(site), str(ROOT)]), "JAX_PLATFORMS": "cpu",
+    env.update({"PYTHONPATH": os.pathsep.join(filter(None, [str(site), str(ROOT),
+                                                            os.environ.get("PYTHONPATH")])),
+                "JAX_PLATFORMS": platform, "JXE_PARTS_PLATFORM": platform,
                 "HATCH_JAXEXPORT_CACHE": "0", "HATCH_JAXEXPORT_TIERED": "0",
                 "HATCH_JAXEXPORT_STRICT": "1"})
     proc = subprocess.run([python, "-c", script, mode, row, function, call], env=env,
@@ -239,6 +244,11 @@ def probe(python: str, site: Path, mode: str, row: str) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--platform", default="cpu",
+                        help="the platform to export for and run on (tpu on a TPU machine: the "
+                             "backend's start is left out of every part)")
+    parser.add_argument("--rows", help="a comma-separated subset of the rows' functions "
+                                       "(weighted_sin,dense,trace_heavy...)")
     args = parser.parse_args(argv)
     from hatch_jaxexport.bake import export_package
 
@@ -246,20 +256,23 @@ def main(argv: list[str] | None = None) -> int:
         site = Path(tmp)
         (site / "jxe_parts").mkdir()
         (site / "jxe_parts" / "__init__.py").write_text(textwrap.dedent(PACKAGE))
-        export_package("jxe_parts", site / "jxe_parts" / "_jaxexport", search_path=[site])
+        export_package("jxe_parts", site / "jxe_parts" / "_jaxexport", search_path=[site],
+                       platforms=[args.platform])
         python = sys.executable
         print(f"jax {__import__('jax').__version__}, Python {sys.version.split()[0]}, "
-              f"{os.cpu_count()} CPUs; ms, median of {args.runs} fresh processes\n")
+              f"{os.cpu_count()} CPUs, platform {args.platform}; ms after the backend's "
+              f"start, median of {args.runs} fresh processes\n")
         print("| row | source: trace+lower | compile | run | first call | baked: first call "
               "| ratio | our modules | read+deserialize | lower (+refine) | compile | run |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for row in ROWS:
+        wanted = args.rows.split(",") if args.rows else None
+        for row in [r for r in ROWS if wanted is None or ROWS[r][0] in wanted]:
             source_mode = "source-grad-of-jit" if row == GRAD_OF_JIT else "source"
             modes = (source_mode, "baked", "parts")
             for mode in modes:
-                probe(python, site, mode, row)  # bytecode written, files cached
-            runs = {mode: [probe(python, site, mode, row) for _ in range(args.runs)]
-                    for mode in modes}
+                probe(python, site, mode, row, args.platform)  # bytecode written, files cached
+            runs = {mode: [probe(python, site, mode, row, args.platform)
+                           for _ in range(args.runs)] for mode in modes}
             med = {mode: {k: statistics.median(r[k] for r in rs) for k in rs[0]}
                    for mode, rs in runs.items()}
             if row == GRAD_OF_JIT:  # one first call: its parts are jax's own
@@ -275,9 +288,10 @@ def main(argv: list[str] | None = None) -> int:
                   f" | {med['source']['run']:.1f} | {source:.1f} | {baked:.1f} | "
                   f"{baked / source:.2f} | {p['our modules']:.1f} | {p['read+deserialize']:.1f}"
                   f" | {p['lower (+refine)']:.1f} | {p['compile']:.1f} | {p['run']:.1f} |")
-        ones = statistics.median(probe(python, site, "ones-op", "weighted sin")["first call"]
-                                 for _ in range(args.runs))
-        floor = [probe(python, site, "refine-floor", "weighted sin") for _ in range(args.runs)]
+        ones = statistics.median(probe(python, site, "ones-op", "weighted sin",
+                                       args.platform)["first call"] for _ in range(args.runs))
+        floor = [probe(python, site, "refine-floor", "weighted sin", args.platform)
+                 for _ in range(args.runs)]
         context, refine = (statistics.median(f[k] for f in floor)
                            for k in ("MLIR context", "parse+refine"))
         print(f"\nA symbolic artifact at a size not baked (weighted sin): jax's lowering "

@@ -33,8 +33,17 @@ from collections.abc import Iterable, Mapping
 from types import ModuleType
 from typing import Any
 
-from hatch_jaxexport.runtime.notices import LOGGER
 from hatch_jaxexport.runtime.source_errors import mark_source_error
+
+# Imported in functions: the notices' logger, only to say why a warning is left out (a first
+# call that replays nothing, or a shipped one, imports none of the notices).
+
+
+def _debug(message: str, *args: object) -> None:
+    """``message`` on the ``hatch_jaxexport`` logger at ``DEBUG``."""
+    from hatch_jaxexport.runtime.notices import LOGGER
+
+    LOGGER.debug(message, *args)
 
 
 def replay(package: str, entries: Iterable[Mapping[str, Any]]) -> None:
@@ -60,7 +69,7 @@ def replay(package: str, entries: Iterable[Mapping[str, Any]]) -> None:
             mark_source_error(err)
             raise
         except Exception as err:  # a category that cannot be made from its message
-            LOGGER.debug("hatch-jaxexport: a traced warning of %s left out: %s: %s",
+            _debug("hatch-jaxexport: a traced warning of %s left out: %s: %s",
                          package, type(err).__name__, err)
 
 
@@ -75,7 +84,7 @@ def _target(package: str, entry: Mapping[str, Any]) -> tuple[ModuleType, type[Wa
     for part in qualname.split(".") if found is not None else ():
         found = getattr(found, part, None)
     if module is None or not (isinstance(found, type) and issubclass(found, Warning)):
-        LOGGER.debug("hatch-jaxexport: the traced warning %r of %s is left out: its module %s "
+        _debug("hatch-jaxexport: the traced warning %r of %s is left out: its module %s "
                      "or its category %s is not found", entry["message"][:80], package,
                      entry["module"], entry["category"])
         return None
@@ -91,7 +100,7 @@ def _module(package: str, name: str) -> ModuleType | None:
     try:
         return importlib.import_module(name)
     except Exception as err:  # the package's own module fails to import: not ours to raise
-        LOGGER.debug("hatch-jaxexport: %s does not import: %s: %s", name,
+        _debug("hatch-jaxexport: %s does not import: %s: %s", name,
                      type(err).__name__, err)
         return None
 

@@ -34,21 +34,15 @@ from typing import TYPE_CHECKING, Any
 
 from hatch_jaxexport.errors import ArtifactError, CallMismatch
 from hatch_jaxexport.formats.settings import strict_mode
-from hatch_jaxexport.runtime.artifacts.package_artifacts import (
-    UnreadableArtifact,
-    read_generation,
-    read_package_artifacts,
-    unusable_reason,
-)
 from hatch_jaxexport.runtime.call.targets import Attempt, source_target
-from hatch_jaxexport.runtime.notices import LOGGER, NeedsFix
 from hatch_jaxexport.runtime.source_errors import is_source_error
 
 if TYPE_CHECKING:
     from hatch_jaxexport.runtime.call._function_record import FunctionRecord
 
 # Imported in functions: the loader and the recorded calls (each function takes one of the
-# two), the source's calls and the refusals, only once a call failed on the artifact side.
+# two); the package's artifacts, the notices, the source's calls and the refusals only once a
+# call failed on the artifact side (a first call a shipped executable serves imports none).
 
 #: (package, what was read of it, reason) of a damaged install already told on the logger's
 #: ``WARNING`` (stderr where no handler is set): one line per package and reason, not one per
@@ -108,6 +102,13 @@ def _signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 def fault_reason(fn: FunctionRecord, err: Exception) -> str:
     """Why the source serves a call whose artifact side raised ``err``: a ``NeedsFix`` (the
     logger's ``WARNING``) for a damaged install, a drop-in's reason otherwise."""
+    from hatch_jaxexport.runtime.artifacts.package_artifacts import (
+        UnreadableArtifact,
+        read_package_artifacts,
+        unusable_reason,
+    )
+    from hatch_jaxexport.runtime.notices import NeedsFix
+
     if isinstance(err, UnreadableArtifact):  # jax refused a blob: another jax's, or damaged
         try:
             package = read_package_artifacts(fn.package)
@@ -133,6 +134,7 @@ def _fall_back(fn: FunctionRecord, given: tuple[tuple[Any, ...], dict[str, Any]]
     """The source's result for a call whose artifact side raised ``err`` (default mode),
     reported, logged and settled; in strict mode ``err`` raised, naming the function."""
     from hatch_jaxexport.runtime.call.refusals import no_artifact
+    from hatch_jaxexport.runtime.notices import LOGGER
 
     if strict_mode() and _strict_refusal(fn, err):
         raise err
@@ -163,10 +165,12 @@ def _run_source(fn: FunctionRecord, given: tuple[tuple[Any, ...], dict[str, Any]
                 reason: str) -> Any:
     """The source's result for ``given`` (its own error, marked, where it refuses), told once
     (a damaged install once per package), and handed to the fast path."""
+    from hatch_jaxexport.runtime.artifacts.package_artifacts import read_generation
     from hatch_jaxexport.runtime.call._resolved_calls import fast_key
     from hatch_jaxexport.runtime.call._source_calls import run_source
     from hatch_jaxexport.runtime.call.fast_path import settle_traced_call
     from hatch_jaxexport.runtime.call.refusals import no_artifact_notice
+    from hatch_jaxexport.runtime.notices import NeedsFix
 
     notice = no_artifact_notice(fn, reason)
     if isinstance(reason, NeedsFix):
