@@ -34,7 +34,20 @@ _BUILTIN_MODULES = ("builtins", "collections")
 WAY_OUT = ("register its serialization with jax.export.register_pytree_node_serialization in "
            "the module that defines it (see the spec format page, 'Pytrees')")
 
-type_ref = type_name  # ``module:qualname``: how a manifest names a pytree type
+def type_ref(cls: type) -> str:
+    """``module:name``: how a manifest names a pytree type, the place the loader finds it again.
+
+    Its ``__qualname__`` where that leads back to it; else the module-level name it is bound to
+    (a namedtuple made as ``StepOutput = namedtuple('step_output', ...)`` is named
+    ``module:StepOutput``: its qualname ``step_output`` is bound to nothing), the first in
+    sorted order where several are; else ``module:qualname`` (the build then refuses it,
+    ``_unserializable`` says why).
+    """
+    module = sys.modules.get(cls.__module__)
+    if module is None or _walk(module, cls.__qualname__) is cls:
+        return type_name(cls)
+    names = sorted(name for name, item in vars(module).items() if item is cls)
+    return f"{cls.__module__}:{names[0]}" if names else type_name(cls)
 
 
 def _to_tuples(value: Any) -> Any:
@@ -84,8 +97,9 @@ def _deserialize_aux(data: bytes) -> Any:
     return _to_tuples(json.loads(data, object_hook=_tuples_in))
 
 
-def register(cls: type) -> None:
-    """Register ``cls`` for jax.export serialization under its ``type_ref``.
+def register(cls: type, name: str | None = None) -> None:
+    """Register ``cls`` for jax.export serialization under ``name`` (its ``type_ref`` unless
+    given: the loader passes the manifest's name, which resolved to ``cls``).
 
     Namedtuples need no pytree registration; any other class must be in jax's pytree registry
     (a jax dataclass, a flax ``struct.dataclass``, a ``register_pytree_node`` class), and gets
@@ -96,7 +110,7 @@ def register(cls: type) -> None:
         return
     from jax import export
 
-    name = type_ref(cls)
+    name = name or type_ref(cls)
     try:
         if issubclass(cls, tuple) and hasattr(cls, "_fields"):
             export.register_namedtuple_serialization(cls, serialized_name=name)
@@ -147,10 +161,9 @@ def node_types(treedef: Any) -> list[type]:
 
 def _unserializable(cls: type, aux: Any) -> str:
     """Why the build cannot record ``cls`` for the loader (``""`` when it can)."""
-    module = sys.modules.get(cls.__module__)
-    if module is None or _walk(module, cls.__qualname__) is not cls:
-        return (f"it cannot be found again as {type_ref(cls)!r} (a class defined inside a "
-                f"function, or replaced after definition); define it at module level")
+    why = _not_found_again(cls)
+    if why:
+        return why
     if cls not in _JSON_AUX:
         return ""
     try:
@@ -161,6 +174,32 @@ def _unserializable(cls: type, aux: Any) -> str:
     if not same:
         return f"its pytree aux data {aux!r} does not survive JSON unchanged; {WAY_OUT}"
     return ""
+
+
+def _not_found_again(cls: type) -> str:
+    """Why the loader could not find ``cls`` again by its ``type_ref`` (``""`` when it can):
+    the real cause, as far as the build can see it."""
+    module = sys.modules.get(cls.__module__)
+    ref = type_ref(cls)
+    if module is not None and _walk(module, ref.partition(":")[2]) is cls:
+        return ""
+    if "<locals>" in cls.__qualname__:
+        return (f"it is defined inside a function ({cls.__qualname__}): each call makes a new "
+                f"class, which the loader cannot find again; define it at module level")
+    if module is None:
+        return (f"its module {cls.__module__!r} is not imported (a class made with another "
+                f"module name, e.g. namedtuple(..., module=...)); make it in the module that "
+                f"names it and bind it to a module-level name there")
+    bound = vars(module).get(cls.__qualname__.split(".")[-1]) if "." not in cls.__qualname__ \
+        else None
+    if isinstance(bound, type):
+        return (f"module {cls.__module__!r} binds {cls.__qualname__!r} to another class "
+                f"(this one was replaced after definition, e.g. defined twice or its module "
+                f"reloaded); keep one definition")
+    return (f"no module-level name of {cls.__module__!r} holds it (made inside a function? "
+            f"each call makes a new class, which the loader cannot find again); make it once "
+            f"at module level and bind it to a name there (e.g. "
+            f"{cls.__qualname__.split('.')[-1]} = ...)")
 
 
 def register_all(treedefs: list[Any], function: str = "") -> list[str]:
@@ -266,7 +305,7 @@ def load_type(ref: str, package: str) -> type:
     """Resolve and register a manifest's pytree type at load; ``ArtifactError`` on refusal."""
     cls = resolve(ref, package)
     try:
-        register(cls)
+        register(cls, ref)
     except Exception as err:  # e.g. a dataclass that is not a registered pytree
         raise ArtifactError(f"cannot register pytree type {ref!r} named by the manifest: "
                             f"{type(err).__name__}: {err}") from None
