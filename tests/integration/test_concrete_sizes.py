@@ -54,15 +54,31 @@ import jax, numpy as np
 warnings.simplefilter("ignore")
 import jxe_concrete as m
 xs = np.stack([np.arange(6.0, dtype=np.float32), np.ones(6, np.float32)])
-# a recorded size, under vmap: the concrete artifact has no batching rule, the source serves
+# a recorded size, under vmap: the concrete artifact's batching rule maps it (lax.map)
 got = jax.vmap(m.free)(xs)
-want = jax.vmap(m.free.__wrapped__)(xs)
 # a structure served only at concrete sizes (n=3), under vmap: the same
 rows = np.stack([np.ones(3, np.float32), np.arange(3.0, dtype=np.float32)])
 sized = jax.vmap(m.lengthy)(rows)
-same_sized = bool(np.allclose(sized, jax.vmap(m.lengthy.__wrapped__)(rows)))
-print(json.dumps({"same": bool(np.allclose(got, want)), "shape": list(got.shape),
-                  "sized": same_sized}))
+# nested: vmap of vmap, and vmap of a jax.jit that staged a vmap (each level maps the rule)
+cube = np.random.default_rng(0).normal(size=(6, 3, 2)).astype(np.float32)
+nested = jax.vmap(jax.vmap(m.free, in_axes=1), in_axes=2)(cube)
+staged = jax.vmap(jax.jit(jax.vmap(m.free, in_axes=1)), in_axes=2)(cube)
+blocks = np.random.default_rng(1).normal(size=(2, 3, 2)).astype(np.float32)
+sized_nested = jax.vmap(jax.vmap(m.lengthy, in_axes=1))(blocks)
+traces = m.TRACES["count"]
+try:  # what no concrete-size artifact can serve: the strict refusal says what would
+    jax.jvp(m.free, (xs[0],), (xs[1],))
+    forward = "served"
+except Exception as err:
+    forward = f"{type(err).__name__}: {err}"
+want = jax.vmap(jax.vmap(m.free.__wrapped__, in_axes=1), in_axes=2)(cube)
+print(json.dumps({
+    "same": bool(np.allclose(got, jax.vmap(m.free.__wrapped__)(xs))), "shape": list(got.shape),
+    "sized": bool(np.allclose(sized, jax.vmap(m.lengthy.__wrapped__)(rows))),
+    "nested": bool(np.allclose(nested, want)) and bool(np.allclose(staged, want)),
+    "sized nested": bool(np.allclose(sized_nested, jax.vmap(jax.vmap(
+        m.lengthy.__wrapped__, in_axes=1))(blocks))),
+    "traces": traces, "forward": forward}))
 """
 
 REFUSED = """
@@ -125,9 +141,22 @@ def test_recorded_calls_of_non_polymorphic_and_specless_functions_ship(tmp_path)
                                    "for this call's signature (record it with "
                                    "HATCH_JAXEXPORT_RECORD=1 and rebuild)"}
 
-    vmapped = run([sys.executable, "-c", VMAPPED], env={
-        "PYTHONPATH": str(site), "HATCH_JAXEXPORT_CACHE": "0"}).stdout.splitlines()[-1]
-    assert json.loads(vmapped) == {"same": True, "shape": [2, 4], "sized": True}
+    vmapped = run([sys.executable, "-c", VMAPPED], env={  # strict: a refusal would raise
+        "PYTHONPATH": str(site), "HATCH_JAXEXPORT_STRICT": "1",
+        "HATCH_JAXEXPORT_CACHE": "0"}).stdout.splitlines()[-1]
+    vmapped = json.loads(vmapped)
+    refused, *fix = vmapped.pop("forward").split("; ")  # jax's own words in parentheses
+    assert refused.startswith(
+        "ArtifactError: jxe_concrete:free: no usable baked artifact (HATCH_JAXEXPORT_STRICT is "
+        "set): its artifact cannot run under this transformation: forward-mode differentiation "
+        "(jax.jvp, jax.jacfwd, jax.linearize, jax.hessian...) has no rule in a concrete-size "
+        "artifact, which carries jax's serialized VJP only (jax: ")
+    assert fix == [
+        "to serve it, give the function a structure that exports with symbolic sizes "
+        "(shape-polymorphic code) and ad_order=1 in @exportable(...)",
+        "until then the source serves such calls"]
+    assert vmapped == {"same": True, "shape": [2, 4], "sized": True, "nested": True,
+                       "sized nested": True, "traces": 0}
 
     run([sys.executable, "-m", "hatch_jaxexport", "verify", "jxe_concrete"],
         env={"PYTHONPATH": str(site)})  # every concrete-size file listed, its SHA-256 right

@@ -9,9 +9,11 @@ without ``jax.jit``), and ``jax.vmap(jax.jit(f))`` batches the staged call.
 ``transformable`` rebuilds the same rule from parts jax can transform: a ``jax.custom_vjp``
 over the flat arrays whose halves (the primal, and the VJP jax serialized with the artifact)
 are each a ``jax.custom_batching.custom_vmap`` that batches by ``lax.map``, one call of the
-concrete-size artifact per example. (``custom_vmap`` outermost would lose reverse mode: jax
-cannot linearize it.) Forward mode stays what ``Exported.call`` offers (none: a
-``custom_vjp``), and the caller runs the source for it.
+concrete-size artifact per example; a ``lax.map`` maps the rule itself, so nested
+``vmap``s, and ``vmap`` of a ``jax.jit`` staging a ``vmap``, peel one level each.
+(``custom_vmap`` outermost would lose reverse mode: jax cannot linearize it.) Forward mode
+stays what ``Exported.call`` offers (none: a ``custom_vjp``), and the caller runs the source
+for it (``recorded_calls.FORWARD_MODE`` says what would serve it).
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ from typing import Any
 
 
 def _mapped(fun: Callable[..., Any]) -> Callable[..., Any]:
-    """``fun`` over flat arrays, batched by ``lax.map`` (unbatched inputs broadcast)."""
+    """``fun`` over flat arrays, batched by ``lax.map`` (unbatched inputs broadcast) of this
+    same rule: under a nested ``vmap`` (or ``vmap`` of a ``jax.jit`` that staged a ``vmap``)
+    each level's rule maps the rule again, so no level batches ``call_exported`` itself
+    (which has no batching rule), and the artifact runs once per example of every level."""
     import jax
 
     @jax.custom_batching.custom_vmap
@@ -35,7 +40,7 @@ def _mapped(fun: Callable[..., Any]) -> Callable[..., Any]:
             return out, jax.tree_util.tree_map(lambda _: False, out)
         full = [a if batched else jax.numpy.broadcast_to(a, (axis_size, *jax.numpy.shape(a)))
                 for a, batched in zip(arrays, in_batched, strict=True)]
-        out = jax.lax.map(lambda each: fun(*each), full)
+        out = jax.lax.map(lambda each: run(*each), full)
         return out, jax.tree_util.tree_map(lambda _: True, out)
 
     return run

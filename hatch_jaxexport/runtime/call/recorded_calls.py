@@ -241,9 +241,16 @@ class _ConcreteCall:
         except TypeError as err:
             if "forward-mode" not in str(err):
                 raise
-            raise NotImplementedError("a concrete-size artifact has no forward-mode member "
-                                      f"({err})") from err
+            raise NotImplementedError(FORWARD_MODE.format(err)) from err
         return tree_util.tree_unflatten(self._exported.out_tree, out)
+
+
+#: Why forward mode of a concrete-size artifact runs the source, and what would serve it.
+FORWARD_MODE = ("forward-mode differentiation (jax.jvp, jax.jacfwd, jax.linearize, "
+                "jax.hessian...) has no rule in a concrete-size artifact, which carries jax's "
+                "serialized VJP only (jax: {}); to serve it, give the function a structure that "
+                "exports with symbolic sizes (shape-polymorphic code) and ad_order=1 in "
+                "@exportable(...); until then the source serves such calls")
 
 
 def _jitted(package: Any, record: ConcreteRecord) -> _ConcreteCall:
@@ -332,7 +339,7 @@ class ConcreteDispatch:
         except NotImplementedError as err:  # forward mode: the artifact has none (_ConcreteCall)
             if self._transformed is None:
                 self._transformed = self._source(
-                    f"its concrete-size artifact cannot run under this transformation ({err})")
+                    f"its concrete-size artifact cannot run under this transformation: {err}")
             return self._transformed(*args, **kwargs)
 
     def _source(self, reason: str) -> Callable[..., Any]:
@@ -445,7 +452,7 @@ def call_unstructured(fn: FunctionRecord, args: tuple[Any, ...],
             result = served_first(fn, call.record, lambda: call(*arrays),
                                   call.traced(args, kwargs))
         except NotImplementedError as err:  # forward mode: the artifact has none (_ConcreteCall)
-            reason = f"its artifact cannot run under this transformation ({err})"
+            reason = f"its artifact cannot run under this transformation: {err}"
         else:
             _remember_fast(fn, call.plain, arrays, args, kwargs)  # arrays only: no tracer
             return result
