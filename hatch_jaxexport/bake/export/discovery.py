@@ -11,7 +11,11 @@ import pkgutil
 
 from hatch_jaxexport.bake.export.diagnose import located
 from hatch_jaxexport.errors import ExportError
-from hatch_jaxexport.runtime.call.decorator import ExportableFunction, registered_in
+from hatch_jaxexport.runtime.call.decorator import (
+    ExportableFunction,
+    decoration_errors_in,
+    registered_in,
+)
 from hatch_jaxexport.runtime.jaxcompat import lowering_config, set_lowering_config
 
 #: Module names (the last part) that pytest collects as tests; discovery never imports them.
@@ -70,6 +74,7 @@ def discover(package: str, *, isolate_config: bool = False) -> list[ExportableFu
         set_lowering_config(changed_last)
     if errors:
         raise ExportError(errors, f"cannot import {len(errors)} modules of {package!r}")
+    errors += [str(err) for err in decoration_errors_in(package)]  # kept, not raised, at import
     found: dict[str, ExportableFunction] = {}
     for fn in registered_in(package):
         other = found.get(fn.name)

@@ -27,15 +27,19 @@ from hatch_jaxexport.runtime.call._resolved_calls import ResolvedCalls, fast_pat
 FACADE_CODE = fast_path(ResolvedCalls(), print).__code__
 
 
-def function_facade(record: Any, body: types.FunctionType) -> types.FunctionType:
-    """A function named, documented and annotated like ``record.__wrapped__`` (the source),
-    whose calls run ``body`` (``fast_path``) and whose attributes are ``record``'s."""
-    source = inspect.unwrap(record.__wrapped__)
+def function_facade(record: Any, body: types.FunctionType,
+                    source: Any = None) -> types.FunctionType:
+    """A function named, documented and annotated like ``source`` (the user's function:
+    ``record.__wrapped__`` unwrapped unless given, the function inside a jax
+    ``custom_gradient`` wrapper), whose calls run ``body`` (``fast_path``) and whose
+    attributes are ``record``'s."""
+    named_by = record.__wrapped__ if source is None else source
+    source = inspect.unwrap(record.__wrapped__) if source is None else source
     namespace = getattr(source, "__globals__", None)
     if not isinstance(namespace, dict):  # a callable object: no module namespace of its own
         namespace = {"__name__": getattr(record, "__module__", None) or "__main__"}
     facade = types.FunctionType(body.__code__, namespace, body.__name__, None, body.__closure__)
-    functools.update_wrapper(facade, record.__wrapped__, updated=())
+    functools.update_wrapper(facade, named_by, updated=())
     facade.__dict__ = record.__dict__  # one state: what the loader writes, the user reads
     return facade
 

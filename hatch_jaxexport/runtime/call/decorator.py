@@ -51,12 +51,13 @@ class ExportableFunction(metaclass=FunctionLike):
 
     def __init__(self, fn: Callable[..., Any], spec: ExportSpec, signature: inspect.Signature,
                  layouts: tuple[CallLayout, ...]) -> None:
-        functools.update_wrapper(self, fn)
+        source = user_function(fn)  # the user's, under a jax.custom_gradient wrapper too
+        functools.update_wrapper(self, source)
         self.__wrapped__ = fn
         self.export_spec = spec
         self.signature = signature
         self.layouts = layouts
-        self.package = (getattr(fn, "__module__", None) or "__main__").split(".")[0]
+        self.package = (getattr(source, "__module__", None) or "__main__").split(".")[0]
         #: What the loader resolved for this function's calls; written only through its methods.
         self.calls = ResolvedCalls()
         #: ``fast_path`` over ``calls``: what a call of this object or its facade runs.
@@ -70,7 +71,7 @@ class ExportableFunction(metaclass=FunctionLike):
     def as_function(self) -> types.FunctionType:
         """A new real function that calls and reads like this object (what ``@exportable``
         returns)."""
-        return function_facade(self, self._call)
+        return function_facade(self, self._call, _innermost(self))
 
     # What decorators read from a function, so that one stacks on this object in either
     # order (``@jaxtyped(typechecker=beartype)`` reads ``__globals__`` to resolve string
@@ -157,20 +158,125 @@ class ExportableFunction(metaclass=FunctionLike):
 
 def _innermost(function: ExportableFunction) -> Any:
     """The function at the end of the source's ``__wrapped__`` chain (the source itself when
-    it wraps nothing: a plain function, a ``jax.jit`` of one is unwrapped to it)."""
-    return inspect.unwrap(function.__wrapped__)
+    it wraps nothing: a plain function, a ``jax.jit`` of one is unwrapped to it; the user's
+    function under ``jax.custom_gradient``)."""
+    return user_function(function.__wrapped__)
+
+
+def _custom_gradient_inner(fn: Any) -> Any:
+    """The function ``jax.custom_gradient`` wrapped, where ``fn`` is jax's wrapper of it;
+    else ``None``. jax (0.4 to 0.10 at least) wraps it in a ``custom_vjp`` of a local
+    ``wrapped_fun(*args, **kwargs)`` that closes over it as ``fun`` and exposes it nowhere
+    else; a jax that exposes it by ``__wrapped__`` is unwrapped before this is asked."""
+    code = getattr(fn, "__code__", None)
+    if code is None or not getattr(fn, "__qualname__", "").startswith("custom_gradient."):
+        return None
+    cells = dict(zip(code.co_freevars, getattr(fn, "__closure__", None) or (), strict=False))
+    try:
+        inner = cells["fun"].cell_contents if "fun" in cells else None
+    except ValueError:  # an empty cell
+        return None
+    return inner if callable(inner) else None
+
+
+#: The classes of jax's custom-derivative wrappers, by name (``jax.custom_vjp``, ``custom_jvp``).
+_JAX_WRAPPERS = ("custom_vjp", "custom_jvp")
+
+
+def is_jax_wrapper(fn: Any) -> bool:
+    """Whether ``fn`` is (or wraps) one of jax's custom-derivative wrappers (``custom_vjp``,
+    ``custom_jvp``, what ``custom_gradient`` returns), whose own signature and names are
+    jax's, not the user's."""
+    return any((type(f).__name__ in _JAX_WRAPPERS and type(f).__module__.startswith("jax."))
+               or getattr(f, "__qualname__", "").startswith("custom_gradient.")
+               for f in (fn, inspect.unwrap(fn)))
+
+
+def user_function(fn: Any) -> Any:
+    """The user's function ``fn`` stands for: the end of its ``__wrapped__`` chain, through
+    the wrappers of ``jax.custom_vjp``/``custom_jvp`` (``functools.update_wrapper``) and the
+    closure of ``jax.custom_gradient``'s; ``fn``'s innermost wrapper where none leads on."""
+    found = inspect.unwrap(fn)
+    for _ in range(8):  # a custom_gradient over another custom_gradient: bounded anyway
+        inner = _custom_gradient_inner(found)
+        if inner is None:
+            return found
+        found = inspect.unwrap(inner)
+    return found
 
 
 #: Every ExportableFunction created, by module, for discovery at build time.
 REGISTRY: dict[str, list[ExportableFunction]] = {}
 
 
+#: Decoration errors of jax's wrappers (``is_jax_wrapper``), by module: the build reports them
+#: (``decoration_errors_in``), a strict call raises them, a default call runs the source.
+DECORATION_ERRORS: dict[str, list[SpecError]] = {}
+
+
 def _wrap(fn: Callable[..., Any], name: str | None, specs: tuple[Any, ...],
           options: SpecOptions) -> ExportableFunction:
     """Validate ``@exportable``'s arguments for ``fn`` and wrap it (``SpecError`` if bad)."""
-    spec, signature, layouts = check_spec(fn, name, specs, options,
+    source = user_function(fn)
+    if is_jax_wrapper(source):  # still jax's wrapper, not the user's function: nothing to read
+        raise SpecError(_unreadable_wrapper(fn))
+    spec, signature, layouts = check_spec(source, name, specs, options,
                                           lowering_config=lowering_config(), keyer=aux_key)
     return ExportableFunction(fn, spec, signature, layouts)
+
+
+def _unreadable_wrapper(fn: Any) -> str:
+    """Why a jax custom-derivative wrapper cannot be decorated, naming the user's function
+    as far as the decorating line shows it, and what to do."""
+    frame = _decorating_frame()
+    where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
+    return (f"@exportable at {where}: cannot read the parameters of the function this "
+            f"jax {type(fn).__name__} wraps ({getattr(fn, '__qualname__', repr(fn))} is jax's "
+            f"wrapper, and this jax does not expose the function inside it); put @exportable "
+            f"on a plain function that calls it (def f(x): return wrapped(x)), or write the "
+            f"rule with jax.custom_vjp")
+
+
+def _decorating_frame() -> Any:
+    """The frame of the line that applied ``@exportable`` (the first outside this module)."""
+    import sys
+
+    frame: Any = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back
+    return frame
+
+
+class _UndecoratedCall:
+    """What ``@exportable`` returns where it could not decorate one of jax's wrappers: the
+    source, called as it is in default mode; in strict mode the decoration's error."""
+
+    def __init__(self, fn: Any, error: SpecError) -> None:
+        self.fn, self.error = fn, error
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from hatch_jaxexport.formats.settings import strict_mode
+
+        if strict_mode():
+            raise self.error
+        return self.fn(*args, **kwargs)
+
+
+def _deferred(fn: Any, error: SpecError) -> Any:
+    """``fn`` as a function that runs it, the decoration ``error`` kept for the build and for
+    strict calls: a decoration error of jax's wrappers never breaks importing the package."""
+    module = getattr(user_function(fn), "__module__", None) or "__main__"
+    if module.startswith("jax."):  # jax's wrapper: the decorating module is the caller's
+        frame = _decorating_frame()
+        module = frame.f_globals.get("__name__", "__main__") if frame else "__main__"
+    DECORATION_ERRORS.setdefault(module, []).append(error)
+    call = _UndecoratedCall(fn, error)
+
+    @functools.wraps(fn)
+    def undecorated(*args: Any, **kwargs: Any) -> Any:
+        return call(*args, **kwargs)
+
+    return undecorated
 
 
 def exportable(*specs: Any, platforms: Sequence[str] | str | None = None, vjp_order: int = 0,
@@ -269,9 +375,21 @@ def _decorate(fn: Any, name: str | None, specs: tuple[Any, ...], options: SpecOp
         method = fn.__func__
         raise SpecError(f"@exportable on {method.__qualname__}: " + unbound_method(
             "cls", method_owner(method) or "its class", method.__name__))
-    record = _wrap(fn, name, specs, options)
-    REGISTRY.setdefault(getattr(fn, "__module__", "__main__"), []).append(record)
+    try:
+        record = _wrap(fn, name, specs, options)
+    except SpecError as err:
+        if not is_jax_wrapper(fn):
+            raise
+        return _deferred(fn, err)
+    REGISTRY.setdefault(getattr(record, "__module__", None) or "__main__", []).append(record)
     return record.as_function()
+
+
+def decoration_errors_in(package: str) -> list[SpecError]:
+    """The decoration errors ``@exportable`` kept in ``package`` and its submodules
+    (``DECORATION_ERRORS``), for the build to report."""
+    return [err for module, errors in DECORATION_ERRORS.items()
+            if module == package or module.startswith(package + ".") for err in errors]
 
 
 def registered_in(package: str) -> list[ExportableFunction]:
@@ -283,4 +401,5 @@ def registered_in(package: str) -> list[ExportableFunction]:
     return found
 
 
-__all__ = ["REGISTRY", "ExportableFunction", "exportable", "registered_in"]
+__all__ = ["DECORATION_ERRORS", "REGISTRY", "ExportableFunction", "decoration_errors_in",
+           "exportable", "is_jax_wrapper", "registered_in", "user_function"]
