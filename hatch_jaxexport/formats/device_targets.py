@@ -6,12 +6,15 @@ version: libtpu's build, the CUDA driver stack) and the same jax and jaxlib. Unl
 instruction sets there is nothing finer to check, and nothing to check it with on a user's
 machine but what the backend says of itself. So a device target is that description, recorded
 in the executable's manifest record (``formats.manifest.ExecutableRecord``: ``backend``,
-``device_kind``, ``device_count``, ``platform_version``, ``jax_version``, ``jaxlib_version``)
-and compared field by field with the running process's (``DeviceDescription``), and an
-executable is used only where every field is the same. It is the same kind of target as
-``formats.cpu_targets``' (one record, one ``target`` name, one match before anything is
-loaded), compiled by ``jaxexport compile-executables`` on a machine with the device instead of
-by the build.
+``device_kind``, ``device_count``, ``platform_version``, ``jax_version``, ``jaxlib_version``,
+``backend_flags``) and compared field by field with the running process's
+(``DeviceDescription``), and an executable is used only where every field is the same. The
+backend's compiler options from the environment (``LIBTPU_INIT_ARGS``) are part of the
+description: TPU VM images set them in every process, the compiling one included, so an
+executable compiled under them is used where the same options are set, and nowhere else. It is
+the same kind of target as ``formats.cpu_targets``' (one record, one ``target`` name, one match
+before anything is loaded), compiled by ``jaxexport compile-executables`` on a machine with the
+device instead of by the build.
 
 Pure: no jax, nothing read at import. The runtime builds a ``DeviceDescription`` from jax
 (``runtime.executables.shipped.this_host``); tests feed recorded ones of a TPU on any machine.
@@ -19,14 +22,24 @@ Pure: no jax, nothing read at import. The runtime builds a ``DeviceDescription``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 #: The platforms (jax.export's names) whose executables are described by their device.
 ACCELERATOR_PLATFORMS = ("tpu", "cuda", "rocm")
 
 #: Environment variables that pass compiler options to an accelerator's backend: a process
-#: that sets one may compile other code than the shipped executable holds, so it is not used.
+#: whose options differ from those the executable was compiled under may compile other code
+#: than it holds, so it is not used there.
 BACKEND_FLAG_VARIABLES = {"tpu": "LIBTPU_INIT_ARGS"}
+
+
+def backend_flags(platform: str, environ: Mapping[str, str]) -> str:
+    """The backend options ``environ`` sets for ``platform`` (``BACKEND_FLAG_VARIABLES``),
+    normalized as the compiler and the loader both record them: split on whitespace and
+    joined by one space (``""``: none set, or a platform without such a variable)."""
+    variable = BACKEND_FLAG_VARIABLES.get(platform)
+    return " ".join(environ.get(variable, "").split()) if variable else ""
 
 
 class DeviceDescription:
@@ -47,8 +60,8 @@ class DeviceDescription:
         self.device_kind, self.device_count = device_kind, device_count
         self.platform_version = platform_version
         self.jax_version, self.jaxlib_version = jax_version, jaxlib_version
-        #: The backend's compiler options from the environment (``BACKEND_FLAG_VARIABLES``).
-        self.backend_flags = backend_flags
+        #: The backend's compiler options from the environment (``backend_flags``).
+        self.backend_flags = " ".join(backend_flags.split())
 
     def to_json(self) -> dict[str, Any]:
         """The description as JSON (``compile-executables`` prints it, tests record it)."""
@@ -75,7 +88,8 @@ def is_device_record(record: Any) -> bool:
 def description_mismatch(record: Any, have: DeviceDescription) -> str | None:
     """Why an executable with a device target (``record``, an ``ExecutableRecord``) cannot run
     in the process ``have`` describes; ``None`` when every field matches (and the process has
-    as many devices as it was compiled for)."""
+    as many devices as it was compiled for). The backend options must be the same, word for
+    word: the ones it was compiled under, or none where it was compiled under none."""
     if record.backend != have.platform:
         return f"compiled for {record.backend}, this process runs {have.platform or 'no device'}"
     for field, wanted, found in (("device kind", record.device_kind, have.device_kind),
@@ -88,9 +102,11 @@ def description_mismatch(record: Any, have: DeviceDescription) -> str | None:
     if record.device_count > have.device_count:
         return (f"compiled for {record.device_count} {record.backend} device(s), this process "
                 f"has {have.device_count}")
-    if have.backend_flags:
-        variable = BACKEND_FLAG_VARIABLES.get(have.platform, "the environment")
-        return f"{variable} sets {_short(have.backend_flags)}, which may change code generation"
+    wanted_flags = " ".join(record.backend_flags.split())
+    if wanted_flags != have.backend_flags:
+        variable = BACKEND_FLAG_VARIABLES.get(record.backend, "backend options")
+        return (f"compiled with {variable} {_short(wanted_flags)!r}, this process has "
+                f"{_short(have.backend_flags)!r}")
     return None
 
 
@@ -114,11 +130,17 @@ def target_problem(record: Any, artifact_platform: str | None) -> str | None:
 
 
 def target_text(record: Any) -> str:
-    """``tpu-v5-lite (TPU v5 lite, 1 device)``: a target as ``inspect`` shows it."""
+    """``tpu-v5-lite (TPU v5 lite, 1 device)``: a target as ``inspect`` shows it, with the
+    backend options it was compiled under where there were some (``..., LIBTPU_INIT_ARGS
+    '--xla_tpu_use_enhanced_launch_barrier=true')``)."""
     if not is_device_record(record):
         return str(record.target)
+    flags = ""
+    if record.backend_flags:
+        variable = BACKEND_FLAG_VARIABLES.get(record.backend, "backend options")
+        flags = f", {variable} {_short(record.backend_flags)!r}"
     return f"{record.target} ({record.device_kind}, {record.device_count} device" \
-        f"{'s' if record.device_count != 1 else ''})"
+        f"{'s' if record.device_count != 1 else ''}{flags})"
 
 
 def _short(text: str) -> str:
@@ -128,5 +150,5 @@ def _short(text: str) -> str:
 
 
 __all__ = ["ACCELERATOR_PLATFORMS", "BACKEND_FLAG_VARIABLES", "DeviceDescription",
-           "description_mismatch", "device_target_name", "is_device_record", "target_problem",
-           "target_text"]
+           "backend_flags", "description_mismatch", "device_target_name", "is_device_record",
+           "target_problem", "target_text"]

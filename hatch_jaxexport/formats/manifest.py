@@ -184,6 +184,12 @@ class ExecutableRecord(Record):
     #: executable: its backend is not ``cpu``).
     device_kind: str = ""
     device_count: int = 0
+    #: A device target's backend options from the environment when it was compiled
+    #: (``LIBTPU_INIT_ARGS`` on a TPU; ``formats.device_targets.backend_flags``: split on
+    #: whitespace, joined by one space), which the loading process must set the same. ``""``
+    #: where none were set, and then omitted from the JSON (manifests read and write as
+    #: before; readers from before it ignore the key).
+    backend_flags: str = ""
 
     @property
     def id(self) -> str:
@@ -346,11 +352,14 @@ class Manifest(Record):
 
 
 def _executable_json(record: ExecutableRecord) -> dict[str, Any]:
-    """An executable's record as JSON: a CPU target's without the device fields, so that its
-    manifest is the bytes it was before device targets existed."""
+    """An executable's record as JSON, without the fields it leaves empty (a CPU target's
+    device fields; ``backend_flags`` where none were set), so that its manifest is the bytes
+    it was before those fields existed."""
     data = record._asdict()
     if not record.device_kind and not record.device_count:
         del data["device_kind"], data["device_count"]
+    if not record.backend_flags:
+        del data["backend_flags"]
     return data
 
 

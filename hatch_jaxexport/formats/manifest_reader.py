@@ -41,6 +41,9 @@ _MAX_BLOB = 2**34
 #: The most devices a device target's executable may be compiled for (a bound on a number the
 #: loader compares, not a limit of any real machine).
 _MAX_DEVICES = 1 << 16
+#: The longest backend options a device target may record (``LIBTPU_INIT_ARGS``: a few flags
+#: in practice; a bound on what a reader keeps, not a limit of the backend).
+_MAX_BACKEND_FLAGS = 1 << 14
 
 # Imported in functions: the recorded sources' checks, only for a manifest that records them.
 
@@ -466,6 +469,10 @@ def _parse_executables(raw: list[tuple[int, Any]], seen: "_Claims"
                 and bool(record.device_kind) == (record.device_count > 0)):
             raise ArtifactError(f"corrupt manifest: executables[{i}] has a device_kind without a "
                                 "device_count of 1 or more, or the other way round")
+        if len(record.backend_flags) > _MAX_BACKEND_FLAGS or \
+                (record.backend_flags and not record.device_kind):
+            raise ArtifactError(f"corrupt manifest: executables[{i}].backend_flags is over "
+                                f"{_MAX_BACKEND_FLAGS} characters, or set without a device_kind")
         for name in ("inputs", "outputs"):
             if not all(_is_leaf_type(leaf) for leaf in getattr(record, name)):
                 raise ArtifactError(f"corrupt manifest: executables[{i}].{name} must be "

@@ -108,7 +108,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
         "of that platform (jax's default backend) at the sizes its functions name "
         "(executable_sizes=, concrete=, recorded calls) and write WHEEL with those "
         "executables into --out, for `jaxexport merge` or the hook's executables-from. Users "
-        "whose device, backend version, jax and jaxlib match load them instead of compiling.")
+        "whose device, backend version, jax, jaxlib and LIBTPU_INIT_ARGS match use them.")
     device.add_argument("wheel", metavar="WHEEL", help="a wheel built with artifacts for the "
                         "device's platform (platforms = [..., \"tpu\"])")
     device.add_argument("--out", required=True, metavar="DIR", help="folder for the wheel with "
@@ -399,7 +399,9 @@ def _compile_executables(args: argparse.Namespace) -> int:
           f"{device.get('platform', '?')} {device.get('device_kind', '?')!r} "
           f"({added:,} bytes, compiled in {done.seconds:.1f} s); backend version "
           f"{' '.join(str(device.get('platform_version', '')).split())!r}, jax "
-          f"{device.get('jax_version', '?')}, jaxlib {device.get('jaxlib_version', '?')}")
+          f"{device.get('jax_version', '?')}, jaxlib {device.get('jaxlib_version', '?')}"
+          + (f", backend options {device['backend_flags']!r}" if device.get("backend_flags")
+             else ""))
     return 0
 
 

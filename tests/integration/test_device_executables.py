@@ -29,6 +29,8 @@ FOLDER = "jxe_scalars/_jaxexport"
 #: What the lent TPU v5e's backend said of itself (FIELD-NOTES "A real TPU").
 TPU_VERSION = ("PJRT C API\nTFRT TPU v5 lite\nBuilt on Jun 17 2026 11:08:48 (1781719728) "
                "cl/933746096")
+#: What the lent v5e's image sets in every process, the compiling one included.
+BARRIER = "--xla_tpu_use_enhanced_launch_barrier=true"
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +43,8 @@ def built(tmp_path_factory):
                     ignore=shutil.ignore_patterns("__pycache__"))
     (wheel,) = inprocess_build(project, tmp / "dist")
     compiled = run([sys.executable, "-m", "hatch_jaxexport", "compile-executables", wheel,
-                    "--out", tmp / "device", "--platform", "cpu"])
+                    "--out", tmp / "device", "--platform", "cpu"],
+                   env={"LIBTPU_INIT_ARGS": BARRIER})  # a TPU's options: not the CPU's
     return tmp, wheel, next((tmp / "device").glob("*.whl")), compiled
 
 
@@ -50,7 +53,8 @@ def manifest(wheel) -> dict:
 
 
 def tpu_record(wheel) -> tuple[ExecutableRecord, bytes]:
-    """A TPU executable's record as a v5e compile writes it (its bytes a stand-in)."""
+    """A TPU executable's record as a v5e compile writes it, under the image's
+    ``LIBTPU_INIT_ARGS`` (its bytes a stand-in)."""
     (artifact,) = [a for a in manifest(wheel)["artifacts"] if a["platform"] == "tpu"]
     data = b"not a real TPU executable"
     return ExecutableRecord(
@@ -60,7 +64,7 @@ def tpu_record(wheel) -> tuple[ExecutableRecord, bytes]:
         sha256=sha256_hex(data), size=len(data), jax_version="0.10.2",
         jaxlib_version="0.10.2", backend="tpu", platform_version=TPU_VERSION,
         machine="x86_64", xla_flags=[], cpu_features=[], system="Linux",
-        device_kind="TPU v5 lite", device_count=1), data
+        device_kind="TPU v5 lite", device_count=1, backend_flags=BARRIER), data
 
 
 def test_the_device_compile_writes_the_wheel_with_its_executables(built):
@@ -71,6 +75,7 @@ def test_the_device_compile_writes_the_wheel_with_its_executables(built):
     assert (record["target"], record["backend"], record["device_kind"],
             record["device_count"]) == ("cpu", "cpu", "cpu", 1)
     assert record["artifact"].endswith("/cpu") and record["cpu_features"]
+    assert "backend_flags" not in record
     assert manifest(device)["artifacts"] == manifest(wheel)["artifacts"]  # one StableHLO
     assert "executables" not in manifest(wheel)
 
@@ -84,6 +89,8 @@ def test_merge_verify_inspect_and_a_first_call_take_the_device_executables(built
     records = {e["target"]: e for e in manifest(merged)["executables"]}
     assert sorted(records) == ["cpu", "tpu-v5-lite"]
     assert records["tpu-v5-lite"]["platform_version"] == TPU_VERSION
+    assert records["tpu-v5-lite"]["backend_flags"] == BARRIER
+    assert "backend_flags" not in records["cpu"]
     site = tmp / "site"
     zipfile.ZipFile(merged).extractall(site)
     env = {"PYTHONPATH": str(site)}
@@ -91,7 +98,7 @@ def test_merge_verify_inspect_and_a_first_call_take_the_device_executables(built
     assert verified.stdout.startswith("jxe_scalars: OK"), verified.stdout
     shown = run([sys.executable, "-m", "hatch_jaxexport", "inspect", "jxe_scalars"],
                 env=env).stdout
-    assert "tpu-v5-lite (TPU v5 lite, 1 device)" in shown, shown
+    assert f"tpu-v5-lite (TPU v5 lite, 1 device, LIBTPU_INIT_ARGS '{BARRIER}')" in shown, shown
     assert "not used: compiled for tpu, this process runs no device" in shown, shown
     assert "cpu (cpu, 1 device)" in shown and "can use 1" in shown, shown
     served = run([sys.executable, "-c", "import numpy as np, jxe_scalars as m\n"

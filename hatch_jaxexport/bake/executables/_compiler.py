@@ -119,8 +119,9 @@ def _compile_signature(plan: Mapping[str, Any], target: str, out_dir: Path, expo
 def _target_fields(target: str, blob: bytes, device: DeviceDescription | None
                    ) -> dict[str, Any]:
     """What an executable's record says of its target: a CPU target's backend, flags and the
-    CPU features it needs; a device target's backend and description (its one device), and
-    CPU features only where the device is the CPU (a stand-in: its code is the host's)."""
+    CPU features it needs; a device target's backend and description (its one device, the
+    backend options it was compiled under), and CPU features only where the device is the CPU
+    (a stand-in: its code is the host's)."""
     if device is None:
         backend, version = backend_identity("cpu")
         return {"backend": backend, "platform_version": version,
@@ -128,6 +129,7 @@ def _target_fields(target: str, blob: bytes, device: DeviceDescription | None
                 "cpu_features": required_features(blob)}
     return {"backend": device.platform, "platform_version": device.platform_version,
             "xla_flags": [], "device_kind": device.device_kind, "device_count": 1,
+            "backend_flags": device.backend_flags,
             "cpu_features": required_features(blob) if device.platform == "cpu" else []}
 
 

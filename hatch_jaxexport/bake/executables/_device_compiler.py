@@ -3,15 +3,16 @@ baked package's artifacts for the device this process sees.
 
 Started by ``device_compile.compile_wheel`` with the unpacked wheel first on the search path.
 It describes the device (jax's default backend: its platform, device kind, platform version,
-jax and jaxlib; ``formats.device_targets``), imports the package as a user's process would
-(``discover``), plans each artifact of that platform at the sizes its function names or its
-calls recorded (``compiling.plans_for_worker``, as a CPU build plans its own), and compiles
-them with ``_compiler.compile_plan``: the artifacts' StableHLO, as the wheel holds it, compiled
-for one device and serialized without pickle.
+jax, jaxlib and the backend options from the environment; ``formats.device_targets``), imports
+the package as a user's process would (``discover``), plans each artifact of that platform at
+the sizes its function names or its calls recorded (``compiling.plans_for_worker``, as a CPU
+build plans its own), and compiles them with ``_compiler.compile_plan``: the artifacts'
+StableHLO, as the wheel holds it, compiled for one device and serialized without pickle.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -22,7 +23,11 @@ from hatch_jaxexport.bake.export.discovery import discover
 from hatch_jaxexport.bake.export.search_path import restore_search_path
 from hatch_jaxexport.bake.protocol import CompileRequest, CompileResult
 from hatch_jaxexport.errors import ExportError
-from hatch_jaxexport.formats.device_targets import DeviceDescription, device_target_name
+from hatch_jaxexport.formats.device_targets import (
+    DeviceDescription,
+    backend_flags,
+    device_target_name,
+)
 from hatch_jaxexport.formats.manifest import MANIFEST_NAME
 from hatch_jaxexport.formats.manifest_reader import parse_manifest
 from hatch_jaxexport.runtime.call.matching import export_platform
@@ -49,7 +54,10 @@ def this_device(platform: str) -> DeviceDescription:
     if identity is None:
         raise ExportError([f"jax has no local {default} device here"])
     version, kind, _ = identity
-    return DeviceDescription(default, kind, 1, version, jax.__version__, jaxlib.__version__)
+    # The backend options this process compiles under (LIBTPU_INIT_ARGS, which TPU VM images
+    # set in every process): recorded, and a user's process must set the same.
+    return DeviceDescription(default, kind, 1, version, jax.__version__, jaxlib.__version__,
+                             backend_flags(default, os.environ))
 
 
 def compile_package(request: CompileRequest, outcome: CompileResult) -> None:

@@ -6,7 +6,8 @@ call's exact argument types, and this process is the one it was compiled for (ja
 versions, backend and its version, machine, no ``XLA_FLAGS`` that change code generation, and
 every CPU feature it was compiled for present on this CPU, checked against what the OS reports
 before anything is loaded; for a device target, ``formats.device_targets``: the same device
-kind, at least as many devices and no backend options from the environment), the loader loads
+kind, at least as many devices and the backend options from the environment it was compiled
+under, ``LIBTPU_INIT_ARGS`` word for word), the loader loads
 it, onto one device, instead of compiling. Any doubt is a "no",
 never a crash: the StableHLO path is always there. A damaged executable (its SHA-256 or jax's
 deserializer refuses it) is a ``FallbackWarning``, or an ``ArtifactError`` in strict mode.
@@ -29,8 +30,8 @@ from hatch_jaxexport.formats.cpu_targets import (
     missing_features,
 )
 from hatch_jaxexport.formats.device_targets import (
-    BACKEND_FLAG_VARIABLES,
     DeviceDescription,
+    backend_flags,
     description_mismatch,
     is_device_record,
 )
@@ -128,10 +129,9 @@ def this_host(platform_name: str = "cpu") -> Host:
 
     identity = device_identity(platform_name)
     version, kind, count = identity if identity is not None else ("", "", 0)
-    variable = BACKEND_FLAG_VARIABLES.get(platform_name)
-    flags = os.environ.get(variable, "") if variable else ""
     device = DeviceDescription(platform_name if identity is not None else "", kind, count,
-                               version, jax.__version__, jaxlib.__version__, flags.strip())
+                               version, jax.__version__, jaxlib.__version__,
+                               backend_flags(platform_name, os.environ))
     system = platform.system()
     return Host(jax.__version__, jaxlib.__version__, platform_name, version,
                 machine_name(platform.machine()),

@@ -10,6 +10,7 @@ import pytest
 from hatch_jaxexport import ArtifactError
 from hatch_jaxexport.formats.device_targets import (
     DeviceDescription,
+    backend_flags,
     description_mismatch,
     device_target_name,
     target_problem,
@@ -82,11 +83,59 @@ def test_the_recorded_v5e_matches_its_own_executable():
      "compiled for tpu, this process runs cuda"),
     (DeviceDescription("tpu", "TPU v5 lite", 1, V5E_VERSION, "0.10.2", "0.10.2",
                        "--xla_tpu_enable_latency_hiding_scheduler=true"),
-     "LIBTPU_INIT_ARGS sets --xla_tpu_enable_latency_hiding_scheduler=true"),
+     "compiled with LIBTPU_INIT_ARGS '', this process has "
+     "'--xla_tpu_enable_latency_hiding_scheduler=true'"),
 ])
 def test_any_field_that_differs_is_a_no_naming_it(device, reason):
     for why in (description_mismatch(tpu_record(), device), mismatch(tpu_record(), host(device))):
         assert why is not None and why.startswith(reason), why
+
+
+#: What the lent v5e's image sets in every process, the compiling one included.
+BARRIER = "--xla_tpu_use_enhanced_launch_barrier=true"
+
+
+def v5e_with(flags: str) -> DeviceDescription:
+    """The recorded v5e in a process whose ``LIBTPU_INIT_ARGS`` is ``flags``, read as
+    ``this_host`` reads it."""
+    return DeviceDescription("tpu", "TPU v5 lite", 1, V5E_VERSION, "0.10.2", "0.10.2",
+                             backend_flags("tpu", {"LIBTPU_INIT_ARGS": flags}))
+
+
+@pytest.mark.parametrize("compiled, process", [
+    (BARRIER, BARRIER),
+    (BARRIER, f"  {BARRIER}\n"),  # normalized the same way on both sides
+    (f"{BARRIER} --xla_foo=1", f"{BARRIER}\t --xla_foo=1 "),
+    ("", ""),
+])
+def test_an_executable_is_served_under_the_backend_flags_it_was_compiled_under(
+        compiled, process):
+    record = tpu_record(backend_flags=backend_flags("tpu", {"LIBTPU_INIT_ARGS": compiled}))
+    assert description_mismatch(record, v5e_with(process)) is None
+    assert mismatch(record, host(v5e_with(process))) is None
+
+
+@pytest.mark.parametrize("compiled, process, reason", [
+    (BARRIER, "--xla_tpu_use_enhanced_launch_barrier=false",
+     f"compiled with LIBTPU_INIT_ARGS '{BARRIER}', this process has "
+     "'--xla_tpu_use_enhanced_launch_barrier=false'"),
+    ("", BARRIER, f"compiled with LIBTPU_INIT_ARGS '', this process has '{BARRIER}'"),
+    (BARRIER, "", f"compiled with LIBTPU_INIT_ARGS '{BARRIER}', this process has ''"),
+    (f"{BARRIER} --xla_foo=1", f"--xla_foo=1 {BARRIER}",  # word for word: the order too
+     f"compiled with LIBTPU_INIT_ARGS '{BARRIER} --xla_foo=1', this process has "
+     f"'--xla_foo=1 {BARRIER}'"),
+])
+def test_other_backend_flags_are_a_no_naming_both(compiled, process, reason):
+    record = tpu_record(backend_flags=compiled)
+    assert description_mismatch(record, v5e_with(process)) == reason
+    assert mismatch(record, host(v5e_with(process))) == reason
+
+
+def test_backend_flags_are_read_only_for_a_platform_that_has_them():
+    environ = {"LIBTPU_INIT_ARGS": f" {BARRIER} "}
+    assert backend_flags("tpu", environ) == BARRIER
+    assert backend_flags("cuda", environ) == backend_flags("cpu", environ) == ""
+    assert backend_flags("tpu", {}) == ""
 
 
 def test_a_device_executable_needs_as_many_devices_as_it_was_compiled_for():
@@ -114,6 +163,8 @@ def test_inspect_and_verify_read_the_description():
     assert target_problem(tpu_record(), "cpu") == "compiled for tpu from a cpu artifact"
     assert target_problem(tpu_record(target="tpu-v4"), "tpu") == \
         "target 'tpu-v4' does not name its device ('tpu-v5-lite')"
+    assert target_text(tpu_record(backend_flags=BARRIER)) == \
+        f"tpu-v5-lite (TPU v5 lite, 1 device, LIBTPU_INIT_ARGS '{BARRIER}')"
     cpu_target = tpu_record(target="x86_64-avx2", backend="cpu", device_kind="", device_count=0)
     assert target_problem(cpu_target, "cpu") is None and target_text(cpu_target) == "x86_64-avx2"
 
@@ -136,6 +187,40 @@ def test_device_records_round_trip_and_cpu_records_keep_their_bytes():
     assert written["tpu-v5-lite"]["device_kind"] == "TPU v5 lite"
     assert "device_kind" not in written["x86_64-avx2"]  # a CPU manifest as it was written
     assert "device_count" not in written["x86_64-avx2"]
+
+
+def test_backend_flags_round_trip_and_are_written_only_where_set():
+    flagged = tpu_record(backend_flags=BARRIER, file="pkg_f.tpu-v5-lite.1.xla",
+                         inputs=[[[8], "float32"]])
+    data = manifest_bytes(flagged, tpu_record())
+    parsed = parse_manifest(data)
+    assert sorted(parsed.executables, key=lambda e: e.id) == \
+        sorted([flagged, tpu_record()], key=lambda e: e.id)
+    assert parsed.to_bytes() == data
+    written = {e["file"]: e for e in json.loads(data.split(b',"record_spans"')[0] + b"}")
+               ["executables"]}
+    assert written[flagged.file]["backend_flags"] == BARRIER
+    assert "backend_flags" not in written[tpu_record().file]  # as written before the field
+    assert b"backend_flags" not in manifest_bytes(tpu_record())
+
+
+@pytest.mark.parametrize("value, match", [
+    (["--xla_foo=1"], "backend_flags must be str"),
+    (7, "backend_flags must be str"),
+    ("x" * 20000, "backend_flags is over"),
+])
+def test_backend_flags_of_another_type_or_size_are_corrupt(value, match):
+    raw = json.loads(manifest_bytes(tpu_record()).split(b',"record_spans"')[0] + b"}")
+    raw["executables"][0]["backend_flags"] = value
+    with pytest.raises(ArtifactError, match=match):
+        parse_manifest(json.dumps(raw).encode())
+
+
+def test_backend_flags_without_a_device_target_are_corrupt():
+    cpu = tpu_record(target="x86_64-avx2", backend="cpu", device_kind="", device_count=0,
+                     backend_flags=BARRIER)
+    with pytest.raises(ArtifactError, match="set without a device_kind"):
+        parse_manifest(manifest_bytes(cpu))
 
 
 def test_a_reader_takes_the_fields_it_knows_as_older_readers_take_the_device_fields():
