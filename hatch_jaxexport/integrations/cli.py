@@ -95,13 +95,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     warm.add_argument("--dims", action="append", default=[], metavar="SYMBOL=SIZE[,SIZE...]",
                       help="sizes for a symbolic dimension (repeatable), e.g. --dims n=64,1024; "
                       "default: the sizes each function names (executable_sizes=, concrete=)")
-    merge = sub.add_parser("merge", help="merge the executables several builders compiled into "
-                           "one wheel", description="WHEEL... are one wheel built from the same "
-                           "source by several builders (each compiling the executables of its "
-                           "machine kind); write one wheel with every executable into --out. "
-                           "Refuses wheels whose other files or artifacts differ.")
-    merge.add_argument("wheels", nargs="+", metavar="WHEEL", help="the builds of one wheel")
-    merge.add_argument("--out", required=True, metavar="DIR", help="folder for the merged wheel")
+    _add_wheel_commands(sub)
     device = sub.add_parser(
         "compile-executables", help="compile a baked wheel's executables for this machine's "
         "accelerator", description="On a machine with a TPU or GPU: compile WHEEL's artifacts "
@@ -119,6 +113,30 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     add_portable_command(sub)
     nested = add_cache_command(sub)
     return parser, {**sub.choices, **nested}
+
+
+def _add_wheel_commands(sub: Any) -> None:
+    """``jaxexport merge`` and ``bake-wheel`` (the wrapping build backend's bake, for a wheel
+    already built): the commands that write a wheel again."""
+    merge = sub.add_parser("merge", help="merge the executables several builders compiled into "
+                           "one wheel", description="WHEEL... are one wheel built from the same "
+                           "source by several builders (each compiling the executables of its "
+                           "machine kind); write one wheel with every executable into --out. "
+                           "Refuses wheels whose other files or artifacts differ.")
+    merge.add_argument("wheels", nargs="+", metavar="WHEEL", help="the builds of one wheel")
+    merge.add_argument("--out", required=True, metavar="DIR", help="folder for the merged wheel")
+    baker = sub.add_parser(
+        "bake-wheel", help="bake a wheel another build backend built (flit, poetry-core, ...)",
+        description="Export every @exportable of the top-level packages WHEEL ships, as the "
+        "Hatch hook does, and write WHEEL with the artifacts as package data into --out "
+        "(RECORD computed again, reproducible). Options come from --project's "
+        "[tool.jaxexport] table, where one is found.")
+    baker.add_argument("wheel", metavar="WHEEL", help="a wheel built by any backend")
+    baker.add_argument("--out", required=True, metavar="DIR", help="folder for the baked wheel "
+                       "(not WHEEL's own folder)")
+    baker.add_argument("--project", default=".", metavar="DIR", help="the project's folder: its "
+                       "pyproject.toml's [tool.jaxexport] options and recorded calls (default: "
+                       "the current folder)")
 
 
 def help_pages(width: int = 80) -> dict[str, str]:
@@ -387,6 +405,22 @@ def _merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bake_wheel(args: argparse.Namespace) -> int:
+    """Bake a built wheel; one summary line on stdout, the bake's messages on stderr."""
+    from hatch_jaxexport.bake.wheel_bake import bake_wheel
+    from hatch_jaxexport.integrations.pep517 import StreamReporter, project_sources, read_config
+
+    _, options = read_config(args.project)
+    out = bake_wheel(args.wheel, args.out, options, StreamReporter(),
+                     sources=project_sources(options, Path(args.project)))
+    import zipfile
+
+    with zipfile.ZipFile(out) as archive:
+        count = sum(1 for n in archive.namelist() if f"/{ARTIFACT_DIR}/" in n)
+    print(f"wrote {out} with {count} artifact file(s)")
+    return 0
+
+
 def _compile_executables(args: argparse.Namespace) -> int:
     """Compile a wheel's executables for this machine's device; one summary line on stdout."""
     from hatch_jaxexport.bake.executables.device_compile import compile_wheel
@@ -425,7 +459,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ[TRACEBACK_ENV] = "1"
     try:
         return {"export": _export, "inspect": _inspect, "warmup": _warmup,
-                "verify": _verify, "merge": _merge, "compile-executables": _compile_executables,
+                "verify": _verify, "merge": _merge, "bake-wheel": _bake_wheel,
+                "compile-executables": _compile_executables,
                 "portable": run_portable_command, "cache": run_cache_command}[args.command](args)
     except KeyboardInterrupt as err:
         if args.debug:

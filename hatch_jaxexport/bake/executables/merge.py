@@ -167,32 +167,39 @@ def _write(first: Path, read: list[dict], out_dir: Path) -> Path:
                                        "two builders compiled different executables under one "
                                        "name"])
                 executables[folder][record.file] = (record, data)
-    out = out_dir / first.name
-    out_dir.mkdir(parents=True, exist_ok=True)
+    entries: list[tuple[str, zipfile.ZipInfo, bytes]] = []
+    for name, (info, data) in base["entries"].items():
+        folder = name[: -len(MANIFEST_NAME) - 1]
+        if name.endswith(".dist-info/RECORD") or _is_executable(name, base["manifests"]):
+            continue
+        if name.endswith(_MANIFEST_SUFFIX):
+            found = executables.get(folder, {})
+            merged = base["manifests"][folder]._replace(executables=tuple(
+                sorted((r for r, _ in found.values()), key=lambda r: r.file)))
+            entries.append((name, info, merged.to_bytes()))
+            entries += [(f"{folder}/{file}", info, found[file][1]) for file in sorted(found)]
+        else:
+            entries.append((name, info, data))
     record_name = next(n for n in base["entries"] if n.endswith(".dist-info/RECORD"))
+    return write_wheel(out_dir / first.name, entries, record_name,
+                       base["entries"][record_name][0].date_time)
+
+
+def write_wheel(out: Path, entries: Sequence[tuple[str, zipfile.ZipInfo, bytes]],
+                record_name: str, record_time: tuple[int, ...]) -> Path:
+    """The one wheel writer of every command that rewrites a wheel (``merge``, ``bake-wheel``,
+    the wrapping build backend): ``entries`` (name, the ``ZipInfo`` whose timestamp and
+    permissions it takes, bytes) in their order, deflated, then ``RECORD`` computed from them,
+    last. The same entries give the same bytes: nothing of the writing machine or moment."""
+    out.parent.mkdir(parents=True, exist_ok=True)
     lines: list[str] = []
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
-        def put(template: zipfile.ZipInfo, name: str, data: bytes) -> None:
+        for name, template, data in entries:
             info = zipfile.ZipInfo(name, template.date_time)
             info.external_attr, info.compress_type = template.external_attr, zipfile.ZIP_DEFLATED
             archive.writestr(info, data)
             lines.append(_record_line(name, data))
-
-        for name, (info, data) in base["entries"].items():
-            folder = name[: -len(MANIFEST_NAME) - 1]
-            if name == record_name or _is_executable(name, base["manifests"]):
-                continue
-            if name.endswith(_MANIFEST_SUFFIX):
-                found = executables.get(folder, {})
-                merged = base["manifests"][folder]._replace(executables=tuple(
-                    sorted((r for r, _ in found.values()), key=lambda r: r.file)))
-                put(info, name, merged.to_bytes())
-                for file in sorted(found):
-                    put(info, f"{folder}/{file}", found[file][1])
-            else:
-                put(info, name, data)
-        info = base["entries"][record_name][0]
-        archive.writestr(zipfile.ZipInfo(record_name, info.date_time),
+        archive.writestr(zipfile.ZipInfo(record_name, record_time),
                          "\n".join([*lines, f"{record_name},,"]) + "\n")
     return out
 
@@ -240,4 +247,4 @@ def add_executables_from(folder: Path, package: str, wheels: Sequence[str | Path
     return added
 
 
-__all__ = ["add_executables_from", "add_to_wheel", "merge_wheels"]
+__all__ = ["add_executables_from", "add_to_wheel", "merge_wheels", "write_wheel"]
