@@ -42,6 +42,48 @@ def call_text(call: str) -> str:
         return call[:120]
 
 
+def _node_distance(a: Any, b: Any) -> float:
+    """How far apart two signature nodes are, from 0 (the same) to 1: an array of the same
+    dtype and rank at other sizes is near (0.25), another dtype of the same shape nearer than
+    another kind of value; containers of the same form by their items."""
+    if a == b:
+        return 0.0
+    try:
+        ((kind, value),), ((other_kind, other),) = a.items(), b.items()
+    except (AttributeError, ValueError):
+        return 1.0
+    if kind != other_kind:
+        return 1.0
+    if kind == "array":
+        same_rank = len(value[0]) == len(other[0])
+        return 0.25 if same_rank and value[1] == other[1] else 0.5 if \
+            value[0] == other[0] else 1.0
+    if kind in ("list", "tuple") and len(value) == len(other) and value:
+        return sum(map(_node_distance, value, other)) / len(value)
+    if kind == "dict" and set(value) == set(other) and value:
+        return sum(_node_distance(value[k], other[k]) for k in value) / len(value)
+    return 1.0
+
+
+def nearest_calls(call: str, recorded: Any, count: int = 3) -> list[str]:
+    """The ``count`` recorded calls (``call_key`` texts) nearest to ``call``, each for people
+    with the arguments it differs in: ``(mode='add', x=float32[6]) differs in x``. What a
+    strict refusal of a spec-less function's call shows beside the call itself."""
+    try:
+        wanted = json.loads(call)
+        ranked = []
+        for text in recorded:
+            other = json.loads(text)
+            names = sorted(set(wanted) | set(other))
+            far = {n: _node_distance(wanted.get(n), other.get(n)) for n in names}
+            ranked.append((sum(far.values()), text, [n for n in names if far[n]]))
+    except (ValueError, TypeError, AttributeError):  # not signatures: nothing to compare
+        return []
+    ranked.sort(key=lambda item: (item[0], item[1]))
+    return [f"({call_text(text)})" + (f" differs in {', '.join(differ)}" if differ else "")
+            for _, text, differ in ranked[:count]]
+
+
 def coverage(manifest: Manifest) -> dict[str, str]:
     """Per function (sorted): ``symbolic: structure 0; only at sizes: structure 1 (n=8; n=16);
     not served: structure 2``. Only the parts that apply are named."""
@@ -82,4 +124,4 @@ def partial_coverage(manifest: Manifest) -> dict[str, str]:
             if not text.startswith("symbolic") or ";" in text}
 
 
-__all__ = ["call_text", "coverage", "partial_coverage"]
+__all__ = ["call_text", "coverage", "nearest_calls", "partial_coverage"]

@@ -90,8 +90,14 @@ run, _ = recorded_call(m.fixed, (np.ones(5, np.float32),), {})
 none, why = recorded_call(m.fixed, (np.ones(6, np.float32),), {})
 assert none is None
 direct = float(m.fixed(np.ones(5, np.float32)))  # strict, yet covered: served
-print(json.dumps({"fixed": float(run()), "direct": direct, "traces": m.TRACES["count"],
-                  "other": why}))
+traces = m.TRACES["count"]
+try:  # a spec-less call at a size not recorded: strict names it and the nearest recorded
+    m.free(np.ones(5, np.float32), mode="mul")
+    near = "served"
+except Exception as err:
+    near = str(err)
+print(json.dumps({"fixed": float(run()), "direct": direct, "traces": traces,
+                  "other": why, "near": near}))
 """
 
 
@@ -136,7 +142,13 @@ def test_recorded_calls_of_non_polymorphic_and_specless_functions_ship(tmp_path)
     # what the fallback path of a call no structure accepts runs first: never a trace
     refused = run([sys.executable, "-c", REFUSED], env={
         "PYTHONPATH": str(site), "HATCH_JAXEXPORT_STRICT": "1"}).stdout.splitlines()[-1]
-    assert json.loads(refused) == {"fixed": 5.0, "direct": 5.0, "traces": 0,
+    refused = json.loads(refused)
+    assert refused.pop("near").split("; ")[1:] == [
+        "this call: (mode='mul', scale=2.0, x=float32[5])",
+        "the nearest recorded: (mode='mul', scale=2.0, x=float32[6]) differs in x",
+        "(mode='add', scale=2.0, x=float32[6]) differs in mode, x",
+        "(mode='mul', scale=3.0, x=float32[4,2]) differs in scale, x"]
+    assert refused == {"fixed": 5.0, "direct": 5.0, "traces": 0,
                                    "other": "no artifact was baked "
                                    "for this call's signature (record it with "
                                    "HATCH_JAXEXPORT_RECORD=1 and rebuild)"}
@@ -154,7 +166,8 @@ def test_recorded_calls_of_non_polymorphic_and_specless_functions_ship(tmp_path)
     assert fix == [
         "to serve it, give the function a structure that exports with symbolic sizes "
         "(shape-polymorphic code) and ad_order=1 in @exportable(...)",
-        "until then the source serves such calls"]
+        "until then the source serves such calls",
+        "this call: (mode='add', scale=2.0, x=float32[6])"]  # strict names a spec-less call
     assert vmapped == {"same": True, "shape": [2, 4], "sized": True, "nested": True,
                        "sized nested": True, "traces": 0}
 

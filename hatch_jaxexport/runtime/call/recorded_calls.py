@@ -28,8 +28,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hatch_jaxexport.errors import ArtifactError
-from hatch_jaxexport.formats.coverage import call_text
+from hatch_jaxexport.formats.coverage import call_text, nearest_calls
 from hatch_jaxexport.formats.manifest import ConcreteRecord, signature_text
+from hatch_jaxexport.formats.settings import strict_mode
 from hatch_jaxexport.formats.signatures import CallSignature, call_key, rebuild
 from hatch_jaxexport.formats.statics import static_values_text
 from hatch_jaxexport.runtime.artifacts.package_artifacts import unusable_reason
@@ -38,7 +39,11 @@ from hatch_jaxexport.runtime.call._resolved_calls import fast_key, prime_fast_pa
 from hatch_jaxexport.runtime.call._source_calls import run_source, source_without_static
 from hatch_jaxexport.runtime.call.inlining import runs_inline
 from hatch_jaxexport.runtime.call.matching import committed_platform, export_platform
-from hatch_jaxexport.runtime.call.refusals import no_artifact, no_artifact_notice
+from hatch_jaxexport.runtime.call.refusals import (
+    no_artifact,
+    no_artifact_notice,
+    source_rejected,
+)
 from hatch_jaxexport.runtime.executables.entries import ServedCall
 from hatch_jaxexport.runtime.jaxcompat import x64_flag
 from hatch_jaxexport.runtime.notices import report
@@ -456,8 +461,56 @@ def call_unstructured(fn: FunctionRecord, args: tuple[Any, ...],
         else:
             _remember_fast(fn, call.plain, arrays, args, kwargs)  # arrays only: no tracer
             return result
+    if strict_mode():  # the refusal names the call (and raises the source's own rejection)
+        reason = _strict_reason(fn, args, kwargs, reason)
     reason = no_artifact(fn, reason)
     return run_source(fn, (args, kwargs), reason, no_artifact_notice(fn, reason))
+
+
+def _strict_reason(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str, Any],
+                   reason: str) -> str:
+    """``reason`` with what strict mode's refusal of a spec-less call shows: the call's
+    signature and, where no artifact was baked for it, the nearest recorded calls. A call the
+    source rejects itself (it does not bind, or its body raises while traced abstractly, as the
+    build would trace it) is refused with the source's own exception first
+    (``refusals.source_rejected``): no recording keeps such a call. Strict mode only: a default
+    call's reason stays one per function in the report."""
+    try:
+        fn.signature.bind(*args, **kwargs)
+    except TypeError as err:
+        raise source_rejected(fn, err) from err
+    found = described(fn, args, kwargs)
+    if found is None:  # a callable, an object...: _NOT_DESCRIBED says so
+        return reason
+    signature, arrays = found
+    rejected = _source_rejects(fn, signature, arrays)
+    if rejected is not None:
+        raise source_rejected(fn, rejected) from rejected
+    key = call_key(signature)
+    platform = export_platform(committed_platform({"args": args, "kwargs": kwargs}))
+    table = fn.calls.target(("recorded calls", platform), lambda: _RecordedCalls(fn, platform))
+    shown = f"{reason}; this call: ({call_text(key)})"
+    if reason != _NO_ARTIFACT:
+        return shown
+    nearest = nearest_calls(key, sorted(table.records))
+    return f"{shown}; " + (f"the nearest recorded: {'; '.join(nearest)}" if nearest else
+                           f"no call of it was recorded and baked for {platform}")
+
+
+def _source_rejects(fn: FunctionRecord, signature: CallSignature, arrays: list[Any]
+                    ) -> Exception | None:
+    """The source's own exception where its body rejects this call, traced abstractly
+    (``jax.eval_shape``: nothing compiled or run); ``None`` where it traces, or where what
+    stops it is jax's tracing (a Python ``if`` on an array's value) or ours, not its verdict."""
+    import jax
+
+    try:
+        jax.eval_shape(flat_source(fn, signature), *arrays)
+    except Exception as err:  # the source's body: its own check, or an op it cannot combine
+        if type(err).__module__.split(".")[0] in ("jax", "jaxlib", "hatch_jaxexport"):
+            return None
+        return err
+    return None
 
 
 def _remember_fast(fn: FunctionRecord, call: Callable[..., Any], arrays: Sequence[Any],

@@ -37,6 +37,17 @@ def no_artifact(fn: FunctionRecord, reason: str) -> str:
 SOURCE_REFUSES = " (the source refuses this call too: no structure or recording can serve it)"
 
 
+def source_rejected(fn: FunctionRecord, err: BaseException) -> ArtifactError:
+    """Strict mode's refusal of a spec-less function's call that its source rejects itself
+    (``err``: the source's own exception, which a call without strict mode raises): the
+    source's exception type and message first, then why no artifact will ever serve it."""
+    return ArtifactError(
+        f"{fn.name}: {type(err).__name__}: {err} [{STRICT_ENV} is set: the source itself "
+        "rejects this call, and a recording (HATCH_JAXEXPORT_RECORD=1) never keeps a call its "
+        "source rejects, so no artifact serves it and recording again changes nothing; "
+        f"without {STRICT_ENV} the call raises this error, as the source does]")
+
+
 def refuse_uncovered(refusal: CallMismatch) -> None:
     """In strict mode, raise ``refusal`` (a call no structure accepts) with ``STRICT_FIX``, the
     ways to serve it; or, for a call the source refuses too (it does not bind to the function's
@@ -72,4 +83,4 @@ def tell_traced(fn: FunctionRecord, reason: str, notice: str) -> None:
 
 
 __all__ = ["SOURCE_REFUSES", "STRICT_FIX", "no_artifact", "no_artifact_notice", "refuse_uncovered",
-           "tell_traced", "uncovered_notice"]
+           "source_rejected", "tell_traced", "uncovered_notice"]

@@ -111,3 +111,69 @@ def test_concrete_records_round_trip_and_coverage_says_what_each_function_serves
     raw["concrete"][0]["file"] = "../escape"
     with pytest.raises(ArtifactError, match="unsafe artifact file"):
         parse_manifest(json.dumps(raw).encode())
+
+
+@exportable
+def checked(x, mode="add"):
+    """A library's own check of its arguments: the source rejects ``mode='bad'``."""
+    RUNS["count"] += 1
+    if mode not in ("add", "mul"):
+        raise ValueError(f"unknown mode {mode!r}")
+    return x + 1 if mode == "add" else x * 2
+
+
+STRICT_REJECTS = (" [HATCH_JAXEXPORT_STRICT is set: the source itself rejects this call, and a "
+                  "recording (HATCH_JAXEXPORT_RECORD=1) never keeps a call its source rejects, "
+                  "so no artifact serves it and recording again changes nothing; without "
+                  "HATCH_JAXEXPORT_STRICT the call raises this error, as the source does]")
+
+
+def test_strict_refuses_a_call_the_source_rejects_with_the_sources_own_error_first(
+        monkeypatch):
+    """Recording keeps only calls that return: "record it and rebuild" would record nothing."""
+    checked.clear_cache()
+    with pytest.raises(ValueError, match="unknown mode 'bad'"):  # default: the source's error
+        checked(jnp.ones(3), mode="bad")
+    monkeypatch.setenv("HATCH_JAXEXPORT_STRICT", "1")
+    checked.clear_cache()
+    with pytest.raises(ArtifactError) as refused:
+        checked(jnp.ones(3), mode="bad")
+    assert str(refused.value) == \
+        f"{checked.name}: ValueError: unknown mode 'bad'{STRICT_REJECTS}"
+    assert isinstance(refused.value.__cause__, ValueError)  # the source's own, chained
+    with pytest.raises(ArtifactError) as unbound:  # it does not bind: Python's TypeError
+        checked(jnp.ones(3), 1, 2)
+    assert str(unbound.value) == \
+        f"{checked.name}: TypeError: too many positional arguments{STRICT_REJECTS}"
+
+
+def test_strict_names_the_call_and_what_was_recorded(monkeypatch):
+    monkeypatch.setenv("HATCH_JAXEXPORT_STRICT", "1")
+    checked.clear_cache()
+    with pytest.raises(ArtifactError) as refused:
+        checked(jnp.ones((2, 3)), mode="mul")
+    assert str(refused.value).split("; ") == [
+        f"{checked.name}: no usable baked artifact (HATCH_JAXEXPORT_STRICT is set): no artifact "
+        "was baked for this call's signature (record it with HATCH_JAXEXPORT_RECORD=1 and "
+        "rebuild)",
+        "this call: (mode='mul', x=float32[2,3])",
+        "no call of it was recorded and baked for cpu"]
+
+
+def test_the_nearest_recorded_calls_come_first_with_what_differs():
+    from hatch_jaxexport.formats.coverage import nearest_calls
+    from hatch_jaxexport.formats.signatures import call_key
+
+    def key(shape, dtype="float32", mode="add"):
+        return call_key({"x": {"array": [shape, dtype]}, "mode": {"static": mode}})
+
+    recorded = [key([4, 2], mode="mul"), key([6], mode="mul"), key([6]), key([5], "int32"),
+                key([5], mode="sum")]
+    assert nearest_calls(key([5]), recorded) == [
+        "(mode='add', x=float32[6]) differs in x",  # same dtype and rank, another size
+        "(mode='add', x=int32[5]) differs in x",  # another dtype, the same shape
+        "(mode='sum', x=float32[5]) differs in mode"]
+    assert nearest_calls(key([5]), recorded, count=5)[-1] == \
+        "(mode='mul', x=float32[4,2]) differs in mode, x"
+    assert nearest_calls(key([5]), [key([5])]) == ["(mode='add', x=float32[5])"]
+    assert nearest_calls("not json", recorded) == []
