@@ -125,6 +125,9 @@ WHOLE_ONLY: tuple[tuple[str, str], ...] = (
     ("tests/unit/runtime/executables/test_tiers.py",
      "::test_background_compiles_are_capped_per_machine"),
     ("tests/unit/runtime/executables/test_tiers.py", "::test_queued_compiles_are_dropped_at_exit"),
+    # an editable install through the wrapping build backend (a venv with jax of its own):
+    # flit's and poetry-core's wheels, baked and installed, and the command stay in CI
+    ("tests/integration/test_any_backend.py", "::test_an_editable_install_through_the_wrapper"),
     # benchmark smoke runs: the benchmarks run by their own commands
     ("tests/integration/test_build_benchmark.py", ""),
     ("tests/integration/test_manifest_scale_benchmark.py", ""),

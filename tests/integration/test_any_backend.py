@@ -142,3 +142,61 @@ def test_the_baked_wheel_installs_and_serves_a_strict_call(baked):
         assert result["got"] == [0.0, 1.0, 8.0]
         assert result["served"] and all(result["served"]), result
         assert result["where"].startswith(str(target))
+    env = {"PYTHONPATH": str(target), "JAX_PLATFORMS": "cpu", "HATCH_JAXEXPORT_CACHE": "0"}
+    verified = run([sys.executable, "-m", "hatch_jaxexport", "verify", "jxe_flit"], env=env)
+    assert "jxe_flit: OK" in verified.stdout, verified.stdout
+    listed = run([sys.executable, "-m", "hatch_jaxexport", "inspect", "jxe_flit"], env=env)
+    assert "jxe_flit:power" in listed.stdout and "jxe_flit:double" in listed.stdout
+
+
+POETRY_PYPROJECT = f"""
+[build-system]
+requires = ["poetry-core>=2", "hatch-jaxexport", "jax=={JAX_VERSION}"]
+build-backend = "hatch_jaxexport.integrations.pep517"
+
+[project]
+name = "jxe_flit"
+version = "0.1.0"
+description = "the same package, built by poetry-core"
+requires-python = ">=3.11"
+dependencies = ["hatch-jaxexport", "jax"]
+
+[tool.jaxexport]
+backend = "poetry.core.masonry.api"
+"""
+
+
+@pytest.mark.slow
+def test_poetry_cores_wheel_is_baked_too(project_wheel, tmp_path):
+    """The same package built by poetry-core through the wrapping backend carries the same
+    artifacts."""
+    root = flit_project(tmp_path / "poetry", "unused")
+    (root / "pyproject.toml").write_text(POETRY_PYPROJECT)
+    env = {**links_env(project_wheel.parent), "HATCH_JAXEXPORT_CACHE": str(tmp_path / "cache")}
+    run(python_m_build("--wheel", "-o", tmp_path / "dist", root), env=env)
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    record_matches(wheel)
+    manifest = json.loads(artifact_files(wheel, "jxe_flit")["manifest.json"])
+    assert {a["function"] for a in manifest["artifacts"]} == {"jxe_flit:double", "jxe_flit:power"}
+
+
+@pytest.mark.slow
+def test_an_editable_install_through_the_wrapper_serves_from_the_source_tree(
+        project_wheel, tmp_path):
+    """``pip install -e .`` of the flit project: flit's editable wheel (a ``.pth``), the
+    artifacts exported into the source tree, where the strict call finds them (``whole``: a
+    venv with jax of its own)."""
+    from conftest import make_venv
+
+    root = flit_project(tmp_path / "editable", "hatch_jaxexport.integrations.pep517")
+    python = make_venv(tmp_path / "venv")
+    env = {**links_env(project_wheel.parent), "HATCH_JAXEXPORT_CACHE": str(tmp_path / "cache")}
+    run([python, "-m", "pip", "install", "-q", "-e", root], env=env, cwd=tmp_path)
+    folder = root / "jxe_flit" / "_jaxexport"
+    assert (folder / "manifest.json").is_file() and (folder / ".gitignore").is_file()
+    proc = run([python, "-c", CALL], env={"HATCH_JAXEXPORT_STRICT": "1", "PYTHONPATH": "",
+                                          "HATCH_JAXEXPORT_CACHE": "0", "JAX_PLATFORMS": "cpu"},
+               cwd=tmp_path)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["got"] == [0.0, 1.0, 8.0] and all(result["served"]), result
+    assert result["where"] == str(root / "jxe_flit" / "__init__.py")
