@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from hatch_jaxexport.formats.device_targets import backend_flags
 from hatch_jaxexport.runtime.disk.entry_names import ENTRY_SUFFIX, entry_label, touch
 from hatch_jaxexport.runtime.jaxcompat import compiled_from_serialized, executable_device_ids
 
@@ -129,9 +130,13 @@ def _machine(platform: str, folder: Path) -> str:
 
     devices = jax.devices()
     client = devices[0].client
+    # the options the compile ran under, as jax's own cache keys them: an entry compiled under
+    # other XLA_FLAGS (or LIBTPU_INIT_ARGS on a TPU) may hold other code
+    flags = " ".join(os.environ.get("XLA_FLAGS", "").split())
     return "\n".join([jax.__version__, getattr(jaxlib, "__version__", "?"), platform,
                       client.platform, client.platform_version, devices[0].device_kind,
-                      _device_layout(), cpu_fingerprint(folder), str(sys.version_info[:2])])
+                      _device_layout(), cpu_fingerprint(folder), str(sys.version_info[:2]),
+                      flags, backend_flags(platform, os.environ)])
 
 
 def _device_layout() -> str:

@@ -127,6 +127,34 @@ def test_entry_keys_depend_on_artifact_signature_and_options(tmp_path):
     assert len(cpu_fingerprint(tmp_path)) == 64
 
 
+@pytest.mark.parametrize("variable", ["XLA_FLAGS", "LIBTPU_INIT_ARGS"])
+def test_entry_keys_depend_on_the_compile_flags_the_environment_sets(tmp_path, monkeypatch,
+                                                                    variable):
+    """An entry compiled under other XLA_FLAGS (or a TPU's LIBTPU_INIT_ARGS) may hold other
+    code: a process with other flags keys its own, as jax's own cache does; the same flags
+    spelled with other whitespace are the same key."""
+    from hatch_jaxexport.runtime.executables import _executable_cache as cache
+
+    sig = ("PyTreeDef(((*,), {}))", (((2, 3), "float32", False),))
+    platform = "tpu" if variable == "LIBTPU_INIT_ARGS" else "cpu"
+
+    def key(flags: str | None) -> str:
+        if flags is None:
+            monkeypatch.delenv(variable, raising=False)
+        else:
+            monkeypatch.setenv(variable, flags)
+        cache._machine.cache_clear()
+        try:
+            return cache.entry_key(tmp_path, "a" * 64, sig, platform)
+        finally:
+            cache._machine.cache_clear()
+
+    flag = "--xla_cpu_enable_fast_math=true" if platform == "cpu" else \
+        "--xla_tpu_use_enhanced_launch_barrier=true"
+    assert key(None) != key(flag)
+    assert key(flag) == key(f"  {flag} ")
+
+
 def test_steady_state_hot_path_checks_types_and_static_values(demo):
     scale, poly = demo.scale, demo.poly
     scale.clear_cache()  # the session's other tests called it with many shapes
