@@ -20,7 +20,7 @@ import inspect
 import os
 import sys
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 # Imported in functions: the XLA object names, only when one is looked up (importing a baked
@@ -527,6 +527,24 @@ def evaluating_eagerly() -> bool:
         return False
 
 
+def eager_probe() -> Callable[[], bool]:
+    """``evaluating_eagerly`` with jax's trace context looked up once: what the full call
+    path asks on every call (``runtime.call.staging``), so it costs one attribute read and one
+    ``isinstance``. Where jax's internals differ, a probe that answers ``False`` (unsure: the
+    caller then reads the arguments)."""
+    try:
+        from jax._src import core
+
+        context, eval_trace = core.trace_ctx, core.EvalTrace
+        isinstance(context.trace, eval_trace)
+    except (ImportError, AttributeError):  # pragma: no cover - future jax
+        return lambda: False
+
+    def eager() -> bool:
+        return isinstance(context.trace, eval_trace)
+    return eager
+
+
 def static_shape_export(exported: Any, args: Sequence[Any], kwargs: Mapping[str, Any],
                         platform: str) -> Any | None:
     """``exported``'s call for these concrete argument types, as an ``Exported`` whose module
@@ -624,7 +642,7 @@ __all__ = ["BACKEND_COMPILE_EVENT", "LOWERING_CONFIG", "backend_identity", "comp
            "SERIALIZED_EXECUTABLE_VERSION", "compiled_by_position", "compiled_dispatch",
            "compiled_from_executable", "compiled_from_serialized",
            "compiled_from_loaded", "concrete_array_type", "concrete_shape", "device_identity",
-           "evaluating_eagerly", "executable_device_ids",
+           "eager_probe", "evaluating_eagerly", "executable_device_ids",
            "initialize_lapack", "install_lapack_guard", "ir_context", "is_lapack_target",
            "lapack_init_skipped", "lowering_config", "lowering_context", "mlir_ir",
            "MLIR_ELEMENT_TYPES", "module_text", "refine_stablehlo", "tensor_type", "with_module",

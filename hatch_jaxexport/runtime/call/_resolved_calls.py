@@ -218,7 +218,7 @@ class ResolvedCalls:
     """One function's resolved targets, its fallback, the keyed fast cache and the hot call."""
 
     __slots__ = ("_uncovered", "fast", "faulted", "hot", "hot_misses", "lock", "members",
-                 "reported", "reports", "targets")
+                 "reported", "reports", "staged", "targets")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -236,6 +236,9 @@ class ResolvedCalls:
         #: structure accepts, a spec-less call), by signature: the reason the source serves
         #: them from now on (``failsafe``).
         self.faulted: dict[Any, str] = {}
+        #: Calls staged into a caller's trace (``staging``): (transformation, tier, reason)
+        #: -> how many, in the order each first occurred.
+        self.staged: dict[Any, int] = {}
 
     def clear(self) -> None:
         """Forget everything resolved (it is resolved again on the next call)."""
@@ -248,6 +251,20 @@ class ResolvedCalls:
             self.reports = []
             self.reported = set()
             self.faulted = {}
+            self.staged = {}
+
+    def count_staged(self, key: Any) -> bool:
+        """Count one call staged into a caller's trace under ``key`` (``staging``); whether it
+        is the first of its key."""
+        with self.lock:
+            count = self.staged.get(key, 0)
+            self.staged[key] = count + 1
+        return count == 0
+
+    def staged_counts(self) -> list[tuple[Any, int]]:
+        """The staged calls counted so far: (key, count), in the order each key first came."""
+        with self.lock:
+            return list(self.staged.items())
 
     def target(self, key: Any, resolve: Callable[[], Any]) -> Any:
         """The target resolved for ``key``, resolving it once (under the lock) if new."""

@@ -29,6 +29,7 @@ Two kinds of call of an ``@exportable`` function never look for an artifact:
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,16 @@ if TYPE_CHECKING:
 
 #: A function's traced source is forgotten when it holds this many static parts.
 STATIC_PARTS_LIMIT = 256
+
+#: Per thread: how many calls ``run_source`` completed, and the reason of the last one (what
+#: ``staging`` reads around a staged call to tell a served call from a traced one).
+_RUNS = threading.local()
+
+
+def source_runs() -> tuple[int, str | None]:
+    """(calls the source completed in this thread for want of an artifact, the last one's
+    reason)."""
+    return getattr(_RUNS, "count", 0), getattr(_RUNS, "reason", None)
 
 
 def _dynamic(leaf: Any) -> bool:
@@ -184,6 +195,7 @@ def run_source(fn: FunctionRecord, given: tuple[tuple[Any, ...], dict[str, Any]]
                      "source, run instead, refused it too)")
         mark_source_error(err)  # the caller's to see: the fail-safe line lets it through
         raise
+    _RUNS.count, _RUNS.reason = getattr(_RUNS, "count", 0) + 1, reason
     tell_traced(fn, reason, notice)
     return result
 
@@ -206,4 +218,4 @@ def source_without_static(fn: FunctionRecord, structure_index: int, static: dict
     return run
 
 
-__all__ = ["SourceCalls", "run_source", "source_calls", "source_without_static"]
+__all__ = ["SourceCalls", "run_source", "source_calls", "source_runs", "source_without_static"]

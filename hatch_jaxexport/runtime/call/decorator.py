@@ -33,6 +33,7 @@ from hatch_jaxexport.runtime.jaxcompat import lowering_config
 # a baked package loads the decorator's modules only, no jax.
 
 _serve: Callable[..., Any] | None = None  # the fail-safe line's entry point, imported lazily
+_eager: Callable[[], bool] | None = None  # whether no trace is active (``jaxcompat.eager_probe``)
 
 
 class ExportableFunction(metaclass=FunctionLike):
@@ -66,7 +67,8 @@ class ExportableFunction(metaclass=FunctionLike):
         # class's properties and methods answer the same)
         self.__exportable__ = self
         vars(self).update(__signature__=signature, name=spec.name,
-                          call_report=self.call_report, clear_cache=self.clear_cache)
+                          call_report=self.call_report, staged_report=self.staged_report,
+                          clear_cache=self.clear_cache)
 
     def as_function(self) -> types.FunctionType:
         """A new real function that calls and reads like this object (what ``@exportable``
@@ -122,6 +124,17 @@ class ExportableFunction(metaclass=FunctionLike):
 
         return call_report(self)
 
+    def staged_report(self) -> list[Any]:
+        """How often this process staged calls of this function into a caller's trace (its
+        arguments tracers: under ``jax.jit``, ``vmap``, ``pmap``, ``grad``...), which
+        ``call_report()`` does not list: one ``StagedCall(function, transformation, tier,
+        count, reason)`` per transformation and outcome, tier ``served`` (the artifact staged)
+        or ``traced`` (the source traced there, with the reason). ``HATCH_JAXEXPORT_REPORT=1``
+        prints a line the first time each occurs."""
+        from hatch_jaxexport.runtime.call.staging import staged_report
+
+        return staged_report(self)
+
     @property
     def name(self) -> str:
         """The name in the manifest (``module:qualname`` unless given)."""
@@ -133,12 +146,18 @@ class ExportableFunction(metaclass=FunctionLike):
     def call_resolving(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call the fast path did not take: matched, resolved and run by the loader, behind
         the default mode's fail-safe line (``failsafe.serve``)."""
-        global _serve
+        global _serve, _eager
         if _serve is None:
             from hatch_jaxexport.runtime.call.failsafe import serve
+            from hatch_jaxexport.runtime.jaxcompat import eager_probe
 
-            _serve = serve
-        result = _serve(self, args, kwargs)
+            _serve, _eager = serve, eager_probe()
+        if _eager is not None and _eager():
+            result = _serve(self, args, kwargs)
+        else:  # inside a trace: counted where a tracer makes it staged (``staging``)
+            from hatch_jaxexport.runtime.call.staging import staged_call
+
+            result = staged_call(self, _serve, args, kwargs)
         if not self.export_spec.structures:  # spec-less: a call the source completed
             from hatch_jaxexport.runtime.call import _recorder as recorder
 

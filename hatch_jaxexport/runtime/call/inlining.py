@@ -37,6 +37,11 @@ def sources_inlined() -> Any:
             INLINING_THREADS[0] -= 1
 
 
+def exporting() -> bool:
+    """Whether an export is in progress in this thread (its calls run their source inline)."""
+    return bool(getattr(_EXPORTING, "depth", 0))
+
+
 def _symbolic_tracer(leaf: Any, tracer: type) -> bool:
     """Whether ``leaf`` is a tracer with a symbolic size, itself or in the value it wraps (a
     ``vmap`` tracer's per-example shape is concrete where its batch is symbolic)."""
@@ -59,4 +64,4 @@ def runs_inline(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
                for leaf in tree_util.tree_leaves((args, kwargs)))
 
 
-__all__ = ["INLINING_THREADS", "runs_inline", "sources_inlined"]
+__all__ = ["INLINING_THREADS", "exporting", "runs_inline", "sources_inlined"]
