@@ -1,9 +1,12 @@
 """pytest plugin loaded by ``peer_suites.py`` (``-p _peer_report``): at the end of a suite, how
-each decorated function's first eager calls were served, written as JSON.
+each decorated function's calls were served, written as JSON: ``{"served": [...], "staged":
+[...]}``, the first eager calls per signature and the calls staged into a caller's trace per
+transformation (``jax.jit``, ``vmap``, ``grad``...), each served or traced.
 
-It reads ``call_report()`` of every ``ExportableFunction`` alive in the process, so it counts
-what the suite really called, without touching the suite. In a venv without hatch-jaxexport
-(the plain library) it writes an empty list.
+It reads ``call_report()`` and ``staged_report()`` of every ``ExportableFunction`` alive in
+the process, so it counts what the suite really called, without touching the suite. In a venv
+without hatch-jaxexport (the plain library) both lists are empty; an install older than
+``staged_report()`` gives an empty ``staged`` list.
 """
 
 from __future__ import annotations
@@ -29,9 +32,25 @@ def served_calls() -> list[dict[str, Any]]:
     return sorted(rows.values(), key=lambda r: (r["function"], r["signature"]))
 
 
+def staged_calls() -> list[dict[str, Any]]:
+    """One row per (function, transformation, tier, reason) of this process's calls staged
+    into a caller's trace, with how many there were."""
+    try:
+        from hatch_jaxexport.runtime.call.decorator import ExportableFunction
+    except ImportError:
+        return []
+    rows: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for obj in gc.get_objects():
+        if isinstance(obj, ExportableFunction) and hasattr(obj, "staged_report"):
+            for staged in obj.staged_report():
+                row = dict(staged._asdict())  # a facade and its record: the same counts
+                rows[(row["function"], row["transformation"], row["tier"], row["reason"])] = row
+    return sorted(rows.values(), key=lambda r: (r["function"], r["transformation"], r["tier"]))
+
+
 def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
     """Write the served calls where ``PEER_SUITES_REPORT`` says."""
     out = os.environ.get("PEER_SUITES_REPORT")
     if out:
         with open(out, "w", encoding="utf-8") as handle:
-            json.dump(served_calls(), handle, indent=1)
+            json.dump({"served": served_calls(), "staged": staged_calls()}, handle, indent=1)

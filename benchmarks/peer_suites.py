@@ -23,7 +23,9 @@ the build bakes the recorded sizes.
 Prints per library: tests passed/failed/skipped both ways, the tests that pass plain but not
 baked grouped by the exception that failed them, the decorated functions' first eager calls per
 signature by how they were served (``call_report()``: shipped, cached, compiled... or traced),
-with the calls that pass a callable (quadax's integrands: traced by design, the callable held
+the calls staged into a caller's ``jax.jit``/``vmap``/``grad`` trace per function and
+transformation, served (the artifact staged) or traced (``staged_report()``), each share with
+the calls that pass a callable (quadax's integrands: traced by design, the callable held
 static) counted apart from the served share, the build time, the wheel size and the suite's
 wall time both ways. A third run, strict (``HATCH_JAXEXPORT_STRICT=1``), shows that what strict
 mode refuses is exactly the calls no artifact covers: each baked pass it fails must fail with a
@@ -129,6 +131,8 @@ class SuiteRun:
     #: Failing tests' whole report (traceback and message), by test id.
     reports: dict[str, str] = field(default_factory=dict)
     served: list[dict[str, Any]] = field(default_factory=list)
+    #: Calls staged into a caller's trace (``staged_report()`` rows, with their counts).
+    staged: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
 
     def count(self, outcome: str) -> int:
@@ -317,8 +321,16 @@ def run_suite(python: Path, suite: Path, files: list[str], tag: str,
         print(done.stdout[-4000:])
         raise SystemExit(f"the {tag} run collected no tests (pytest exit {done.returncode})")
     if report.exists():
-        result.served = json.loads(report.read_text())
+        result.served, result.staged = read_report(json.loads(report.read_text()))
     return result
+
+
+def read_report(data: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The report plugin's (first eager calls, staged calls); a list is an older plugin's
+    first eager calls alone."""
+    if isinstance(data, list):
+        return data, []
+    return list(data.get("served", [])), list(data.get("staged", []))
 
 
 def cause(message: str) -> str:
@@ -336,7 +348,7 @@ def first_line(text: str | None) -> str:
 def passes_callable(row: dict[str, Any], callables: tuple[str, ...]) -> bool:
     """Whether a first call passed a callable (an integrand): a function that takes one, or a
     reason that names one. Such a call cannot be baked; it traces by design."""
-    reason = (row.get("not_shipped") or "").lower()
+    reason = (row.get("not_shipped") or row.get("reason") or "").lower()
     return row["function"] in callables or "callable" in reason
 
 
@@ -371,6 +383,34 @@ def compare(plain: SuiteRun, baked: SuiteRun, callables: tuple[str, ...] = ()
         "callable_tiers": dict(collections.Counter(r["tier"] for r in with_callable)),
         "by_function": {f: dict(c) for f, c in sorted(by_function.items())},
         "traced_reasons": sorted({f"{r['function']}: {first_line(r['not_shipped'])}"[:240]
+                                  for r in bakeable if r["tier"] == "traced"})[:20],
+        "staged": staged_figures(baked.staged, callables),
+    }
+
+
+def staged_figures(staged: list[dict[str, Any]], callables: tuple[str, ...] = ()
+                   ) -> dict[str, Any]:
+    """The calls staged into a caller's trace (``staged_report()`` rows): how many were served
+    (the artifact staged) and traced (the source), their share, per transformation and per
+    function; the calls that pass a callable counted apart, as for first eager calls."""
+    bakeable = [r for r in staged if not passes_callable(r, callables)]
+    with_callable = [r for r in staged if passes_callable(r, callables)]
+    totals: collections.Counter[str] = collections.Counter()
+    by_kind: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    by_function: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for row in bakeable:
+        totals[row["tier"]] += row["count"]
+        by_kind[row["transformation"]][row["tier"]] += row["count"]
+        by_function[row["function"]][f"{row['transformation']} {row['tier']}"] += row["count"]
+    served, traced = totals.get("served", 0), totals.get("traced", 0)
+    return {
+        "served": served, "traced": traced,
+        "served_share": round(served / max(1, served + traced), 3),
+        "callable_calls": sum(r["count"] for r in with_callable),
+        "by_transformation": {k: dict(c) for k, c in sorted(by_kind.items())},
+        "by_function": {f: dict(c) for f, c in sorted(by_function.items())},
+        "traced_reasons": sorted({f"{r['function']} under {r['transformation']}: "
+                                  f"{first_line(r['reason'])}"[:240]
                                   for r in bakeable if r["tier"] == "traced"})[:20],
     }
 
@@ -427,6 +467,23 @@ def compare_strict(baked: SuiteRun, strict: SuiteRun) -> dict[str, Any]:
             "uncovered_functions": sorted(uncovered)}
 
 
+def print_staged(staged: dict[str, Any] | None) -> None:
+    """The calls staged into a caller's trace (``staged_figures``), as lines a person reads."""
+    if not staged:
+        return
+    print(f"calls staged into a caller's trace (jax.jit, vmap, grad...; once per trace): "
+          f"{staged['served']} served from artifacts, {staged['traced']} traced "
+          f"({100 * staged['served_share']:.0f}% served); by transformation "
+          f"{staged['by_transformation']}")
+    if staged.get("callable_calls"):
+        print(f"staged calls that pass a callable (traced by design, not counted above): "
+              f"{staged['callable_calls']}")
+    for function, kinds in staged["by_function"].items():
+        print(f"  staged {function}: {kinds}")
+    for reason in staged["traced_reasons"]:
+        print(f"  staged traced: {reason}")
+
+
 def print_summary(name: str, figures: dict[str, Any]) -> None:
     """The figures of one library, as lines a person reads."""
     p, b = figures["plain"], figures["baked"]
@@ -455,6 +512,7 @@ def print_summary(name: str, figures: dict[str, Any]) -> None:
         print(f"  {function}: {tiers}")
     for reason in figures["traced_reasons"]:
         print(f"  traced: {reason}")
+    print_staged(figures.get("staged"))
     print(f"strict mode: {figures['strict_lost']} baked passes refused, "
           f"{figures['strict_lost'] - figures['strict_other_count']} by a refusal naming a "
           f"function with uncovered calls and the fix {figures['strict_refused']}; "

@@ -74,3 +74,37 @@ def test_files_the_sdist_cannot_import_are_left_out(peer_suites):
         "tests/test_sampled.py", "tests/test_utils.py"]
     assert all(f.split("::")[0].endswith(".py") for f in lib.fast)
     assert {f"quadax._adaptive:{n}" for n in ("quadgk", "quadcc", "quadts")} <= set(lib.callables)
+
+
+def staged(function: str, transformation: str, tier: str, count: int,
+           reason: str | None = None) -> dict[str, Any]:
+    return {"function": function, "transformation": transformation, "tier": tier,
+            "count": count, "reason": reason}
+
+
+def test_staged_calls_are_counted_beside_first_eager_calls(peer_suites, capsys):
+    """The report plugin writes first eager calls and staged calls; the summary counts the
+    staged ones by their counts, per transformation and function, callables apart."""
+    served, rows = peer_suites.read_report({"served": [row("q:simpson", "compiled")], "staged": [
+        staged("q:simpson", "jit", "served", 40), staged("q:simpson", "vmap", "served", 3),
+        staged("q:trapezoid", "jit(vmap)", "traced", 5, "no artifact was baked for this "
+                                                        "call's signature"),
+        staged("q:quadgk", "jit", "traced", 7, "no artifact was baked for this call's "
+                                               "signature")]})
+    assert peer_suites.read_report([row("q:simpson", "compiled")]) == (served, [])  # older
+    baked = peer_suites.SuiteRun(outcomes={"t": "passed"}, served=served, staged=rows)
+    figures = peer_suites.compare(peer_suites.SuiteRun(outcomes={"t": "passed"}), baked,
+                                  ("q:quadgk",))
+    assert (figures["served"], figures["traced"]) == (1, 0)
+    assert figures["staged"] == {
+        "served": 43, "traced": 5, "served_share": 0.896, "callable_calls": 7,
+        "by_transformation": {"jit": {"served": 40}, "jit(vmap)": {"traced": 5},
+                              "vmap": {"served": 3}},
+        "by_function": {"q:simpson": {"jit served": 40, "vmap served": 3},
+                        "q:trapezoid": {"jit(vmap) traced": 5}},
+        "traced_reasons": ["q:trapezoid under jit(vmap): no artifact was baked for this "
+                           "call's signature"]}
+    peer_suites.print_staged(figures["staged"])
+    printed = capsys.readouterr().out
+    assert "43 served from artifacts, 5 traced (90% served)" in printed
+    assert "staged calls that pass a callable (traced by design, not counted above): 7" in printed
