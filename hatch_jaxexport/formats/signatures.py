@@ -14,6 +14,14 @@ A call's signature (``CallSignature``) is its bound arguments by parameter name,
 nodes: ``{"array": [[dims...], dtype]}``, ``{"static": value}`` (a JSON scalar: a non-array
 argument, baked into the artifact), ``{"list": [...]}``, ``{"tuple": [...]}`` and
 ``{"dict": {key: node}}``. ``call_key`` is its canonical text, what the loader looks a call up by.
+An argument left at a default the signature cannot describe (a function: ``def f(x,
+metric=euclidean)`` called as ``f(x)``) is left out: the export binds the default as the source
+does.
+
+``unrecorded`` (optional, ignored by older readers) counts, per function, the calls of the
+latest recording run that could not be described because an argument held a function
+(``{"argument 'metric' holds a function": 3}``): such calls run the source, and the build log
+says so instead of asking for a recording that would change nothing.
 """
 
 from __future__ import annotations
@@ -34,8 +42,15 @@ Recorded = dict[str, dict[int, list[dict[str, int]]]]
 CallSignature = dict[str, Any]
 #: function name -> the signatures of its calls that no structure accepted, each once, sorted.
 Calls = dict[str, list[CallSignature]]
+#: function name -> why some of its calls were not recorded -> how many (the latest run's).
+Unrecorded = dict[str, dict[str, int]]
 
 _CONTAINERS = ("list", "tuple", "dict")
+#: Why a call holding a function a caller passed is neither recorded nor baked (the recording
+#: run's summary, the build log, the report's reason and strict's refusal all say it).
+FUNCTION_HELD = "argument {!r} holds a function"
+#: What follows ``FUNCTION_HELD`` wherever the tool tells it.
+FUNCTION_RUNS_SOURCE = ": such calls run the source"
 
 
 def call_key(signature: CallSignature) -> str:
@@ -129,6 +144,31 @@ def parse_calls(text: str, where: str) -> Calls:
     return calls
 
 
+def parse_unrecorded(text: str, where: str) -> Unrecorded:
+    """The calls a recording could not keep, by function and reason (``{}`` where the file
+    has none); ``ValueError`` naming ``where`` and the function when malformed."""
+    raw = _checked_header(text, where)
+    found: Unrecorded = {}
+    for function, reasons in dict(raw.get("unrecorded") or {}).items():
+        if not isinstance(reasons, dict) or not all(
+                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v > 0
+                for k, v in reasons.items()):
+            raise ValueError(f"{where}: unrecorded calls of {function}: expected "
+                             f"{{reason: count}}, got {str(reasons)[:80]}")
+        found[function] = dict(reasons)
+    return found
+
+
+def merged_unrecorded(*parts: Mapping[str, Mapping[str, int]]) -> Unrecorded:
+    """Unrecorded calls merged: a later part's count of a reason replaces an earlier one's
+    (recording the same tests again writes the same file)."""
+    out: dict[str, dict[str, int]] = {}
+    for part in parts:
+        for function, reasons in part.items():
+            out.setdefault(function, {}).update(reasons)
+    return {f: dict(sorted(r.items())) for f, r in sorted(out.items()) if r}
+
+
 def merged_calls(*parts: Mapping[str, Sequence[CallSignature]]) -> Calls:
     """The union of recorded call signatures (each once, sorted by ``call_key``)."""
     out: dict[str, dict[str, CallSignature]] = {}
@@ -151,7 +191,7 @@ def merged(*parts: Mapping[str, Mapping[int, Sequence[Mapping[str, int]]]]) -> R
 
 
 def signatures_text(recorded: Recorded, calls: Mapping[str, Sequence[CallSignature]] | None
-                    = None) -> str:
+                    = None, unrecorded: Mapping[str, Mapping[str, int]] | None = None) -> str:
     """The file's text (sorted, so a re-recording of the same calls changes nothing).
 
     Compact JSON without spaces, one line per function's sizes and per recorded call: a
@@ -164,6 +204,9 @@ def signatures_text(recorded: Recorded, calls: Mapping[str, Sequence[CallSignatu
         blocks = [f"{_compact(name)}:[\n" + ",\n".join(_compact(c) for c in signatures) + "]"
                   for name, signatures in merged_calls(calls).items()]
         parts.insert(0, '"calls":{\n' + ",\n".join(blocks) + "}")
+    if unrecorded and (kept := merged_unrecorded(unrecorded)):
+        lines = [f"{_compact(name)}:{_compact(reasons)}" for name, reasons in kept.items()]
+        parts.append('"unrecorded":{\n' + ",\n".join(lines) + "}")
     parts.append(f'"version":{SIGNATURES_VERSION}')
     return "{" + ",\n".join(parts) + "}\n"
 
@@ -172,6 +215,7 @@ def _compact(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-__all__ = ["READABLE_VERSIONS", "SIGNATURES_NAME", "SIGNATURES_VERSION", "CallSignature", "Calls",
-           "Recorded", "call_key", "merged", "merged_calls", "node_problem", "parse_calls",
-           "parse_signatures", "rebuild", "signatures_text"]
+__all__ = ["FUNCTION_HELD", "FUNCTION_RUNS_SOURCE", "READABLE_VERSIONS", "SIGNATURES_NAME",
+           "SIGNATURES_VERSION", "CallSignature", "Calls", "Recorded", "Unrecorded", "call_key",
+           "merged", "merged_calls", "merged_unrecorded", "node_problem", "parse_calls",
+           "parse_signatures", "parse_unrecorded", "rebuild", "signatures_text"]

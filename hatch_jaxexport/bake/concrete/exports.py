@@ -28,12 +28,15 @@ from hatch_jaxexport.bake.export.exporter import ExportTask, recorded_config, ta
 from hatch_jaxexport.formats.dimensions import evaluate_dim
 from hatch_jaxexport.formats.manifest import BLOB_SUFFIX, sha256_hex
 from hatch_jaxexport.formats.signatures import (
+    FUNCTION_RUNS_SOURCE,
     SIGNATURES_NAME,
     Calls,
     CallSignature,
     Recorded,
+    Unrecorded,
     call_key,
     parse_calls,
+    parse_unrecorded,
     rebuild,
 )
 from hatch_jaxexport.formats.spec import static_key, tree_map_leaves
@@ -57,6 +60,23 @@ def recorded_calls(package: str, source: str | None = None) -> Calls:
     if not path.is_file():
         return {}
     return parse_calls(path.read_text(encoding="utf-8"), f"{package}/{SIGNATURES_NAME}")
+
+
+def unrecorded_calls(package: str, source: str | None = None) -> Unrecorded:
+    """The calls ``HATCH_JAXEXPORT_RECORD`` could not keep, by function and reason (an argument
+    holding a function), from the same file as ``recorded_calls``."""
+    path = signatures_file(package, source)
+    if not path.is_file():
+        return {}
+    return parse_unrecorded(path.read_text(encoding="utf-8"), f"{package}/{SIGNATURES_NAME}")
+
+
+def unrecorded_note(name: str, unrecorded: Mapping[str, int]) -> str:
+    """What the build log says of a function's calls the recording could not keep: counted,
+    each reason named, and that such calls run the source (recording again changes nothing)."""
+    told = "; ".join(f"{count} call(s): {reason}{FUNCTION_RUNS_SOURCE}"
+                     for reason, count in sorted(unrecorded.items()))
+    return f"{name}: recorded calls not kept by the recording run: {told}"
 
 
 def failed_primals(failures: Sequence[Mapping[str, Any]]) -> list[ExportTask]:
@@ -215,11 +235,20 @@ def bake_structures(fn: Any, tasks: Sequence[ExportTask], recorded: Recorded, ou
 
 def bake_calls(fn: Any, calls: Sequence[CallSignature], platforms: Sequence[str],
                out_dir: Path, note: Callable[[str], None],
-               failed: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+               failed: list[dict[str, Any]] | None = None,
+               unrecorded: Mapping[str, int] | None = None) -> list[dict[str, Any]]:
     """The artifacts of a spec-less function: one per recorded call and platform; each call
     whose export fails is noted and, with its reason, appended to ``failed`` (the manifest's
-    ``failed_calls``: the loader gives that reason when the call comes)."""
-    if not calls:
+    ``failed_calls``: the loader gives that reason when the call comes). ``unrecorded``: the
+    calls the recording could not keep (``unrecorded_calls``), noted as such: asking for a
+    recording would change nothing."""
+    if unrecorded:
+        note(unrecorded_note(fn.name, unrecorded))
+    if not calls and not fn.export_spec.structures and unrecorded:
+        note(f"{fn.name} has no structure and no recorded call it can bake: nothing is baked "
+             "for it (the calls recorded held functions; give it a structure, or leave the "
+             "function at its default, which bakes)")
+    elif not calls and not fn.export_spec.structures:
         note(f"{fn.name} has no structure and no recorded call: nothing is baked for it (run "
              "your tests with HATCH_JAXEXPORT_RECORD=1 to record its calls, or give it a "
              "structure)")
@@ -258,11 +287,12 @@ def worker_concrete(functions: Mapping[str, Any], request: WorkerRequest,
         entries += bake_structures(functions[name], tasks, recorded, out_dir, note,
                                    failed_exports(failures))
     calls = recorded_calls(request.package, request.signatures)
+    unrecorded = unrecorded_calls(request.package, request.signatures)
     wanted = [fn for fn in functions.values()
-              if not fn.export_spec.structures or calls.get(fn.name)]
+              if not fn.export_spec.structures or calls.get(fn.name) or unrecorded.get(fn.name)]
     for fn in wanted[request.worker::request.workers]:
         entries += bake_calls(fn, calls.get(fn.name, []), request.default_platforms,
-                              out_dir, note, failed_calls)
+                              out_dir, note, failed_calls, unrecorded.get(fn.name))
     return entries
 
 
@@ -284,4 +314,4 @@ def concrete_covered(failures: Sequence[Mapping[str, Any]], concrete: Sequence[A
 
 __all__ = ["bake_calls", "bake_structures", "call_exported", "concrete_covered", "failed_exports",
            "failed_primals", "recorded_calls", "size_origins", "structure_exported",
-           "worker_concrete"]
+           "unrecorded_calls", "unrecorded_note", "worker_concrete"]

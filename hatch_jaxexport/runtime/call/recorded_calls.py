@@ -22,6 +22,7 @@ artifact in the process (concrete-size artifacts ship no executable).
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -31,7 +32,13 @@ from hatch_jaxexport.errors import ArtifactError
 from hatch_jaxexport.formats.coverage import call_text, nearest_calls
 from hatch_jaxexport.formats.manifest import ConcreteRecord, signature_text
 from hatch_jaxexport.formats.settings import strict_mode
-from hatch_jaxexport.formats.signatures import CallSignature, call_key, rebuild
+from hatch_jaxexport.formats.signatures import (
+    FUNCTION_HELD,
+    FUNCTION_RUNS_SOURCE,
+    CallSignature,
+    call_key,
+    rebuild,
+)
 from hatch_jaxexport.formats.statics import static_values_text
 from hatch_jaxexport.runtime.artifacts.package_artifacts import unusable_reason
 from hatch_jaxexport.runtime.artifacts.program import leaf_types
@@ -108,20 +115,58 @@ def described(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str, Any]
               ) -> tuple[CallSignature, list[Any]] | None:
     """A call's signature and its arrays in canonical order; ``None`` when it cannot be
     described (it does not bind, or holds values other than arrays, JSON scalars, lists,
-    tuples and dicts with string keys)."""
+    tuples and dicts with string keys). An argument left at a default that cannot be described
+    (``def f(x, metric=euclidean)`` called as ``f(x)``) is left out, as a default left out of a
+    spec: the export binds the default as the source does (``flat_source``)."""
+    found = description(fn, args, kwargs)
+    return None if isinstance(found, str) else found
+
+
+def description(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str, Any]
+                ) -> tuple[CallSignature, list[Any]] | str:
+    """``described``, or why the call cannot be: ``FUNCTION_HELD`` naming the first argument
+    (in the signature's order) that holds a function a caller passed, else ``""``."""
     try:
         bound = fn.signature.bind(*args, **kwargs)
     except TypeError:
-        return None
+        return ""
     bound.apply_defaults()
     arrays: list[Any] = []
     signature = {}
+    parameters = fn.signature.parameters
     for name in sorted(bound.arguments):
-        node = _node(bound.arguments[name], arrays)
+        value = bound.arguments[name]
+        node = _node(value, arrays)
+        if node is None and value is parameters[name].default:
+            continue  # left at its default: bound again by the export, not described
         if node is None:
-            return None
+            held = next((n for n in bound.arguments if _holds_function(bound.arguments[n])
+                         and bound.arguments[n] is not parameters[n].default), None)
+            return FUNCTION_HELD.format(held) if held else ""
         signature[name] = node
     return signature, arrays
+
+
+def _holds_function(value: Any, depth: int = 0) -> bool:
+    """Whether a value is, or a list, tuple or dict of it holds, a function (a ``def``, a
+    lambda, a builtin, a method, a ``functools.partial``, a NumPy ufunc, a ``jax.jit`` or other
+    wrapped function); a class (``jnp.float32``) is not one."""
+    if isinstance(value, list | tuple) and depth < 16:
+        return any(_holds_function(v, depth + 1) for v in value)
+    if isinstance(value, dict) and depth < 16:
+        return any(_holds_function(v, depth + 1) for v in value.values())
+    if isinstance(value, type) or not callable(value):
+        return False
+    return inspect.isroutine(value) or isinstance(value, functools.partial) or \
+        type(value).__name__ == "ufunc" or hasattr(value, "__wrapped__")
+
+
+def unrecorded_reason(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str, Any]
+                      ) -> str | None:
+    """Why a recording cannot keep this call, where the tool says so (``FUNCTION_HELD``:
+    an argument holds a function a caller passed); ``None`` otherwise."""
+    found = description(fn, args, kwargs)
+    return found if isinstance(found, str) and found else None
 
 
 def describe_call(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -133,12 +178,14 @@ def describe_call(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str, A
 
 def flat_source(fn: FunctionRecord, signature: CallSignature) -> Callable[..., Any]:
     """``fn``'s source taking a call's arrays flat, in canonical order, its other values
-    bound: what the build exports for a recorded call and what a miss traces."""
-    import inspect
-
+    bound: what the build exports for a recorded call and what a miss traces. A default the
+    signature left out (``described``) is bound as the source binds it."""
     def flat(*arrays: Any) -> Any:
         given = iter(arrays)
         values = rebuild(signature, lambda dims, dtype: next(given))
+        for name, parameter in fn.signature.parameters.items():  # a default left out: bound
+            if name not in values and parameter.default is not parameter.empty:
+                values[name] = parameter.default
         bound = inspect.BoundArguments(fn.signature, values)  # type: ignore[arg-type]
         return fn.__wrapped__(*bound.args, **bound.kwargs)
 
@@ -396,7 +443,7 @@ class _RecordedCalls:
 _NO_ARTIFACT = ("no artifact was baked for this call's signature (record it with "
                 "HATCH_JAXEXPORT_RECORD=1 and rebuild)")
 _NOT_DESCRIBED = ("its arguments are not arrays, JSON scalars, lists, tuples or dicts of them "
-                  "(a callable, an object of a class): such a call cannot be recorded or baked, "
+                  "(an object of a class): such a call cannot be recorded or baked, "
                   "and runs the source by design")
 
 
@@ -420,10 +467,12 @@ def _artifact_call(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str, 
     or ``None`` and why."""
     platform = export_platform(committed_platform({"args": args, "kwargs": kwargs}))
     table = fn.calls.target(("recorded calls", platform), lambda: _RecordedCalls(fn, platform))
-    if not table.records and not table.failed:  # nothing recorded: nothing to describe for
+    found = description(fn, args, kwargs)
+    if isinstance(found, str) and found:  # a function passed: no recording can keep it
+        return None, [], found + FUNCTION_RUNS_SOURCE
+    if not table.records and not table.failed:  # nothing recorded: nothing to look up
         return None, [], _NO_ARTIFACT
-    found = described(fn, args, kwargs)
-    if found is None:  # a callable, an object...: no recording can describe it
+    if isinstance(found, str):  # an object of a class...: no recording can describe it
         return None, [], _NOT_DESCRIBED
     signature, arrays = found
     key = call_key(signature)
@@ -480,7 +529,7 @@ def _strict_reason(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str, 
     except TypeError as err:
         raise source_rejected(fn, err) from err
     found = described(fn, args, kwargs)
-    if found is None:  # a callable, an object...: _NOT_DESCRIBED says so
+    if found is None:  # a function, an object...: FUNCTION_HELD or _NOT_DESCRIBED says so
         return reason
     signature, arrays = found
     rejected = _source_rejects(fn, signature, arrays)
@@ -531,5 +580,6 @@ def _remember_fast(fn: FunctionRecord, call: Callable[..., Any], arrays: Sequenc
     fn.calls.remember_fast(key, call, tuple(picks))
 
 
-__all__ = ["NOT_SHIPPED", "ConcreteDispatch", "Types", "call_unstructured", "describe_call",
-           "described", "flat_source", "recorded_call", "served_first"]
+__all__ = ["NOT_SHIPPED", "ConcreteDispatch", "Types",
+           "call_unstructured", "describe_call", "described", "description", "flat_source",
+           "recorded_call", "served_first", "unrecorded_reason"]
