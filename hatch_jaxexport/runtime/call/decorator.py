@@ -184,11 +184,13 @@ def _innermost(function: ExportableFunction) -> Any:
 
 def _custom_gradient_inner(fn: Any) -> Any:
     """The function ``jax.custom_gradient`` wrapped, where ``fn`` is jax's wrapper of it;
-    else ``None``. jax (0.4 to 0.10 at least) wraps it in a ``custom_vjp`` of a local
+    else ``None``. jax (0.4 to 0.12 at least) wraps it in a ``custom_vjp`` of a local
     ``wrapped_fun(*args, **kwargs)`` that closes over it as ``fun`` and exposes it nowhere
-    else; a jax that exposes it by ``__wrapped__`` is unwrapped before this is asked."""
+    else (0.12 gives the wrapper the user's name, not its ``__wrapped__``); a jax that
+    exposes it by ``__wrapped__`` is unwrapped before this is asked."""
     code = getattr(fn, "__code__", None)
-    if code is None or not getattr(fn, "__qualname__", "").startswith("custom_gradient."):
+    # the code's own qualname: jax 0.12 copies the user's name onto the wrapper's __qualname__
+    if code is None or not getattr(code, "co_qualname", "").startswith("custom_gradient."):
         return None
     cells = dict(zip(code.co_freevars, getattr(fn, "__closure__", None) or (), strict=False))
     try:

@@ -170,8 +170,10 @@ def test_the_message_for_an_unreadable_wrapper_names_the_line_and_the_way_out() 
         return x, lambda g: (g,)
 
     text = decorator._unreadable_wrapper(f)
-    assert "cannot read the parameters of the function this jax custom_vjp wraps " \
-           "(custom_gradient.<locals>.wrapped_fun is jax's wrapper, and this jax does not " \
+    # jax's wrapper names itself (``custom_gradient.<locals>.wrapped_fun`` on jax 0.10, the
+    # user's qualname on jax 0.12, which wraps it with functools.wraps)
+    assert f"cannot read the parameters of the function this jax {type(f).__name__} wraps " \
+           f"({f.__qualname__} is jax's wrapper, and this jax does not " \
            "expose the function inside it); put @exportable on a plain function that calls it " \
            "(def f(x): return wrapped(x)), or write the rule with jax.custom_vjp" in text, text
     assert text.startswith(f"@exportable at {__file__}:"), text
