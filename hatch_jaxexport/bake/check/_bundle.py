@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from hatch_jaxexport.bake.config import requirement_name
-from hatch_jaxexport.bake.verify import verify_folder
-from hatch_jaxexport.errors import CheckError
+from hatch_jaxexport.bake.verify import loader_read
+from hatch_jaxexport.errors import ArtifactError, CheckError
 from hatch_jaxexport.formats.inventory import inventory
 from hatch_jaxexport.formats.manifest import (
     ARTIFACT_DIR,
@@ -156,10 +156,12 @@ def find_bundle(package: str) -> Bundle:
         data = path.read_bytes()
     except OSError as err:
         raise CheckError(f"cannot read {path}: {err}") from None
-    problems = verify_folder(path.parent, package).problems  # what ``verify`` and the loader
-    if problems:  # refuse never passes: the loader's own reader, every file's SHA-256
-        raise CheckError(f"the installed {package}/{ARTIFACT_DIR} fails `jaxexport verify`: "
-                         + "; ".join(problems))
+    try:  # a manifest the loader's own reader refuses never passes; a damaged blob is the
+        # failed item of its artifact (the loader serves the others), not the whole check's
+        loader_read(data, f"{package}/{ARTIFACT_DIR}/{MANIFEST_NAME}")
+    except ArtifactError as err:
+        raise CheckError(f"the installed {package}/{ARTIFACT_DIR}/{MANIFEST_NAME} is refused by "
+                         f"the loader's reader (as `jaxexport verify` says): {err}") from None
     try:
         manifest = parse_manifest(data, where=str(path))
         sets = artifact_sets(manifest) if manifest.jax_sets else ()

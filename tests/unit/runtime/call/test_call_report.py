@@ -88,7 +88,9 @@ funcs.poly(x, mode="fast"); funcs.poly(x, mode="exact")
 params = {"w": np.ones((4, 2), np.float32), "b": np.zeros(2, np.float32)}
 jax.grad(lambda p: funcs.dense(p, x[None]).sum())(params)
 print(json.dumps({"poly": [r.line() for r in funcs.poly.call_report()],
-                  "dense": [r.line() for r in funcs.dense.call_report()]}))
+                  "dense": [r.line() for r in funcs.dense.call_report()],
+                  "staged": [r.line() for f in (funcs.poly, funcs.dense)
+                             for r in f.staged_report()]}))
 """
 
 
@@ -100,7 +102,11 @@ def test_report_lines_name_static_values_and_members_and_call_report_agrees(demo
         "HATCH_JAXEXPORT_TIERED": "0", "HATCH_JAXEXPORT_CACHE": "0"})
     printed = [line for line in proc.stderr.splitlines() if line.startswith("hatch-jaxexport: ")]
     reported = json.loads(proc.stdout.splitlines()[-1])
-    assert sorted(printed) == sorted(reported["poly"] + reported["dense"])
+    # every line printed is a first eager call's (call_report) or a staged one's
+    # (staged_report: jax.grad stages dense into its trace), each printed once
+    assert sorted(printed) == sorted(reported["poly"] + reported["dense"] + reported["staged"])
+    assert reported["staged"] == ["hatch-jaxexport: jxe_demo.funcs:dense staged under grad: "
+                                  "served"], reported["staged"]
     assert len(set(printed)) == len(printed)  # no two lines alike
     poly = sorted(line.split(" float32")[0] for line in reported["poly"])
     assert poly == ["hatch-jaxexport: jxe_demo.funcs:poly(mode='exact')",
