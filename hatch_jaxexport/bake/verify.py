@@ -18,6 +18,8 @@ import hashlib
 import importlib.resources
 import os
 import pathlib
+import zipfile
+from collections.abc import Sequence
 from typing import Any
 
 from hatch_jaxexport.errors import ArtifactError, ExportError
@@ -186,6 +188,20 @@ def read_back(root: Any, package: str, what: str) -> Manifest:
     return report.manifest
 
 
+def read_back_wheel(wheel: pathlib.Path, folders: Sequence[tuple[str, str]], what: str
+                    ) -> pathlib.Path:
+    """``wheel`` once each of its artifact folders (``(folder in the wheel, package)``) reads
+    back (``read_back``); otherwise the wheel is deleted, never left behind as if finished, and
+    the ``ExportError`` raised. ``what`` names the wheel (``the merged wheel``...)."""
+    try:
+        for folder, package in folders:
+            read_back(zipfile.Path(wheel, at=f"{folder}/"), package, f"{what} {wheel.name}")
+    except ExportError:
+        wheel.unlink()
+        raise
+    return wheel
+
+
 def loader_read(data: bytes, where: str, *, spans: bool = False) -> Manifest:
     """Manifest bytes read every way the loader reads them: the index
     (``read_manifest_index``), each function's records as its first call decodes and resolves
@@ -327,5 +343,5 @@ def _hash(path: Any, size: int) -> tuple[str, int]:
     return digest.hexdigest(), length
 
 
-__all__ = ["VerifyReport", "loader_read", "read_back", "verify_folder", "verify_package",
-           "verify_report"]
+__all__ = ["VerifyReport", "loader_read", "read_back", "read_back_wheel", "verify_folder",
+           "verify_package", "verify_report"]

@@ -34,7 +34,7 @@ from hatch_jaxexport.bake.config import (
 )
 from hatch_jaxexport.bake.executables.merge import write_wheel
 from hatch_jaxexport.bake.flow import Reporter, bake
-from hatch_jaxexport.bake.verify import read_back
+from hatch_jaxexport.bake.verify import read_back_wheel
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats.manifest import ARTIFACT_DIR
 from hatch_jaxexport.formats.settings import skip_requested
@@ -151,15 +151,8 @@ def bake_wheel(wheel: str | Path, out_dir: str | Path, options: ExportOptions,
             raise ExportError([f"--out {out_dir} holds {wheel.name} itself: write the baked "
                                "wheel into another folder"])
         out = write_wheel(out_dir / wheel.name, ordered, record, entries[record][0].date_time)
-    try:
-        for p in baked:
-            if not editable and not p.empty:
-                read_back(zipfile.Path(out, at=f"{p.name}/{ARTIFACT_DIR}/"), p.name,
-                          f"the baked wheel {out.name}")
-    except ExportError:
-        out.unlink()  # never left behind as if baked
-        raise
-    return out
+    return read_back_wheel(out, [(f"{p.name}/{ARTIFACT_DIR}", p.name) for p in baked
+                                 if not editable and not p.empty], "the baked wheel")
 
 
 def _stale(name: str, packages: Sequence[str]) -> bool:

@@ -27,6 +27,7 @@ from hatch_jaxexport.integrations._cache_command import add_command as add_cache
 from hatch_jaxexport.integrations._cache_command import run_command as run_cache_command
 from hatch_jaxexport.integrations._portable_command import add_command as add_portable_command
 from hatch_jaxexport.integrations._portable_command import run_command as run_portable_command
+from hatch_jaxexport.integrations._stderr_reporter import StderrReporter
 
 # Imported in functions: each command's layers, only when that command runs: `--help` and every
 # other command load none of them.
@@ -201,23 +202,9 @@ def _warmup_command(package: str, dims: dict[str, list[int]], missing: Sequence[
                      *(f"--dims {name}={sizes[name]}" for name in sorted(sizes))])
 
 
-class CliReporter:
-    """The bake's messages on stderr, each flushed as it is printed (stdout keeps the result)."""
-
-    skip_note = ""
-    trace_note = ""
-
-    def debug(self, message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
-
-    info = waiting = success = warning = debug
-
-    def workers(self, jobs: int) -> str:
-        return f"{jobs} worker(s)"
-
-    def export_failed(self, package: str, failures: Sequence[str], *, lacks_module: bool,
-                      on_error: str | None) -> None:
-        """Nothing here: ``main`` prints the raised error, every failure in it."""
+class CliReporter(StderrReporter):
+    """The bake's messages on stderr (stdout keeps the result); a failed export's error is
+    printed by ``main``, every failure in it."""
 
 
 def _targets(named: list[str] | None) -> tuple[str, ...]:

@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import importlib
 import os
-import sys
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from hatch_jaxexport.bake.config import (
     brief_uncaught_build_errors,
     parse_options,
 )
+from hatch_jaxexport.integrations._stderr_reporter import StderrReporter
 
 # Imported in functions: the bake (the export flow and its workers), only by the hooks that bake:
 # get_requires_for_build_* and build_sdist run in a front end's environment before jax is there.
@@ -51,21 +51,14 @@ _OPTIONAL_HOOKS = ("prepare_metadata_for_build_wheel", "build_editable",
                    "get_requires_for_build_editable", "prepare_metadata_for_build_editable")
 
 
-class StreamReporter:
-    """A bake's messages on stderr, flushed (front ends show a backend's output, pip with -v)."""
+class StreamReporter(StderrReporter):
+    """A bake's messages on stderr, flushed (front ends show a backend's output, pip with -v),
+    with the build backend's notes and its advice on a failed export."""
 
     skip_note = " (the installed package traces its functions)"
     trace_note = ", functions trace from source"
 
-    def debug(self, message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
-
-    info = waiting = success = warning = debug
-
-    def workers(self, jobs: int) -> str:
-        return f"{jobs} worker(s)"
-
-    def export_failed(self, package: str, failures: list[str] | tuple[str, ...], *,
+    def export_failed(self, package: str, failures: Sequence[str], *,
                       lacks_module: bool, on_error: str | None) -> None:
         """Every problem, then what to set in ``[tool.jaxexport]``."""
         self.debug(f"jaxexport: export of {package} failed ({len(failures)} problem(s)):")

@@ -18,7 +18,7 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from hatch_jaxexport.bake.verify import read_back
+from hatch_jaxexport.bake.verify import read_back, read_back_wheel
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats.manifest import (
     ARTIFACT_DIR,
@@ -110,14 +110,8 @@ def merge_wheels(wheels: Sequence[str | Path], out_dir: str | Path) -> Path:
     if problems:
         raise ExportError(problems, f"{len(problems)} differences between the wheels to merge")
     out = _write(paths[0], read, Path(out_dir))
-    try:
-        for folder, manifest in read[0]["manifests"].items():
-            read_back(zipfile.Path(out, at=f"{folder}/"), manifest.package,
-                      f"the merged wheel {out.name}")
-    except ExportError:
-        out.unlink()  # never left behind as if merged
-        raise
-    return out
+    return read_back_wheel(out, [(folder, manifest.package) for folder, manifest
+                                 in read[0]["manifests"].items()], "the merged wheel")
 
 
 def add_to_wheel(wheel: str | Path, added: dict[str, list[tuple[ExecutableRecord, bytes]]],
@@ -142,14 +136,9 @@ def add_to_wheel(wheel: str | Path, added: dict[str, list[tuple[ExecutableRecord
         overlay["entries"].update({f"{folder}/{record.file}": (None, data)
                                    for record, data in pairs})
     out = _write(wheel, [base, overlay], out_dir)
-    try:
-        for folder, manifest in base["manifests"].items():
-            read_back(zipfile.Path(out, at=f"{folder}/"), manifest.package,
-                      f"the wheel with the device's executables {out.name}")
-    except ExportError:
-        out.unlink()  # never left behind as if complete
-        raise
-    return out
+    return read_back_wheel(out, [(folder, manifest.package) for folder, manifest
+                                 in base["manifests"].items()],
+                           "the wheel with the device's executables")
 
 
 def _write(first: Path, read: list[dict], out_dir: Path) -> Path:
