@@ -147,6 +147,11 @@ def hints_for(error: str) -> list[str]:
         hints.append("this operation lowers, on that platform, to a custom call that jax.export "
                      "cannot keep stable: leave the platform out of this function's "
                      "@exportable(platforms=...), or use another operation there")
+    if "returned a value of type <class 'function'>" in error:
+        hints.append("the function returns a Python function among its results, as a body under "
+                     "@jax.custom_gradient does (its value and its gradient function): put "
+                     "@exportable above @jax.custom_gradient, not below it, so that the "
+                     "function with its custom gradient is what is exported")
     if _CALLBACK.search(error) and "remove the callback" not in error:
         hints.append("host callbacks (jax.debug.print, jax.pure_callback, io_callback) cannot be "
                      "serialized: remove them from the exported function, or keep them behind a "

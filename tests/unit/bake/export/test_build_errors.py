@@ -123,6 +123,21 @@ def test_code_that_is_not_shape_polymorphic_gets_its_fix_and_fixed_sizes(error, 
     assert "HATCH_JAXEXPORT_RECORD=1" in hint and "concrete=/executable_sizes=" in hint
 
 
+def test_exportable_under_custom_gradient_gets_told_to_go_above_it():
+    """The body under ``@jax.custom_gradient`` returns its gradient function: jax's own error
+    names a function among the outputs, and the hint says where ``@exportable`` goes."""
+    import jax
+    import jax.numpy as jnp
+
+    def body(x):
+        return jnp.sin(x), lambda g: (g,)
+
+    with pytest.raises(TypeError) as info:
+        jax.export.export(jax.jit(body))(jax.ShapeDtypeStruct((3,), jnp.float32))
+    (hint,) = hints_for(str(info.value))
+    assert "put @exportable above @jax.custom_gradient, not below it" in hint
+
+
 def test_slice_constraints_take_the_largest_bound_per_symbol():
     error = "(- min(n, 2) + n,), (max(0, n - 3),), (- min(4, m) + m,)"
     assert slice_constraints(error) == ["m >= 4", "n >= 3"]
