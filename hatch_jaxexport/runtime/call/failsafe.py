@@ -85,17 +85,17 @@ def _signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     and dtype, every other leaf's type and value; ``None`` where that cannot be hashed."""
     from jax import tree_util
 
-    leaves, tree = tree_util.tree_flatten((args, kwargs))
-    parts: list[Any] = []
-    for leaf in leaves:
-        shape, dtype = getattr(leaf, "shape", None), getattr(leaf, "dtype", None)
-        parts.append((type(leaf), tuple(shape), str(dtype)) if shape is not None and
-                     dtype is not None else (type(leaf), leaf))
     try:
+        leaves, tree = tree_util.tree_flatten((args, kwargs))
+        parts: list[Any] = []
+        for leaf in leaves:
+            shape, dtype = getattr(leaf, "shape", None), getattr(leaf, "dtype", None)
+            parts.append((type(leaf), tuple(shape), str(dtype)) if shape is not None and
+                         dtype is not None else (type(leaf), leaf))
         signature = (tree, tuple(parts))
         hash(signature)
-    except TypeError:  # an unhashable static value, or a tree whose aux data is one
-        return None
+    except Exception:  # an unhashable static value, a tree whose aux data is one, or a leaf
+        return None  # whose shape is no tuple: such calls are not settled, never refused
     return signature
 
 
@@ -138,14 +138,20 @@ def _fall_back(fn: FunctionRecord, given: tuple[tuple[Any, ...], dict[str, Any]]
 
     if strict_mode() and _strict_refusal(fn, err):
         raise err
-    reason = fault_reason(fn, err)
+    try:
+        reason = fault_reason(fn, err)
+    except Exception:  # the bookkeeping of a failure never fails the call itself
+        reason = f"the artifact side failed ({type(err).__name__}: {err})"
     try:
         no_artifact(fn, reason)  # strict mode: ArtifactError naming the function
     except ArtifactError as refusal:
         raise refusal from err
     LOGGER.debug("%s: the artifact side of a call failed; the source serves it", fn.name,
                  exc_info=err)
-    _settle(fn, given, attempt, reason)
+    try:
+        _settle(fn, given, attempt, reason)
+    except Exception:  # not settled: the next call tries again, and falls back again
+        LOGGER.debug("%s: a failed call could not be settled", fn.name, exc_info=True)
     return _run_source(fn, given, reason)
 
 
@@ -180,7 +186,10 @@ def _run_source(fn: FunctionRecord, given: tuple[tuple[Any, ...], dict[str, Any]
             _DAMAGE_TOLD.add(damage)
         notice = "" if told else notice
     result = run_source(fn, given, reason, notice)
-    settle_traced_call(fn, given, given, fast_key(*given))
+    try:  # later calls like it at jax.jit's cost; the result is the caller's either way
+        settle_traced_call(fn, given, given, fast_key(*given))
+    except Exception:
+        pass
     return result
 
 
