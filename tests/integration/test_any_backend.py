@@ -147,6 +147,12 @@ def test_the_baked_wheel_installs_and_serves_a_strict_call(baked):
     assert "jxe_flit: OK" in verified.stdout, verified.stdout
     listed = run([sys.executable, "-m", "hatch_jaxexport", "inspect", "jxe_flit"], env=env)
     assert "jxe_flit:power" in listed.stdout and "jxe_flit:double" in listed.stdout
+    # the release check treats it as any baked wheel: every artifact against a fresh export
+    checked = run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                   "--jaxexport-check", "jxe_flit", "--jaxexport-source", tmp / "wrapped",
+                   "--jaxexport-only"], env=env, check=False, cwd=tmp)
+    assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-1000:]
+    assert " passed" in checked.stdout and " failed" not in checked.stdout, checked.stdout
 
 
 POETRY_PYPROJECT = f"""
