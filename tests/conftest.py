@@ -75,6 +75,12 @@ LONGEST_FIRST = (
     "tests/integration/test_pytest_plugin.py",
     "tests/integration/test_setuptools.py",
     "tests/integration/test_peer_suites.py",
+    # the sixth wave's (December 2026): the generated packages' builds, the fault checks' fresh
+    # processes, the other backends' builds, the device script's stand-in run
+    "tests/integration/test_generated_packages.py",
+    "tests/integration/test_never_break_a_call.py",
+    "tests/integration/test_any_backend.py",
+    "tests/examples/test_tpu_executables_script.py",
     "tests/unit/runtime/artifacts/test_transforms.py",
     "tests/unit/runtime/artifacts/test_option_matrix.py",
     "tests/examples/test_example_pkg.py",
