@@ -31,9 +31,17 @@ first). In each run of a row, in this order:
    ``jax.grad(jax.jit(f))``, and both under ``jax.jit(jax.grad)``);
 4. **baked, second process**: strict, with the executable cache the cold process of that run
    left;
-5. **the floor** (``--floor-runs`` times, 1 by default): the program step 1 compiled and
+5. **baked, second process, jax's cache on too**, only where step 4 still made jax compiles
+   (the loader's cache holds the artifacts' executables, not what jax compiles around them:
+   ``jax.grad``'s cotangent of ones): a user who turned jax's persistent cache on, as the
+   source's step 3 did, with that cache (its own folder: jax's keys hold the folder's path,
+   ``xla_gpu_per_fusion_autotune_cache_dir``, so a copy would miss) and the loader's;
+6. **the floor** (``--floor-runs`` times, 1 by default): the program step 1 compiled and
    serialized with ``jax.experimental.serialize_executable``, read, ``deserialize_and_load``-ed
    and called in a fresh process.
+
+``--steps`` runs some of them only (``source_cold,baked_cold``: the first calls of a wheel with
+shipped executables).
 
 It prints one Markdown table (medians, with min-max where there are several runs), writes
 every number to ``--json`` (and ``--out``/accelerator_check.json with the table beside it,
@@ -363,7 +371,9 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     else:
         out["first_ms"], result = first_call_ms(
             row.baked if mode.startswith("baked") else row.source, row.args)
-    out["compiles"], out["jax_cache_hits"] = events.compiles, events.cache_hits
+    # jax times a load from its persistent cache as a compile too: those are not compiles
+    out["compiles"] = max(0, events.compiles - events.cache_hits)
+    out["jax_cache_hits"] = events.cache_hits
     if mode.startswith("baked"):
         out["served"] = served(row.reported)
     if first and mode == "source-cold":  # everything below runs after the timed call
@@ -381,7 +391,8 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
 
 #: The steps of one run of a row, in order: (step, mode of the child).
 STEPS = (("source_cold", "source-cold"), ("baked_cold", "baked-cold"),
-         ("source_warm", "source-warm"), ("baked_warm", "baked-warm"), ("floor", "floor"))
+         ("source_warm", "source-warm"), ("baked_warm", "baked-warm"),
+         ("baked_warm_jax", "baked-warm"), ("floor", "floor"))
 
 
 @dataclass
@@ -422,6 +433,7 @@ class Check:
     wrong_backend: str | None = None
     outputs: list[Path] = field(default_factory=list)
     logs: Path | None = None  # where a failed process's output goes (``--out``)
+    steps: tuple[str, ...] = tuple(step for step, _ in STEPS)
 
     def process(self, name: str, mode: str, **spec: Any) -> dict[str, Any]:
         """One fresh process of ``mode`` for row ``name``; its JSON, or ``{"error": ...}``."""
@@ -463,7 +475,9 @@ class Check:
         paths = {"refs": str(folder / "refs.npz"), "floor": str(folder / "floor.pkl"),
                  "jax_cache_dir": str(folder / "jax-cache")}
         for step, mode in STEPS:
-            if (step == "floor" and run >= self.floor_runs) or self.wrong_backend:
+            if step not in self.steps or self.wrong_backend or \
+                    (step == "floor" and run >= self.floor_runs) or \
+                    (step == "baked_warm_jax" and not self.jax_compiled(result, run)):
                 continue
             spec: dict[str, Any] = dict(paths, first=run == 0)
             if step.startswith("baked"):
@@ -471,6 +485,9 @@ class Check:
             if step == "source_warm":
                 spec["jax_cache"] = paths["jax_cache_dir"]
                 spec["loader_cache"] = str(folder / "loader-cache-0")  # its hot calls
+            if step == "baked_warm_jax":  # the folder itself: jax's keys name its path
+                spec["jax_cache"] = paths["jax_cache_dir"]
+                spec["first"] = False
             if not self.budget.allows(name, f"{step} run {run + 1}"):
                 result["skipped"].append(f"{step} run {run + 1}")
                 continue
@@ -481,6 +498,12 @@ class Check:
                   flush=True)
             self.record(name, step, out)
             self.save()
+
+    @staticmethod
+    def jax_compiled(result: dict[str, Any], run: int) -> bool:
+        """Whether this run's baked second process made jax compiles (step 5's condition)."""
+        compiles = result.get("baked_warm_compiles", [])
+        return len(compiles) > run and compiles[run] > 0 and bool(result.get("source_warm"))
 
     def record(self, name: str, step: str, out: dict[str, Any]) -> None:
         """Keep one process's numbers in its row."""
@@ -568,6 +591,21 @@ def workload_line(name: str, result: dict[str, Any]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def jax_cache_line(name: str, result: dict[str, Any]) -> list[str]:
+    """Step 5's row, where it ran: the baked second process with jax's cache on too."""
+    if not result.get("baked_warm_jax"):
+        return []
+    compiles = result.get("baked_warm_jax_compiles", [])
+    cells = [f"{name}, jax's cache on in both (the user's config)",
+             f"{tiers(result, 'baked_warm_jax')} (+{statistics.median(compiles):.0f} jax "
+             "compile(s))", "-", "-", "-", "-",
+             cell(result.get("source_warm")), cell(result.get("baked_warm_jax")),
+             ratio(result.get("baked_warm_jax"), result.get("source_warm")),
+             cell(result.get("floor"), 1),
+             ratio(result.get("baked_warm_jax"), result.get("floor")), "-", "-", "-"]
+    return ["| " + " | ".join(cells) + " |"]
+
+
 def transform_lines(result: dict[str, Any]) -> list[str]:
     """The transformations' rows (checked with the grad workload)."""
     lines = []
@@ -619,7 +657,7 @@ def report(check: Check) -> str:
              HEADER, "|---" + "|---:" * 13 + "|"]
     for name, result in check.results.items():
         lines.append(workload_line(name, result))
-        lines += transform_lines(result)
+        lines += jax_cache_line(name, result) + transform_lines(result)
     starts = [s for result in check.results.values() for s in result.get("backend_s", [])]
     if starts:
         lines += ["", f"backend start (left out): median {statistics.median(starts):.1f} s "
@@ -648,6 +686,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         help="fresh processes for the floor (1; it varies least)")
     parser.add_argument("--workloads", default=",".join(WORKLOADS),
                         help=f"rows to run, comma-separated (default: {','.join(WORKLOADS)})")
+    parser.add_argument("--steps", default=",".join(step for step, _ in STEPS),
+                        help="steps to run, comma-separated (default: all)")
     parser.add_argument("--budget-seconds", type=float, default=None,
                         help="skip the processes that would end after this many seconds")
     parser.add_argument("--process-timeout", type=float, default=300.0)
@@ -659,6 +699,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     unknown = sorted(set(args.workloads.split(",")) - set(WORKLOADS))
     if unknown:
         parser.error(f"unknown workloads {unknown}; choose from {', '.join(WORKLOADS)}")
+    names = [step for step, _ in STEPS]
+    unknown = sorted(set(args.steps.split(",")) - set(names))
+    if unknown:
+        parser.error(f"unknown steps {unknown}; choose from {', '.join(names)}")
     return args
 
 
@@ -675,8 +719,11 @@ def main(argv: list[str] | None = None) -> int:
         [args.out / "accelerator_check.json", args.out / "accelerator_check.md"]
         if args.out else [])
     check.logs = args.out
+    check.steps = tuple(args.steps.split(","))
     names = args.workloads.split(",")
-    print(f"{len(names) * (4 * args.runs + check.floor_runs)} processes, one at a time",
+    per_row = sum(step not in ("floor", "baked_warm_jax") for step in check.steps) * args.runs \
+        + ("floor" in check.steps) * check.floor_runs
+    print(f"{len(names) * per_row} processes, one at a time (and step 5 where it applies)",
           flush=True)
     try:
         for run in range(args.runs):  # every row's first run first: a budget cuts run 2

@@ -41,6 +41,13 @@ def test_the_accelerator_check_runs_offline_on_the_cpu(tmp_path, project_wheel, 
         assert row["source_warm_jax_cache_hits"][0] >= 1, row  # the second process's cache
         assert "traced" not in str(row["baked_cold_served"] + row["baked_warm_served"])
         assert set(row["hot"]) == ({"forward", "jit_grad"} if name == "grad" else {"forward"})
+    grad = doc["rows"]["grad"]
+    if grad["baked_warm_compiles"][0]:  # step 5: jax's own compiles, from jax's cache
+        assert grad["baked_warm_jax_compiles"] == [0], grad
+        assert grad["baked_warm_jax_jax_cache_hits"][0] >= 1, grad
+        assert "jax's cache on in both" in out
+    else:
+        assert "baked_warm_jax" not in grad
     transforms = doc["rows"]["grad"]["transforms"]
     assert sorted(transforms) == ["grad_ad_order", "jacfwd", "jit_grad", "vmap"]
     assert all(t["max_diff"] <= 1e-3 for t in transforms.values()), transforms
@@ -53,6 +60,19 @@ def test_a_platform_the_machine_lacks_fails_after_one_process(tmp_path):
     assert "failed: no tpu backend here" in proc.stdout
     doc = json.loads((tmp_path / "tpu.json").read_text())
     assert doc["rows"]["tiny"]["errors"] and doc["rows"]["grad"]["errors"] == []
+
+
+def test_steps_runs_only_the_steps_named(tmp_path, project_wheel, example_wheel):
+    proc = run(["bash", ROOT / "scripts" / "accelerator_check.sh", project_wheel, example_wheel,
+                "--", "--platform", "cpu", "--runs", "1", "--workloads", "tiny",
+                "--steps", "source_cold,baked_cold", "--json", tmp_path / "cpu.json"],
+               cwd=tmp_path, env={"PYTHON": sys.executable})
+    row = json.loads((tmp_path / "cpu.json").read_text())["rows"]["tiny"]
+    assert len(row["source_cold"]) == len(row["baked_cold"]) == 1, row
+    assert not {"source_warm", "baked_warm", "floor"} & set(row), row
+    assert "2 processes, one at a time" in proc.stdout, proc.stdout
+    bad = run([sys.executable, SCRIPT, "--platform", "cpu", "--steps", "cold"], check=False)
+    assert bad.returncode == 2 and "unknown steps ['cold']" in bad.stderr, bad.stderr
 
 
 def test_a_budget_skips_what_would_not_fit_and_says_so(tmp_path):

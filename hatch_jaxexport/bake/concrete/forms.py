@@ -48,16 +48,18 @@ TEXT_MAX_BYTES = 64 * 1024
 
 
 def wants_sized(record: ArtifactRecord) -> bool:
-    """Whether ``record`` may get forms of its module (``sized_entries``): an unsharded ``cpu``
+    """Whether ``record`` may get forms of its module (``sized_entries``): an unsharded
     artifact, the primal or an unbatched member of its transformation family (``ad_order``:
-    the ``jvp`` and ``vjp`` an eager ``jax.grad`` evaluates). A batched member's batch size is
-    any size. One with pytree classes of the user's gets text forms only: a concrete-size form
-    is a second serialization, which would have to name their nodes.
+    the ``jvp`` and ``vjp`` an eager ``jax.grad`` evaluates), on any platform. A batched
+    member's batch size is any size. One with pytree classes of the user's gets text forms
+    only: a concrete-size form is a second serialization, which would have to name their nodes.
 
-    Only ``cpu``: there the refinement is a share of a first call worth a file (XLA:CPU
-    compiles a small function quickly); on an accelerator the compile dwarfs it, and each form
-    costs the build an export of the artifact's call and a refinement."""
-    return (record.batched, record.platform) == (False, "cpu") and not record.mesh
+    Every platform: on an accelerator the compile dwarfs the refinement, but jax's lowering of
+    ``call_exported`` (its first MLIR context in Python, the wrapper, the refinement: 40-90 ms
+    of a TPU's first call, ``benchmarks/first_call_parts.py --platform tpu``) is what put a
+    baked first call above the source's there; each form costs the build one export of the
+    artifact's call, made on any machine."""
+    return not record.batched and not record.mesh
 
 
 def sized_entries(fn: Any, record: ArtifactRecord, blob: bytes, out_dir: Path,
