@@ -1,9 +1,9 @@
 """Real libraries, their own test suites: tinygp 0.3.1, dm-pix 0.4.5 and quadax 0.3.1 baked with
 hatch-jaxexport.
 
-    python benchmarks/peer_suites.py [--library tinygp|dm-pix|quadax] [--fast [--record]]
-                                     [--tests FILE[::NODE] ...] [--cache DIR] [--json FILE]
-                                     [--keep] [--work DIR]
+    python benchmarks/peer_suites.py [--library tinygp|dm-pix|dm-pix-flit|quadax]
+                                     [--fast [--record]] [--tests FILE[::NODE] ...]
+                                     [--cache DIR] [--json FILE] [--twice] [--keep] [--work DIR]
 
 For each library: download its sdist from the package index (cached under ``--cache``, default
 ``~/.cache/hatch-jaxexport/peer-suites``), unpack it twice, apply ``peers/<lib>-<version>.patch``
@@ -33,6 +33,16 @@ refusal naming a function the default run traced, or a transformation whose arti
 baked (``ArtifactError``: set ``ad_order``...), with the fix. ``--json FILE`` writes the same
 figures.
 
+dm-pix runs two ways: ``dm-pix`` moves it to hatchling and the Hatch hook
+(``peers/dm-pix-0.4.5.patch``); ``dm-pix-flit`` keeps flit, built through the wrapping PEP 517
+backend (``peers/dm-pix-0.4.5-flit.patch``: the same decorations, ``build-backend =
+"hatch_jaxexport.integrations.pep517"`` with ``[tool.jaxexport] backend =
+"flit_core.buildapi"``). The summary says which backend built each wheel (``build-backend``, the
+backend it wraps, the wheel's ``WHEEL`` ``Generator``) and the manifests it ships. With
+``--twice`` (always for ``dm-pix-flit``) the baked wheel is built a second time from the same
+source, and the figures say whether the two are byte-identical (their SHA-256). A run without
+``--library`` replays each library once (dm-pix by its hatchling patch).
+
 ``--fast`` runs a subset without TensorFlow (tinygp: the distances and ``test_filter`` of the
 Kalman solver; dm-pix: the API and interpolation tests; quadax: the sampled-data rules, the
 utilities, the cubature rules and one derivative through ``quadgk``: its derivative tests take
@@ -45,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import hashlib
 import json
 import os
 import shutil
@@ -53,7 +64,9 @@ import sys
 import tarfile
 import tempfile
 import time
+import tomllib
 import xml.etree.ElementTree as ET
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,6 +105,23 @@ class Library:
     broken: tuple[tuple[str, str], ...] = ()
     #: Decorated functions whose calls pass a callable (an integrand): traced by design.
     callables: tuple[str, ...] = ()
+    #: The adoption patch in ``peers/``, where not ``<name>-<version>.patch``.
+    patch: str | None = None
+    #: Build the baked wheel twice and compare the bytes (as ``--twice`` does for any library).
+    twice: bool = False
+
+    @property
+    def patch_path(self) -> Path:
+        return PATCHES / (self.patch or f"{self.name}-{self.version}.patch")
+
+
+#: dm-pix's own layout and suite, whichever adoption patch builds it.
+DM_PIX = dict(
+    name="dm-pix", version="0.4.5", stem="dm_pix-0.4.5", import_root=".",
+    requires=("jax", "chex"), test_requires=("pytest", "absl-py", "scipy"),
+    test_dir="dm_pix/_src", pattern="*_test.py", fast=("api_test.py", "interpolation_test.py"),
+    tensorflow=tuple(f"{n}_test.py" for n in
+                     ("augment", "color_conversion", "depth_and_space", "metrics", "patch")))
 
 
 LIBRARIES = {
@@ -99,12 +129,9 @@ LIBRARIES = {
         "tinygp", "0.3.1", "tinygp-0.3.1", "src", ("jax", "equinox"), ("pytest", "scipy"),
         "tests", "**/test_*.py",
         fast=("test_kernels/test_distance.py", "test_solvers/test_kalman.py::test_filter")),
-    "dm-pix": Library(
-        "dm-pix", "0.4.5", "dm_pix-0.4.5", ".", ("jax", "chex"), ("pytest", "absl-py", "scipy"),
-        "dm_pix/_src", "*_test.py",
-        fast=("api_test.py", "interpolation_test.py"),
-        tensorflow=tuple(f"{n}_test.py" for n in
-                         ("augment", "color_conversion", "depth_and_space", "metrics", "patch"))),
+    "dm-pix": Library(**DM_PIX),  # hatchling and the Hatch hook
+    # flit kept, through the wrapping PEP 517 backend
+    "dm-pix-flit": Library(**DM_PIX, patch="dm-pix-0.4.5-flit.patch", twice=True),
     "quadax": Library(
         "quadax", "0.3.1", "quadax-0.3.1", ".", ("jax", "equinox", "numpy"), ("pytest", "scipy"),
         "tests", "test_*.py",
@@ -119,6 +146,9 @@ LIBRARIES = {
             ("_adaptive_cube", ("cubegm", "adaptive_cubature")),
             ("_romberg", ("romberg", "tanhsinh"))) for f in fs)),
 }
+
+#: What a run without ``--library`` replays: each library once (dm-pix by its hatchling patch).
+DEFAULT = ("tinygp", "quadax", "dm-pix")
 
 
 @dataclass
@@ -247,11 +277,48 @@ def build_baked(tree: Path, out: Path, wheels: Path) -> tuple[Path, float, list[
                env=links_env(wheels))
     seconds = time.perf_counter() - start
     (wheel,) = out.glob("*.whl")
-    lines = done.stdout.splitlines()
-    warnings = [line.strip() for line in lines if line.startswith("jaxexport: warning")]
-    summary = [line.strip() for line in lines if line.startswith("jaxexport: ")
+    return wheel, seconds, bake_lines(done.stdout)
+
+
+def bake_lines(output: str) -> list[str]:
+    """The bake's warnings and per-package summaries from a build's output: the Hatch hook's
+    (through hatchling) and the wrapping backend's (its stderr, through ``build``) print the
+    same ``jaxexport: `` lines; a front end may indent a backend's output."""
+    lines = [line.strip() for line in output.splitlines()]
+    warnings = [line for line in lines if line.startswith("jaxexport: warning")]
+    summary = [line for line in lines if line.startswith("jaxexport: ")
                and "function(s)" in line]
-    return wheel, seconds, warnings + summary
+    return warnings + summary
+
+
+def wheel_origin(tree: Path, wheel: Path) -> dict[str, Any]:
+    """Which backend built ``wheel`` from ``tree``: the project's ``build-backend``, the backend
+    a wrapping one delegates to (``[tool.jaxexport] backend``), the ``Generator`` of the wheel's
+    ``WHEEL`` file (the backend that wrote the wheel: the wrapping backend keeps it), and the
+    artifact manifests the wheel ships."""
+    project = tomllib.loads((tree / "pyproject.toml").read_text(encoding="utf-8"))
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        (info,) = [n for n in names if n.endswith(".dist-info/WHEEL")]
+        fields = dict(line.split(": ", 1) for line in
+                      archive.read(info).decode("utf-8").splitlines() if ": " in line)
+    return {"build_backend": project.get("build-system", {}).get("build-backend"),
+            "wrapped_backend": project.get("tool", {}).get("jaxexport", {}).get("backend"),
+            "wheel_generator": fields.get("Generator"),
+            "wheel_manifests": sorted(n for n in names if n.endswith("/_jaxexport/manifest.json"))}
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def rebuild_figures(tree: Path, wheel: Path, out: Path, wheels: Path) -> dict[str, Any]:
+    """Build the baked wheel a second time from the same source tree (its recording included)
+    and compare: the same source must give the same bytes."""
+    again, seconds, _ = build_baked(tree, out, wheels)
+    first, second = sha256(wheel), sha256(again)
+    return {"wheel_sha256": first, "rebuild_sha256": second,
+            "rebuild_identical": first == second, "rebuild_seconds": round(seconds, 1)}
 
 
 def copy_suite(lib: Library, tree: Path, dest: Path) -> list[str]:
@@ -521,6 +588,14 @@ def print_summary(name: str, figures: dict[str, Any]) -> None:
         print(f"  strict other: {line}")
     for line in figures["build_lines"]:
         print(f"  build: {line[:300]}")
+    wrapped = f" wrapping {figures['wrapped_backend']}" if figures.get("wrapped_backend") else ""
+    print(f"baked wheel built by {figures.get('build_backend')}{wrapped} (WHEEL Generator: "
+          f"{figures.get('wheel_generator')}); manifests {figures.get('wheel_manifests')}")
+    if "rebuild_identical" in figures:
+        same = "byte-identical" if figures["rebuild_identical"] else "DIFFERENT"
+        print(f"built twice from the same source: {same} (sha256 {figures['wheel_sha256'][:16]}"
+              f"... and {figures['rebuild_sha256'][:16]}...; second build "
+              f"{figures['rebuild_seconds']} s)")
     installer = " --installer uv" if uv() else ""
     print(f"build (python -m build --wheel{installer}): {figures['build_seconds']:.1f} s baked, "
           f"{figures['plain_build_seconds']:.1f} s plain; wheel {figures['wheel_bytes']:,} "
@@ -554,9 +629,9 @@ def run_library(lib: Library, args: argparse.Namespace, wheels: Path, work: Path
                 ) -> dict[str, Any]:
     """Fetch, patch, build, install and test one library both ways; its figures."""
     sdist = fetch_sdist(lib, args.cache)
-    for stale in ("baked-src", "plain-src", "suite", "dist", "plain-dist"):
+    for stale in ("baked-src", "plain-src", "suite", "dist", "dist-again", "plain-dist"):
         shutil.rmtree(work / stale, ignore_errors=True)
-    tree = unpack(sdist, work / "baked-src", PATCHES / f"{lib.name}-{lib.version}.patch")
+    tree = unpack(sdist, work / "baked-src", lib.patch_path)
     copied = copy_suite(lib, tree, work / "suite")
     plugin_wheel = next(wheels.glob("hatch_jaxexport-*.whl"))
     baked_py = make_venv(work / "venv-baked",
@@ -586,6 +661,9 @@ def run_library(lib: Library, args: argparse.Namespace, wheels: Path, work: Path
         notes.append("recorded sizes: " + ", ".join(
             str(p.relative_to(tree)) for p in tree.rglob("jaxexport-signatures.json")))
     wheel, build_seconds, build_lines = build_baked(tree, work / "dist", wheels)
+    origin = wheel_origin(tree, wheel)
+    if lib.twice or args.twice:
+        origin.update(rebuild_figures(tree, wheel, work / "dist-again", wheels))
     pip_install(baked_py, "--no-deps", "--force-reinstall", wheel)
     plain_wheel, plain_build, _ = build_baked(unpack(sdist, work / "plain-src", None),
                                               work / "plain-dist", wheels)
@@ -604,7 +682,7 @@ def run_library(lib: Library, args: argparse.Namespace, wheels: Path, work: Path
                    build_lines=build_lines, strict_seconds=round(strict.seconds, 1),
                    build_seconds=round(build_seconds, 1), wheel_bytes=wheel.stat().st_size,
                    plain_build_seconds=round(plain_build, 1),
-                   plain_wheel_bytes=plain_wheel.stat().st_size, **timing)
+                   plain_wheel_bytes=plain_wheel.stat().st_size, **origin, **timing)
     return figures
 
 
@@ -622,6 +700,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="run every suite with N forced host devices, and the baked one "
                              "twice (the second on the first's executable cache)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--twice", action="store_true",
+                        help="build each baked wheel twice and compare the bytes (always for "
+                             "dm-pix-flit)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     parser.add_argument("--work", type=Path,
                         help="work in this folder and keep it; venvs already there are reused")
@@ -636,7 +717,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         wheels = work / "wheels"
         project_wheel(wheels)
-        for name in args.library or sorted(LIBRARIES, reverse=True):
+        for name in args.library or DEFAULT:
             results[name] = run_library(LIBRARIES[name], args, wheels, work / name)
             print_summary(name, results[name])
     finally:

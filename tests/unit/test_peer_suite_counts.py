@@ -108,3 +108,51 @@ def test_staged_calls_are_counted_beside_first_eager_calls(peer_suites, capsys):
     printed = capsys.readouterr().out
     assert "43 served from artifacts, 5 traced (90% served)" in printed
     assert "staged calls that pass a callable (traced by design, not counted above): 7" in printed
+
+
+#: The wrapping backend's output through ``python -m build`` (dm-pix kept on flit), as printed.
+WRAPPED_BUILD = """\
+* Building wheel...
+jaxexport: exporting dm_pix for cpu (1 worker(s), on-error skip)
+  dm_pix._src.metrics:ssim: 0 structure(s), platforms -, 0 artifact(s), 0 B, 0.00 s, 12 skipped
+jaxexport: warning: skipped 12 exports failed with TypeError at dm_pix/_src/metrics.py:241 (4 \
+structures of dm_pix._src.metrics:ssim); for example:
+jaxexport: dm_pix: exported 66 artifact(s), 389,736 bytes; skipped 12 into /tmp/x/dm_pix/_jaxexport
+jaxexport: dm_pix: 18 function(s), 66 artifact(s), 389.7 kB, 9.4 s (jax 0.10.2); adds 1.1 MB to \
+the wheel (129 file(s), uncompressed), 12 skipped
+Successfully built dm_pix-0.4.5-py3-none-any.whl
+"""
+
+
+def test_the_wrapping_backends_build_lines_are_read_as_the_hooks(peer_suites):
+    lines = peer_suites.bake_lines(WRAPPED_BUILD)
+    assert [line.split(":")[1].strip() for line in lines] == ["warning", "dm_pix"]
+    assert "18 function(s)" in lines[1]
+    assert peer_suites.bake_lines("  " + WRAPPED_BUILD.replace("\n", "\n  ")) == lines
+
+
+def test_the_flit_entry_keeps_dm_pix_and_only_its_patch_differs(peer_suites):
+    hatch, flit = peer_suites.LIBRARIES["dm-pix"], peer_suites.LIBRARIES["dm-pix-flit"]
+    assert flit.patch_path.name == "dm-pix-0.4.5-flit.patch" and flit.patch_path.is_file()
+    assert hatch.patch_path.name == "dm-pix-0.4.5.patch" and not hatch.twice and flit.twice
+    assert {k: v for k, v in vars(flit).items() if k not in ("patch", "twice")} == \
+        {k: v for k, v in vars(hatch).items() if k not in ("patch", "twice")}
+    assert "dm-pix-flit" not in peer_suites.DEFAULT
+
+
+def test_the_flit_patch_changes_only_the_build_system_and_adds_the_table():
+    """Its source hunks are the hatchling patch's; in pyproject.toml flit's own configuration
+    stays, but for hatch-jaxexport in the dependencies (the decorated modules import it)."""
+    hatch = (ROOT / "peers" / "dm-pix-0.4.5.patch").read_text()
+    flit = (ROOT / "peers" / "dm-pix-0.4.5-flit.patch").read_text()
+    head = "diff -ruN a/pyproject.toml"
+    assert flit.split(head)[0] == hatch.split(head)[0]
+    added = [line[1:] for line in flit.split(head)[1].splitlines()
+             if line.startswith("+") and not line.startswith("+++")]
+    removed = [line[1:] for line in flit.split(head)[1].splitlines()
+               if line.startswith("-") and not line.startswith("---")]
+    assert removed == ['requires = ["flit_core >=3.2,<4"]', 'build-backend = "flit_core.buildapi"']
+    assert 'build-backend = "hatch_jaxexport.integrations.pep517"' in added
+    assert '    "hatch-jaxexport",' in added
+    assert "[tool.jaxexport]" in added and 'backend = "flit_core.buildapi"' in added
+    assert not any("hatch.build" in line or "tool.hatch" in line for line in added)
