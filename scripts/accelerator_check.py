@@ -25,8 +25,9 @@ first). In each run of a row, in this order:
    process then compares its result, and ``jax.jit(jax.grad)``, ``jax.grad`` through
    ``ad_order``, ``jax.jacfwd`` and ``jax.vmap`` for ``grad``, with the references (max abs
    diff) and records which tier served (``call_report``); all after the timed call;
-3. **source, second process**: the same first call with jax's persistent cache warm; the
-   first such process then times hot calls (median per call, each call blocked on): baked
+3. **source, second process**: the same first call with jax's persistent cache warm; each
+   such process then times hot calls (median per call, each call blocked on, the two sides
+   in turn; the table gives the median over the runs): baked
    against ``jax.jit`` (for ``grad``: eager ``jax.grad(f_baked)`` against
    ``jax.grad(jax.jit(f))``, and both under ``jax.jit(jax.grad)``);
 4. **baked, second process**: strict, with the executable cache the cold process of that run
@@ -214,6 +215,24 @@ def floor_ms(path: str, row: Workload) -> float:
     return (time.perf_counter() - start) * 1e3
 
 
+def cotangent_ms(row: Workload) -> float:
+    """The cotangent of ones an eager ``jax.grad`` makes of the loss (jax's ``_one``, where
+    this jax has it), as the first compile of a process: part of every eager gradient's first
+    call that jax itself makes, shipped executables or not."""
+    import jax
+    import jax.numpy as jnp
+
+    loss = jax.ShapeDtypeStruct((), jnp.float32)
+    try:
+        from jax._src.lax.lax import _one as one  # what jax.grad calls
+    except ImportError:  # another jax: the same op in public terms
+        def one(x: Any) -> Any:
+            return jnp.ones_like(x)
+    start = time.perf_counter()
+    jax.block_until_ready(one(jnp.zeros(loss.shape, loss.dtype)))
+    return (time.perf_counter() - start) * 1e3
+
+
 def write_floor(path: str, row: Workload) -> int:
     """Compile the floor's program (the source's own, from jax's in-memory cache where the
     timed call compiled it) and serialize it to ``path``; its size in bytes."""
@@ -292,22 +311,29 @@ def compare(path: str, name: str, row: Workload, result: Any) -> dict[str, Any]:
     return out
 
 
-def per_call_us(fn: Any, args: tuple[Any, ...]) -> float:
-    """The median time of one call once compiled (each call blocked on), in microseconds:
-    5 repeats of as many calls as fit in about 50 ms (3 to 200)."""
+def per_call_us(baked: Any, source: Any, args: tuple[Any, ...], rounds: int = 9
+                ) -> dict[str, float]:
+    """The median time of one call of each, once compiled (each call blocked on), in
+    microseconds: ``rounds`` rounds of as many calls as fit in about 30 ms (3 to 200), the two
+    sides in turn and in alternating order, so that a drift of the machine (a clock, another
+    tenant) falls on both."""
     import jax
 
-    jax.block_until_ready(fn(*args))
-    start = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    calls = max(3, min(200, int(0.05 / max(time.perf_counter() - start, 1e-6))))
-    samples = []
-    for _ in range(5):
+    calls = 3
+    for fn in (baked, source):
+        jax.block_until_ready(fn(*args))
         start = time.perf_counter()
-        for _ in range(calls):
-            jax.block_until_ready(fn(*args))
-        samples.append((time.perf_counter() - start) / calls)
-    return statistics.median(samples) * 1e6
+        jax.block_until_ready(fn(*args))
+        calls = max(calls, min(200, int(0.03 / max(time.perf_counter() - start, 1e-6))))
+    samples: dict[str, list[float]] = {"baked_us": [], "source_us": []}
+    for index in range(rounds):
+        sides = [("baked_us", baked), ("source_us", source)]
+        for key, fn in sides if index % 2 else sides[::-1]:
+            start = time.perf_counter()
+            for _ in range(calls):
+                jax.block_until_ready(fn(*args))
+            samples[key].append((time.perf_counter() - start) / calls * 1e6)
+    return {key: statistics.median(values) for key, values in samples.items()}
 
 
 def hot_calls(name: str, row: Workload) -> dict[str, dict[str, float]]:
@@ -323,8 +349,7 @@ def hot_calls(name: str, row: Workload) -> dict[str, dict[str, float]]:
 
         pairs["jit_grad"] = (jax.jit(jax.grad(nn.mlp_loss)),
                              jax.jit(jax.grad(nn.mlp_loss.__wrapped__)))
-    return {key: {"baked_us": per_call_us(baked, args), "source_us": per_call_us(source, args)}
-            for key, (baked, source) in pairs.items()}
+    return {key: per_call_us(baked, source, args) for key, (baked, source) in pairs.items()}
 
 
 def environment(jax: Any, devices: list[Any]) -> dict[str, Any]:
@@ -367,6 +392,8 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         out["environment"] = environment(jax, devices)
     events.compiles = events.cache_hits = 0
     if mode == "floor":
+        if name == "grad":  # before the floor's program: the process's first compile
+            out["cotangent_ms"] = cotangent_ms(row)
         out["first_ms"] = floor_ms(spec["floor"], row)
     else:
         out["first_ms"], result = first_call_ms(
@@ -382,7 +409,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         out["jax_cache_files"] = warm_jax_cache(spec["jax_cache_dir"], row)
     elif first and mode == "baked-cold":
         out |= compare(spec["refs"], name, row, result)
-    elif first and mode == "source-warm":
+    elif mode == "source-warm":  # every run: the hot rows are medians over the runs too
         out["hot"] = hot_calls(name, row)
     return out
 
@@ -519,9 +546,16 @@ class Check:
         result.setdefault(f"{step}_jax_cache_hits", []).append(out["jax_cache_hits"])
         if "served" in out:
             result.setdefault(f"{step}_served", []).append(out["served"])
-        for key in ("max_diff", "transforms", "hot", "floor_bytes", "jax_cache_files"):
+        for key in ("max_diff", "transforms", "floor_bytes", "jax_cache_files"):
             if key in out:
                 result[key] = out[key]
+        if "cotangent_ms" in out:
+            result.setdefault("cotangent_ms", []).append(out["cotangent_ms"])
+        if "hot" in out:  # each run's, and their medians per pair and side
+            runs = result.setdefault("hot_runs", [])
+            runs.append(out["hot"])
+            result["hot"] = {pair: {side: statistics.median(run[pair][side] for run in runs)
+                                    for side in sides} for pair, sides in out["hot"].items()}
 
     def save(self) -> None:
         """Write the JSON and the table now: a run stopped later keeps what it measured."""
@@ -606,6 +640,20 @@ def jax_cache_line(name: str, result: dict[str, Any]) -> list[str]:
     return ["| " + " | ".join(cells) + " |"]
 
 
+def eager_floor_line(name: str, result: dict[str, Any]) -> list[str]:
+    """The eager gradient's floor for a first call: the floor's program plus the cotangent
+    of ones jax compiles in every process (``cotangent_ms``), against the cold baked call."""
+    cotangent, floor = result.get("cotangent_ms"), result.get("floor")
+    if name != "grad" or not cotangent or not floor:
+        return []
+    total = [statistics.median(floor) + statistics.median(cotangent)]
+    cells = ["grad, floor of an eager first call: the floor + jax's cotangent of ones "
+             f"({cell(cotangent)} ms, the process's first compile)", "-", "-", "-",
+             cell(result.get("baked_cold")), "-", "-", "-", "-", cell(total, 1),
+             f"cold baked/floor {ratio(result.get('baked_cold'), total)}", "-", "-", "-"]
+    return ["| " + " | ".join(cells) + " |"]
+
+
 def transform_lines(result: dict[str, Any]) -> list[str]:
     """The transformations' rows (checked with the grad workload)."""
     lines = []
@@ -657,7 +705,8 @@ def report(check: Check) -> str:
              HEADER, "|---" + "|---:" * 13 + "|"]
     for name, result in check.results.items():
         lines.append(workload_line(name, result))
-        lines += jax_cache_line(name, result) + transform_lines(result)
+        lines += jax_cache_line(name, result) + eager_floor_line(name, result) \
+            + transform_lines(result)
     starts = [s for result in check.results.values() for s in result.get("backend_s", [])]
     if starts:
         lines += ["", f"backend start (left out): median {statistics.median(starts):.1f} s "

@@ -147,8 +147,8 @@ class NativeVjpCall:
         # integer inputs or outputs have float0 cotangents: jax's own backward pass fixes them
         self._eager_backward = all(jax.numpy.issubdtype(dtype, jax.numpy.inexact)
                                    for dtype in (*types.in_dtypes, *types.out_dtypes))
-        flat = jax.custom_vjp(self._forward_flat)
-        flat.defvjp(self._forward_with_residuals, self._backward)
+        flat = jax.custom_vjp(_with_signature(self._forward_flat))  # see _with_signature
+        flat.defvjp(*map(_with_signature, (self._forward_with_residuals, self._backward)))
         self._flat = flat
 
     @property
@@ -278,6 +278,21 @@ class NativeVjpCall:
 
         call.defvjp(lambda *flat: (call(*flat), flat), backward)
         return call
+
+
+def _with_signature(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` as a plain function whose ``__signature__`` is computed once (what
+    ``inspect.signature`` returns first), named as ``method`` for jax's messages: jax's
+    ``custom_vjp`` reads its callables' signatures on every call (its debug info), a bound
+    method's the slowest, and an eager ``jax.grad`` pays that on every step."""
+    import inspect
+
+    def call(*args: Any) -> Any:
+        return method(*args)
+
+    call.__name__ = call.__qualname__ = method.__name__
+    call.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
+    return call
 
 
 __all__ = ["CallTypes", "NativeVjpCall", "cotangent_types", "settle_in_background"]

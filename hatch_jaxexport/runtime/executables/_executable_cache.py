@@ -82,9 +82,9 @@ def _restricted(base: type[pickle.Unpickler]) -> type[pickle.Unpickler]:
 
 
 def _read_cpu_fingerprint() -> str:
-    import platform
-
-    found = [platform.machine(), platform.processor()]
+    # ``os.uname``, not ``platform.processor()``: that runs ``uname -p`` in a subprocess, a
+    # first call's milliseconds, and /proc/cpuinfo below names the model anyway
+    found = [os.uname().machine]
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
             for line in cpuinfo:
@@ -135,8 +135,15 @@ def _machine(platform: str, folder: Path) -> str:
     flags = " ".join(os.environ.get("XLA_FLAGS", "").split())
     return "\n".join([jax.__version__, getattr(jaxlib, "__version__", "?"), platform,
                       client.platform, client.platform_version, devices[0].device_kind,
-                      _device_layout(), cpu_fingerprint(folder), str(sys.version_info[:2]),
+                      _device_layout(), _host_code(platform, folder), str(sys.version_info[:2]),
                       flags, backend_flags(platform, os.environ)])
+
+
+def _host_code(platform: str, folder: Path) -> str:
+    """What of the host's CPU a ``platform``'s executable depends on: XLA:CPU compiles for its
+    instruction set (``cpu_fingerprint``); an accelerator's program runs on the device, and
+    the device is in the key already (jax's own cache keys leave the host's CPU out too)."""
+    return cpu_fingerprint(folder) if platform == "cpu" else "-"
 
 
 def _device_layout() -> str:
