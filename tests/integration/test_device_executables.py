@@ -108,6 +108,14 @@ def test_merge_verify_inspect_and_a_first_call_take_the_device_executables(built
                       "JAX_PLATFORMS": "cpu"})
     assert served.stdout.strip() == "[3.0, 3.0, 3.0, 3.0] [('shipped', None)]", served
     assert served.stderr == ""
+    # the release check treats the merged wheel as any baked wheel: its checks of the installed
+    # package (the TPU target among them) and every artifact against a fresh export
+    checked = run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                   "--jaxexport-check", "jxe_scalars", "--jaxexport-source", tmp / "project",
+                   "--jaxexport-only"], env={**env, "JAX_PLATFORMS": "cpu"}, check=False,
+                  cwd=tmp)
+    assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-1000:]
+    assert " passed" in checked.stdout and " failed" not in checked.stdout, checked.stdout
 
 
 def test_a_record_that_does_not_describe_its_device_is_refused(built):
