@@ -35,8 +35,8 @@ find_python312() {  # a Python 3.12 that really runs (pyenv shims exist for abse
   return 1
 }
 
-suite() {  # suite PYTHON NAME EXTRAS [pytest args...]
-  local python=$1 name=$2 extras=$3; shift 3
+prepare() {  # prepare PYTHON NAME EXTRAS: the environment, its bytecode and the style check
+  local python=$1 name=$2 extras=$3
   local venv="$work/$name"
   echo "=== $name: $("$python" --version 2>&1) ==="
   [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
@@ -55,6 +55,10 @@ suite() {  # suite PYTHON NAME EXTRAS [pytest args...]
     >/dev/null 2>&1 || true
   "$venv/bin/python" -c 'import jax, sys; print("jax", jax.__version__, "on Python", sys.version.split()[0])'
   "$venv/bin/python" -m ruff check .
+}
+
+run_tests() {  # run_tests NAME [pytest args...]
+  local venv="$work/$1"; shift
   # three workers on CI's 2 cores (TEST_JOBS=0: none): most tests wait on subprocesses,
   # builds, downloads and installs, so two at a time left a core idle a fifth of the time (the
   # Python 3.11 run took 1,065 s with three against 1,223 s with two); a test file stays on one
@@ -65,17 +69,34 @@ suite() {  # suite PYTHON NAME EXTRAS [pytest args...]
 
 # The ecosystem extra (flax, equinox, diffrax, optax) only here: the slow ecosystem test runs on
 # this Python and fails, not skips, without it.
-suite python3 py-default test,docs,ecosystem "${selection[@]}" "$@"
-if py312=$(find_python312); then
+prepare python3 py-default test,docs,ecosystem
+py312=$(find_python312) || py312=""
+if [ -n "$py312" ]; then
+  # the newest jax's environment is made while the first run's tests go (they mostly wait on
+  # subprocesses); its output is printed after them
+  extras312=test,docs
+  if [ "${FULL_312:-0}" = "1" ]; then extras312=test,docs,ecosystem; fi
+  prep_log=$(mktemp "${TMPDIR:-/tmp}/jaxexport-py312-XXXXXX")
+  prepare "$py312" py312 "$extras312" >"$prep_log" 2>&1 &
+  prep_pid=$!
+fi
+status=0
+run_tests py-default "${selection[@]}" "$@" || status=$?
+if [ -n "$py312" ]; then
+  prep_status=0
+  wait "$prep_pid" || prep_status=$?
+  cat "$prep_log"; rm -f "$prep_log"
+  if [ "$status" -ne 0 ]; then exit "$status"; fi
+  if [ "$prep_status" -ne 0 ]; then echo "=== py312: preparing its environment failed ===" >&2; exit "$prep_status"; fi
   # The integration tests (front ends, fresh venvs, version skew in both directions) and the
   # examples ran above. FULL_312=1: everything (with the ecosystem extra, which the ecosystem
   # tests need).
   # CI's run: the unit tests that start no process, and the process-starting ones that
   # exercise a jax API which changes between releases (``across_jax``: tests/conftest.py
   # ACROSS_JAX); every other slow test ran above, and changes with our code, not with jax.
-  if [ "${FULL_312:-0}" = "1" ]; then suite "$py312" py312 test,docs,ecosystem "$@"
-  else suite "$py312" py312 test,docs -m "(not slow or across_jax) and not whole" tests/unit \
-    "$@"; fi
+  if [ "${FULL_312:-0}" = "1" ]; then run_tests py312 "$@"
+  else run_tests py312 -m "(not slow or across_jax) and not whole" tests/unit "$@"; fi
 else
+  if [ "$status" -ne 0 ]; then exit "$status"; fi
   echo "=== no Python 3.12 interpreter found: skipping the newest-jax run ==="
 fi

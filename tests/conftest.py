@@ -134,6 +134,10 @@ WHOLE_ONLY: tuple[tuple[str, str], ...] = (
     # an editable install through the wrapping build backend (a venv with jax of its own):
     # flit's and poetry-core's wheels, baked and installed, and the command stay in CI
     ("tests/integration/test_any_backend.py", "::test_an_editable_install_through_the_wrapper"),
+    # the device script's CPU stand-in: the script ran on the TPU itself (2026-12-07,
+    # docs/executables.md); its parts (compile-executables, merge, verify, inspect, the release
+    # check of an accelerator target) stay in CI (test_device_executables, test_merge)
+    ("tests/examples/test_tpu_executables_script.py", ""),
     # benchmark smoke runs: the benchmarks run by their own commands
     ("tests/integration/test_build_benchmark.py", ""),
     ("tests/integration/test_manifest_scale_benchmark.py", ""),
