@@ -127,6 +127,26 @@ def test_entry_keys_depend_on_artifact_signature_and_options(tmp_path):
     assert len(cpu_fingerprint(tmp_path)) == 64
 
 
+def test_only_a_cpu_executable_is_keyed_by_the_host_cpu_read_without_a_subprocess(
+        tmp_path, monkeypatch):
+    """XLA:CPU compiles for the host's instruction set, so a cpu entry's key holds the CPU's
+    fingerprint; an accelerator's program runs on the device (in the key already), as jax's
+    own cache keys it. Reading the fingerprint starts no process (``platform.processor()``
+    ran ``uname -p``: milliseconds of a first call)."""
+    import subprocess
+
+    from hatch_jaxexport.runtime.executables import _executable_cache as cache
+
+    def no_process(*args, **kwargs):
+        raise AssertionError(f"a process was started: {args}")
+
+    monkeypatch.setattr(subprocess, "Popen", no_process)
+    fingerprint = cache._read_cpu_fingerprint()
+    assert len(fingerprint) == 64
+    assert cache._host_code("cpu", tmp_path) == cache.cpu_fingerprint(tmp_path)
+    assert cache._host_code("tpu", tmp_path) == cache._host_code("cuda", tmp_path) == "-"
+
+
 @pytest.mark.parametrize("variable", ["XLA_FLAGS", "LIBTPU_INIT_ARGS"])
 def test_entry_keys_depend_on_the_compile_flags_the_environment_sets(tmp_path, monkeypatch,
                                                                     variable):
