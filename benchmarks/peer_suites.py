@@ -500,6 +500,14 @@ def unbaked_call(message: str, report: str) -> str | None:
     return "no recorded call" if "HATCH_JAXEXPORT_RECORD" in report else None
 
 
+def named_in(message: str, functions: set[str]) -> list[str]:
+    """The ``functions`` a message names, the longest name first: one function's name may
+    start another's (dm-pix's ``flat_nd_linear_interpolate`` and
+    ``flat_nd_linear_interpolate_constant``), and the longer one that appears is the one
+    named; a set's order would pick either."""
+    return sorted((f for f in functions if f in message), key=lambda f: (-len(f), f))
+
+
 def compare_strict(baked: SuiteRun, strict: SuiteRun) -> dict[str, Any]:
     """What strict mode (``HATCH_JAXEXPORT_STRICT=1``) refuses of what passes baked: each such
     test should fail with a refusal that names a function whose calls the default run traced
@@ -515,17 +523,17 @@ def compare_strict(baked: SuiteRun, strict: SuiteRun) -> dict[str, Any]:
     for test in lost:
         message = strict.messages.get(test, "")
         report = strict.reports.get(test, "")
-        named = [f for f in uncovered if f in message]
+        named = named_in(message, uncovered)
         # a transformation whose artifact was not baked (jvp without ad_order, vmap without
         # vmap=True): the default run traced its source; strict says what to set
-        unbaked = [f for f in decorated if f in message and "not baked" in message
+        unbaked = [f for f in named_in(message, decorated) if "not baked" in message
                    and "set " in report]
         if cause(message) in REFUSALS and named and "to serve it" in report:
             refused[named[0]] += 1
         elif cause(message) == "ArtifactError" and unbaked:
             refused[f"{unbaked[0]} (a transformation not baked)"] += 1
-        elif unbaked_call(message, report) and any(f in message for f in decorated):
-            function = next(f for f in sorted(decorated) if f in message)
+        elif unbaked_call(message, report) and named_in(message, decorated):
+            function = named_in(message, decorated)[0]
             refused[f"{function} ({unbaked_call(message, report)})"] += 1
         else:
             other.append(f"{test}: {message[:200]}")

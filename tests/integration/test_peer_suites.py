@@ -1,6 +1,7 @@
 """Real libraries' own suites, baked: ``benchmarks/peer_suites.py --fast`` downloads tinygp and
 dm-pix, applies the patches in peers/, builds the baked wheels through isolated builds, and runs
-each library's own tests against the baked and the plain install."""
+each library's own tests against the baked and the plain install; dm-pix also kept on flit,
+through the wrapping PEP 517 backend."""
 
 from __future__ import annotations
 
@@ -31,3 +32,27 @@ def test_tinygp_fast_subset_passes_baked_as_it_passes_plain(tmp_path):
         assert result["wheel_bytes"] > result["plain_wheel_bytes"], library
         # strict mode refuses only calls no artifact covers, each with a refusal and the fix
         assert result["strict_other_count"] == 0, (library, result["strict_other"])
+
+
+@pytest.mark.slow
+def test_dm_pix_kept_on_flit_bakes_through_the_wrapping_backend(tmp_path):
+    """dm-pix 0.4.5 keeps flit (``peers/dm-pix-0.4.5-flit.patch``): ``python -m build`` runs
+    the wrapping PEP 517 backend, which has flit build the wheel and bakes it; dm-pix's own
+    fast subset passes on it as on the plain install, and the same source builds the same
+    bytes twice."""
+    out = tmp_path / "figures.json"
+    run([sys.executable, SCRIPT, "--fast", "--library", "dm-pix-flit", "--cache",
+         tmp_path / "sdists", "--json", out], timeout=1800)
+    result = json.loads(out.read_text())["dm-pix-flit"]
+    lost = {c: r["example"] for c, r in result["causes"].items()}
+    assert result["plain"]["passed"] > 0
+    assert result["baked"]["passed"] == result["plain"]["passed"], lost
+    assert result["lost"] == 0, lost
+    assert result["build_backend"] == "hatch_jaxexport.integrations.pep517"
+    assert result["wrapped_backend"] == "flit_core.buildapi"
+    assert result["wheel_generator"].startswith("flit "), result["wheel_generator"]
+    assert result["wheel_manifests"] == ["dm_pix/_jaxexport/manifest.json"]
+    assert result["wheel_bytes"] > result["plain_wheel_bytes"]
+    assert result["rebuild_identical"], (result["wheel_sha256"], result["rebuild_sha256"])
+    assert result["served"] > 0 and result["traced"] <= result["served"]
+    assert result["strict_other_count"] == 0, result["strict_other"]

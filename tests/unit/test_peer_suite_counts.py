@@ -156,3 +156,18 @@ def test_the_flit_patch_changes_only_the_build_system_and_adds_the_table():
     assert '    "hatch-jaxexport",' in added
     assert "[tool.jaxexport]" in added and 'backend = "flit_core.buildapi"' in added
     assert not any("hatch.build" in line or "tool.hatch" in line for line in added)
+
+
+def test_a_refusal_is_counted_for_the_function_it_names_not_a_prefix_of_it(peer_suites):
+    """dm-pix's ``flat_nd_linear_interpolate`` starts ``..._constant``'s name: a refusal of
+    the latter counts for the latter, whatever order the set of names is in."""
+    short, long = "p:flat_nd_linear_interpolate", "p:flat_nd_linear_interpolate_constant"
+    reason = "no exported structure accepts this call"
+    baked = peer_suites.SuiteRun(outcomes={"t": "passed"}, served=[
+        row(short, "traced", reason), row(long, "traced", reason)])
+    message = f"hatch_jaxexport.errors.ShapeMismatch: {long}: {reason}"
+    strict = peer_suites.SuiteRun(outcomes={"t": "failed"}, messages={"t": message},
+                                  reports={"t": message + " (record it to serve it)"})
+    figures = peer_suites.compare_strict(baked, strict)
+    assert figures["strict_refused"] == {long: 1}, figures
+    assert peer_suites.named_in(message, {short, long}) == [long, short]
