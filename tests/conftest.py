@@ -138,6 +138,11 @@ WHOLE_ONLY: tuple[tuple[str, str], ...] = (
     # docs/executables.md); its parts (compile-executables, merge, verify, inspect, the release
     # check of an accelerator target) stay in CI (test_device_executables, test_merge)
     ("tests/examples/test_tpu_executables_script.py", ""),
+    # dm-pix kept on flit, baked through the wrapping backend, its fast subset: CI keeps a
+    # real library's own suite (tinygp) and a flit package built through the wrapper
+    # (test_any_backend); `python benchmarks/peer_suites.py --library dm-pix-flit` runs it whole
+    ("tests/integration/test_peer_suites.py",
+     "::test_dm_pix_kept_on_flit_bakes_through_the_wrapping_backend"),
     # benchmark smoke runs: the benchmarks run by their own commands
     ("tests/integration/test_build_benchmark.py", ""),
     ("tests/integration/test_manifest_scale_benchmark.py", ""),
