@@ -44,7 +44,8 @@ first). In each run of a row, in this order:
 ``--steps`` runs some of them only (``source_cold,baked_cold``: the first calls of a wheel with
 shipped executables).
 
-It prints one Markdown table (medians, with min-max where there are several runs), writes
+It prints one Markdown table (medians, with min-max where there are several runs; beside the
+cold calls, the XLA compile's own time on each side, the floor neither leaves out), writes
 every number to ``--json`` (and ``--out``/accelerator_check.json with the table beside it,
 after every process, so a run that is stopped leaves what it measured), and exits 1 when the
 backend is not the platform asked for, a process fails, or a result differs. ``--budget-seconds``
@@ -174,6 +175,7 @@ class Events:
         import jax
 
         self.compiles = 0
+        self.compile_s = 0.0  # the compiles' own time: XLA's part of a first call
         self.cache_hits = 0
         jax.monitoring.register_event_duration_secs_listener(self._duration)
         jax.monitoring.register_event_listener(self._event)
@@ -181,6 +183,7 @@ class Events:
     def _duration(self, event: str, secs: float, **kwargs: Any) -> None:
         if event == "/jax/core/compile/backend_compile_duration":
             self.compiles += 1
+            self.compile_s += secs
 
     def _event(self, event: str, **kwargs: Any) -> None:
         if event == "/jax/compilation_cache/cache_hits":
@@ -391,6 +394,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     if spec.get("describe"):
         out["environment"] = environment(jax, devices)
     events.compiles = events.cache_hits = 0
+    events.compile_s = 0.0
     if mode == "floor":
         if name == "grad":  # before the floor's program: the process's first compile
             out["cotangent_ms"] = cotangent_ms(row)
@@ -401,6 +405,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     # jax times a load from its persistent cache as a compile too: those are not compiles
     out["compiles"] = max(0, events.compiles - events.cache_hits)
     out["jax_cache_hits"] = events.cache_hits
+    out["compile_ms"] = events.compile_s * 1e3
     if mode.startswith("baked"):
         out["served"] = served(row.reported)
     if first and mode == "source-cold":  # everything below runs after the timed call
@@ -544,6 +549,7 @@ class Check:
         result.setdefault("backend_s", []).append(out["backend_s"])
         result.setdefault(f"{step}_compiles", []).append(out["compiles"])
         result.setdefault(f"{step}_jax_cache_hits", []).append(out["jax_cache_hits"])
+        result.setdefault(f"{step}_compile_ms", []).append(out.get("compile_ms", 0.0))
         if "served" in out:
             result.setdefault(f"{step}_served", []).append(out["served"])
         for key in ("max_diff", "transforms", "floor_bytes", "jax_cache_files"):
@@ -599,7 +605,8 @@ def tiers(result: dict[str, Any], step: str) -> str:
 
 
 HEADER = ("| row | served (cold; 2nd) | max abs diff | cold: source (ms) | cold: baked (ms) | "
-          "cold baked/source | 2nd: jax cache (ms) | 2nd: baked (ms) | 2nd baked/jax cache | "
+          "cold baked/source | cold: XLA compile, source / baked (ms) | 2nd: jax cache (ms) | "
+          "2nd: baked (ms) | 2nd baked/jax cache | "
           "floor (ms) | 2nd baked/floor | hot: source (us) | hot: baked (us) | "
           "hot baked/source |")
 
@@ -616,6 +623,8 @@ def workload_line(name: str, result: dict[str, Any]) -> str:
              "-" if diff is None else f"{diff:.1e}",
              cell(result.get("source_cold")), cell(result.get("baked_cold")),
              ratio(result.get("baked_cold"), result.get("source_cold")),
+             f"{cell(result.get('source_cold_compile_ms'))} / "
+             f"{cell(result.get('baked_cold_compile_ms'))}",
              cell(result.get("source_warm")), cell(result.get("baked_warm")),
              ratio(result.get("baked_warm"), result.get("source_warm")),
              cell(result.get("floor"), 1), ratio(result.get("baked_warm"), result.get("floor")),
@@ -632,7 +641,7 @@ def jax_cache_line(name: str, result: dict[str, Any]) -> list[str]:
     compiles = result.get("baked_warm_jax_compiles", [])
     cells = [f"{name}, jax's cache on in both (the user's config)",
              f"{tiers(result, 'baked_warm_jax')} (+{statistics.median(compiles):.0f} jax "
-             "compile(s))", "-", "-", "-", "-",
+             "compile(s))", "-", "-", "-", "-", "-",
              cell(result.get("source_warm")), cell(result.get("baked_warm_jax")),
              ratio(result.get("baked_warm_jax"), result.get("source_warm")),
              cell(result.get("floor"), 1),
@@ -649,7 +658,7 @@ def eager_floor_line(name: str, result: dict[str, Any]) -> list[str]:
     total = [statistics.median(floor) + statistics.median(cotangent)]
     cells = ["grad, floor of an eager first call: the floor + jax's cotangent of ones "
              f"({cell(cotangent)} ms, the process's first compile)", "-", "-", "-",
-             cell(result.get("baked_cold")), "-", "-", "-", "-", cell(total, 1),
+             cell(result.get("baked_cold")), "-", "-", "-", "-", "-", cell(total, 1),
              f"cold baked/floor {ratio(result.get('baked_cold'), total)}", "-", "-", "-"]
     return ["| " + " | ".join(cells) + " |"]
 
@@ -663,7 +672,7 @@ def transform_lines(result: dict[str, Any]) -> list[str]:
         if found is None:
             continue
         diff = "ERROR" if "error" in found else f"{found['max_diff']:.1e}"
-        timing = ["-"] * 8
+        timing = ["-"] * 9
         if key == "jit_grad" and hot:
             timing += [cell([hot["source_us"]]), cell([hot["baked_us"]]),
                        ratio([hot["baked_us"]], [hot["source_us"]])]
@@ -702,7 +711,7 @@ def report(check: Check) -> str:
              f"medians (min-max) of {check.runs} fresh process(es) each, the floor of "
              f"{check.floor_runs}; one process at a time; every time taken after jax.devices() "
              "returned (the backend's start is left out on both sides)", "",
-             HEADER, "|---" + "|---:" * 13 + "|"]
+             HEADER, "|---" + "|---:" * 14 + "|"]
     for name, result in check.results.items():
         lines.append(workload_line(name, result))
         lines += jax_cache_line(name, result) + eager_floor_line(name, result) \

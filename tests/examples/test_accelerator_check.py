@@ -29,6 +29,7 @@ def test_the_accelerator_check_runs_offline_on_the_cpu(tmp_path, project_wheel, 
             if line.startswith("| ")}
     assert re.search(r"\| [0-9.]+x \|$", rows["tiny"]), rows["tiny"]
     assert re.match(r"\| tiny \| \w+; cached", rows["tiny"]), rows["tiny"]
+    assert re.search(r"\| [0-9.,]+ / [0-9.,]+ \|", rows["tiny"]), rows["tiny"]  # the compiles
     doc = json.loads((tmp_path / "cpu.json").read_text())
     assert doc["table"] == (tmp_path / "out" / "accelerator_check.md").read_text().rstrip()
     assert doc["environment"]["backend"] == "cpu"
@@ -38,6 +39,11 @@ def test_the_accelerator_check_runs_offline_on_the_cpu(tmp_path, project_wheel, 
         for step in ("source_cold", "baked_cold", "source_warm", "baked_warm", "floor"):
             assert len(row[step]) == 1, (name, step)
         assert row["source_cold_jax_cache_hits"] == [0]
+        # the XLA compile's own time beside each cold call, on both sides (part of a call
+        # that compiles once; an eager gradient's two compiles overlap, so only > 0 there)
+        for step in ("source_cold", "baked_cold"):
+            assert row[f"{step}_compile_ms"][0] > 0, (name, step, row)
+            assert name == "grad" or row[f"{step}_compile_ms"][0] < row[step][0], (step, row)
         assert row["source_warm_jax_cache_hits"][0] >= 1, row  # the second process's cache
         assert "traced" not in str(row["baked_cold_served"] + row["baked_warm_served"])
         assert set(row["hot"]) == ({"forward", "jit_grad"} if name == "grad" else {"forward"})
