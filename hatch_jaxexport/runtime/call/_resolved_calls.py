@@ -218,7 +218,7 @@ class ResolvedCalls:
     """One function's resolved targets, its fallback, the keyed fast cache and the hot call."""
 
     __slots__ = ("_uncovered", "fast", "faulted", "hot", "hot_misses", "lock", "members",
-                 "reported", "reports", "staged", "targets")
+                 "plans", "reported", "reports", "staged", "targets")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -239,6 +239,8 @@ class ResolvedCalls:
         #: Calls staged into a caller's trace (``staging``): (transformation, tier, reason)
         #: -> how many, in the order each first occurred.
         self.staged: dict[Any, int] = {}
+        #: Traced calls' plans by their key (``traced_plans``): what a ``jax.grad`` step reuses.
+        self.plans: dict[Any, Any] = {}
 
     def clear(self) -> None:
         """Forget everything resolved (it is resolved again on the next call)."""
@@ -252,6 +254,7 @@ class ResolvedCalls:
             self.reported = set()
             self.faulted = {}
             self.staged = {}
+            self.plans = {}
 
     def count_staged(self, key: Any) -> bool:
         """Count one call staged into a caller's trace under ``key`` (``staging``); whether it
@@ -275,6 +278,16 @@ class ResolvedCalls:
                 if found is None:
                     found = self.targets[key] = resolve()
         return found
+
+    def plan_template(self, key: Any) -> Any:
+        """The template kept for a traced call's ``plan_key``, or ``None``."""
+        return self.plans.get(key)
+
+    def remember_plan(self, key: Any, template: Any, limit: int) -> None:
+        """Keep a traced call's plan template (emptied when it holds ``limit``)."""
+        if len(self.plans) >= limit:
+            self.plans.clear()
+        self.plans[key] = template
 
     def replace_target(self, key: Any, target: Any) -> Any:
         """Resolve ``key`` to ``target`` from now on (an artifact found unusable on first use

@@ -43,6 +43,7 @@ from hatch_jaxexport.runtime.call.matching import (
     plan_call,
 )
 from hatch_jaxexport.runtime.call.targets import Attempt, Target, source_target
+from hatch_jaxexport.runtime.call.traced_plans import traced_plan
 from hatch_jaxexport.runtime.executables.artifact_calls import CallSite, build_artifact_call
 from hatch_jaxexport.runtime.executables.eager_call import EagerCall
 from hatch_jaxexport.runtime.jaxcompat import lowering_config
@@ -122,8 +123,9 @@ def call_exportable(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str,
         return run_as_source(fn.__wrapped__, *args, **kwargs)
     attempt = Attempt() if attempt is None else attempt
     fast = fast_key(args, kwargs)
-    try:
-        plan = plan_call(fn, args, kwargs)
+    try:  # a call of plain values has a fast key; a traced one may have a kept plan
+        plan = plan_call(fn, args, kwargs) if fast is not None else \
+            traced_plan(fn, args, kwargs, plan_call)
     except CallMismatch as refusal:
         return _call_uncovered(fn, (args, kwargs), refusal, fast)
     key: tuple[Any, ...] = (plan.structure_index, plan.static_key,

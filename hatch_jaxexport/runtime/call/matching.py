@@ -43,22 +43,12 @@ class CallPlan:
     ``sizes``: what the structure's dimension symbols took in this call. A slotted class, as
     ``choice.Choice`` says why."""
 
-    __slots__ = (
-        "bound_args",
-        "bound_kwargs",
-        "sizes",
-        "static",
-        "static_key",
-        "structure_index",
-        "values",
-    )
+    __slots__ = ("sizes", "static", "static_key", "structure_index", "values")
 
     def __init__(self, structure_index: int, static: dict[str, Any], static_key: str,
-                 values: dict[str, Any], bound_args: tuple[Any, ...],
-                 bound_kwargs: dict[str, Any], sizes: dict[str, int]) -> None:
+                 values: dict[str, Any], sizes: dict[str, int]) -> None:
         self.structure_index, self.static, self.static_key = structure_index, static, static_key
-        self.values, self.bound_args, self.bound_kwargs = values, bound_args, bound_kwargs
-        self.sizes = sizes
+        self.values, self.sizes = values, sizes
 
 
 class _NoMatch(Exception):
@@ -460,8 +450,7 @@ def plan_call(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str, Any])
         except _NoMatch as err:
             failures.append((index, err))
             continue
-        return CallPlan(index, static, static_key(static), values, bound.args,
-                        dict(bound.kwargs), sizes)
+        return CallPlan(index, static, static_key(static), values, sizes)
     best = max(err.score for _, err in failures)
     closest = [(i, err) for i, err in failures if err.score == best]
     # every structure's own reason, the closest first: a call refused by structure 0 for one
