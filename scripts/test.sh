@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, from nothing: makes a virtual environment per interpreter, installs this
 # project with its test and docs extras (jax comes from PyPI), checks style and runs pytest.
-# Runs on the default python3 (jax 0.10.x on 3.11) and, where one is found, on Python 3.12 with
-# the newest jax (there the unit tests that start no process and those marked across_jax, unless
-# FULL_312=1: the rest runs once, on the default Python, to keep CI under 20 minutes).
+# Runs on the default python3 (jax 0.10.x on 3.11) and, where one is found, at the same time on
+# Python 3.12 with the newest jax (there the unit tests that start no process and those marked
+# across_jax, unless FULL_312=1: the rest runs once, on the default Python, to keep CI under 20
+# minutes).
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not slow"` (a -m of yours
 # replaces the default selection below).
 #
@@ -72,31 +73,34 @@ run_tests() {  # run_tests NAME [pytest args...]
 prepare python3 py-default test,docs,ecosystem
 py312=$(find_python312) || py312=""
 if [ -n "$py312" ]; then
-  # the newest jax's environment is made while the first run's tests go (they mostly wait on
-  # subprocesses); its output is printed after them
+  # The newest jax's run goes beside the first one: its environment is made, then its tests
+  # run, while the first run's tests go (they mostly wait on subprocesses, and the first run's
+  # last minutes are one or two long tests on one core: CI took 1,370 s with the runs one after
+  # the other); its output is printed after the first run's.
+  # The integration tests (front ends, fresh venvs, version skew in both directions) and the
+  # examples run on the default Python only. FULL_312=1: everything (with the ecosystem extra,
+  # which the ecosystem tests need). CI's run: the unit tests that start no process, and the
+  # process-starting ones that exercise a jax API which changes between releases
+  # (``across_jax``: tests/conftest.py ACROSS_JAX); every other slow test runs on the default
+  # Python, and changes with our code, not with jax.
   extras312=test,docs
   if [ "${FULL_312:-0}" = "1" ]; then extras312=test,docs,ecosystem; fi
-  prep_log=$(mktemp "${TMPDIR:-/tmp}/jaxexport-py312-XXXXXX")
-  prepare "$py312" py312 "$extras312" >"$prep_log" 2>&1 &
-  prep_pid=$!
+  log312=$(mktemp "${TMPDIR:-/tmp}/jaxexport-py312-XXXXXX")
+  (
+    prepare "$py312" py312 "$extras312"  # errexit: a failure here ends this run with its status
+    if [ "${FULL_312:-0}" = "1" ]; then run_tests py312 "$@"
+    else run_tests py312 -m "(not slow or across_jax) and not whole" tests/unit "$@"; fi
+  ) >"$log312" 2>&1 &
+  pid312=$!
 fi
 status=0
 run_tests py-default "${selection[@]}" "$@" || status=$?
 if [ -n "$py312" ]; then
-  prep_status=0
-  wait "$prep_pid" || prep_status=$?
-  cat "$prep_log"; rm -f "$prep_log"
+  status312=0
+  wait "$pid312" || status312=$?
+  cat "$log312"; rm -f "$log312"
   if [ "$status" -ne 0 ]; then exit "$status"; fi
-  if [ "$prep_status" -ne 0 ]; then echo "=== py312: preparing its environment failed ===" >&2; exit "$prep_status"; fi
-  # The integration tests (front ends, fresh venvs, version skew in both directions) and the
-  # examples ran above. FULL_312=1: everything (with the ecosystem extra, which the ecosystem
-  # tests need).
-  # CI's run: the unit tests that start no process, and the process-starting ones that
-  # exercise a jax API which changes between releases (``across_jax``: tests/conftest.py
-  # ACROSS_JAX); every other slow test ran above, and changes with our code, not with jax.
-  if [ "${FULL_312:-0}" = "1" ]; then run_tests py312 "$@"
-  else run_tests py312 -m "(not slow or across_jax) and not whole" tests/unit "$@"; fi
-else
-  if [ "$status" -ne 0 ]; then exit "$status"; fi
-  echo "=== no Python 3.12 interpreter found: skipping the newest-jax run ==="
+  exit "$status312"
 fi
+if [ "$status" -ne 0 ]; then exit "$status"; fi
+echo "=== no Python 3.12 interpreter found: skipping the newest-jax run ==="
