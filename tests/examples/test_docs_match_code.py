@@ -116,8 +116,8 @@ def readers(constant: str) -> list[Callable[..., object]]:
 
 
 def _tiered_default() -> str:
-    """``HATCH_JAXEXPORT_TIERED`` unset: the size rule of ``runtime/executables/tiers.py``."""
-    from hatch_jaxexport.runtime.executables.tiers import (
+    """``HATCH_JAXEXPORT_TIERED`` unset: the size rule of ``runtime/executables/tier_policy.py``."""
+    from hatch_jaxexport.runtime.executables.tier_policy import (
         QUICK_OPTIONS,
         TIER_MIN_MODULE_BYTES,
         tiering_wanted,

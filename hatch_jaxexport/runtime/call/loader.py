@@ -43,10 +43,9 @@ from hatch_jaxexport.runtime.call.matching import (
     plan_call,
 )
 from hatch_jaxexport.runtime.call.targets import Attempt, Target, source_target
-from hatch_jaxexport.runtime.call.traced_plans import traced_plan
 from hatch_jaxexport.runtime.executables.artifact_calls import CallSite, build_artifact_call
 from hatch_jaxexport.runtime.executables.eager_call import EagerCall
-from hatch_jaxexport.runtime.jaxcompat import lowering_config
+from hatch_jaxexport.runtime.jaxcompat import evaluating_eagerly, lowering_config
 from hatch_jaxexport.runtime.source_errors import run_as_source
 
 if TYPE_CHECKING:
@@ -57,7 +56,8 @@ if TYPE_CHECKING:
 # (a call no artifact serves), the recorder (HATCH_JAXEXPORT_RECORD) and the family's source
 # (a transformation a baked VJP or family cannot serve), only where a call needs them: a
 # plain first call imports 2 ms less (benchmarks/first_call_parts.py, "our modules"), and one
-# a shipped executable serves imports none of the source's path.
+# a shipped executable serves imports none of the source's path; the plans kept for traced
+# calls, at the first call under a transformation.
 
 #: Whether ``HATCH_JAXEXPORT_RECORD`` is on in this process (read once, as the recorder does).
 _RECORDING = record_choice() is not False
@@ -123,9 +123,8 @@ def call_exportable(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str,
         return run_as_source(fn.__wrapped__, *args, **kwargs)
     attempt = Attempt() if attempt is None else attempt
     fast = fast_key(args, kwargs)
-    try:  # a call of plain values has a fast key; a traced one may have a kept plan
-        plan = plan_call(fn, args, kwargs) if fast is not None else \
-            traced_plan(fn, args, kwargs, plan_call)
+    try:
+        plan = _plan(fn, args, kwargs, fast)
     except CallMismatch as refusal:
         return _call_uncovered(fn, (args, kwargs), refusal, fast)
     key: tuple[Any, ...] = (plan.structure_index, plan.static_key,
@@ -143,6 +142,18 @@ def call_exportable(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str,
 
         recorder.note(fn.package, fn.name, plan.structure_index, plan.sizes)
     return result
+
+
+def _plan(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str, Any], fast: Any
+          ) -> CallPlan:
+    """The call's plan: matched in full for a call of plain values (it has a fast key) or
+    one made outside any trace; a call under a transformation may rebuild the plan kept for
+    its types (``traced_plans``)."""
+    if fast is not None or evaluating_eagerly():
+        return plan_call(fn, args, kwargs)
+    from hatch_jaxexport.runtime.call.traced_plans import traced_plan  # pytrees and tracers
+
+    return traced_plan(fn, args, kwargs, plan_call)
 
 
 def _run(fn: FunctionRecord, key: tuple[Any, ...], target: Target, plan: CallPlan,

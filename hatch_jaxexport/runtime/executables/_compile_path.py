@@ -5,18 +5,25 @@ it builds one ``CompilePath``, which tries, in order, the per-user executable ca
 (``_user_cache``), the quick tier with its background compile (``tiers``) and a compile here
 (``_fresh_compile``). It is a module of its own so that a first call a shipped executable
 serves imports none of them (seven modules with the background compiles and the cache's
-files, about 1.3 ms: ``benchmarks/first_call_parts.py``'s "our modules").
+files, about 1.3 ms: ``benchmarks/first_call_parts.py``'s "our modules"); and a signature
+the cache serves imports neither the tiers nor the compiler (six modules: on a host whose
+file system calls are slow, such as the TPU machine this project measures on, 0.9 ms each).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hatch_jaxexport.runtime.executables._fresh_compile import FreshCompile
 from hatch_jaxexport.runtime.executables._user_cache import UserCache
 from hatch_jaxexport.runtime.executables.entries import Entry
-from hatch_jaxexport.runtime.executables.tiers import QuickTier
+
+if TYPE_CHECKING:
+    from hatch_jaxexport.runtime.executables._fresh_compile import FreshCompile
+    from hatch_jaxexport.runtime.executables.tiers import QuickTier
+
+# Imported in functions: the quick tier and the compiler, at the first signature the cache
+# does not serve.
 
 
 class CompilePath:
@@ -40,8 +47,28 @@ class CompilePath:
         self.cache = UserCache(job, lapack, out_tree)
         wanted = tiered() if callable(tiered) else tiered
         self.tiered = wanted and self.cache.folder is not None and self.cache.writable
-        self.quick = QuickTier(self.cache, job)
-        self.compiler = FreshCompile(jitted, eager_lowerable, lapack)
+        self.job, self.lapack, self.jitted = job, lapack, jitted
+        self.eager_lowerable = eager_lowerable
+        self._quick: QuickTier | None = None
+        self._compiler: FreshCompile | None = None
+
+    @property
+    def quick(self) -> QuickTier:
+        """The quick tier of this call's signatures, made at the first that needs one."""
+        if self._quick is None:
+            from hatch_jaxexport.runtime.executables.tiers import QuickTier
+
+            self._quick = QuickTier(self.cache, self.job)
+        return self._quick
+
+    @property
+    def compiler(self) -> FreshCompile:
+        """The compiler of this call's signatures, made at the first the cache lacks."""
+        if self._compiler is None:
+            from hatch_jaxexport.runtime.executables._fresh_compile import FreshCompile
+
+            self._compiler = FreshCompile(self.jitted, self.eager_lowerable, self.lapack)
+        return self._compiler
 
     def entry(self, sig: Any, args: tuple[Any, ...], kwargs: dict[str, Any], in_tree: Any
               ) -> Entry:

@@ -22,7 +22,6 @@ from hatch_jaxexport.formats.statics import static_values_text
 from hatch_jaxexport.runtime.artifacts.package_artifacts import PackageArtifacts
 from hatch_jaxexport.runtime.artifacts.program import ArtifactProgram
 from hatch_jaxexport.runtime.artifacts.pytrees import plain_tree
-from hatch_jaxexport.runtime.artifacts.replayed_warnings import replay
 from hatch_jaxexport.runtime.disk.cache_folders import ensure_compilation_cache
 from hatch_jaxexport.runtime.executables.eager_call import EagerCall
 from hatch_jaxexport.runtime.jaxcompat import needs_lapack
@@ -37,7 +36,8 @@ if TYPE_CHECKING:
 # call's imports otherwise); the tiers' policy, at the first signature no shipped executable
 # serves; the native VJP, for an artifact serialized with its VJP; the transformation family,
 # for an artifact that bakes one (both with the family's missing-member policy); the direct
-# compile of a module (``direct_module``), at the first signature the call compiles.
+# compile of a module (``direct_module``), at the first signature the call compiles; the
+# replay of traced warnings, for a record that has any.
 
 
 class CallSite:
@@ -96,15 +96,23 @@ def build_artifact_call(site: CallSite, package: PackageArtifacts, record: Artif
     jit = ArtifactJit(site, program)
     if site.mesh:  # sharded variants: always through the family, never tiered
         sharded = jit()
-        replay(site.package, record.warnings)
+        _replay(site, record)
         return sharded
     lapack = needs_lapack(record.custom_calls)
     call = EagerCall(jit, job(site, record), functools.partial(_tiering, site, record.size),
                      lapack, _shipped(site, package, record, program.out_tree),
                      _eager_lowerable(program, lapack), out_tree=program.out_tree)
     jit.primal = call
-    replay(site.package, record.warnings)  # what the source's trace would have said
+    _replay(site, record)
     return call
+
+
+def _replay(site: CallSite, record: ArtifactRecord) -> None:
+    """Issue the warnings the source's trace would have issued (most records have none)."""
+    if record.warnings:
+        from hatch_jaxexport.runtime.artifacts.replayed_warnings import replay
+
+        replay(site.package, record.warnings)
 
 
 def _eager_lowerable(program: ArtifactProgram, lapack: bool, form: str = "call",
@@ -275,8 +283,8 @@ def served_label(record: ArtifactRecord) -> str:
 
 
 def _tiering(site: CallSite, module_bytes: int) -> bool:
-    """Whether the artifact's first calls use a quick tier (``tiers.tiering_wanted``)."""
-    from hatch_jaxexport.runtime.executables.tiers import tiering_wanted
+    """Whether the artifact's first calls use a quick tier (``tier_policy.tiering_wanted``)."""
+    from hatch_jaxexport.runtime.executables.tier_policy import tiering_wanted
 
     return tiering_wanted(site.platform, site.tiered, module_bytes)
 

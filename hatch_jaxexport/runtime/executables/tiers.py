@@ -38,7 +38,6 @@ from hatch_jaxexport.formats.settings import (
     BACKGROUND_TIMEOUT_ENV,
     TIERED_ENV,
     background_timeout,
-    tiered_choice,
 )
 from hatch_jaxexport.runtime.executables import _executable_cache as executables
 from hatch_jaxexport.runtime.executables._background import (
@@ -46,39 +45,24 @@ from hatch_jaxexport.runtime.executables._background import (
     expired,
     key_lock_held,
     lock_stale_s,
-    slot_count,
     submit,
 )
 from hatch_jaxexport.runtime.executables._user_cache import UserCache
 from hatch_jaxexport.runtime.executables.entries import JAX_CACHE_SERVED, Entry, artifact_types
+from hatch_jaxexport.runtime.executables.tier_policy import (
+    QUICK_OPTIONS,
+    TIER_MIN_MODULE_BYTES,
+    tiering_wanted,
+)
 from hatch_jaxexport.runtime.notices import NEEDS_FIX, notify
 
-#: Compiler options of the quick tier, per platform.
-QUICK_OPTIONS: dict[str, dict[str, Any]] = {"cpu": {"xla_backend_optimization_level": 0}}
-#: Default tiering threshold: the serialized StableHLO size of an artifact (bytes).
-TIER_MIN_MODULE_BYTES = 16_384
+#: How often a pending optimized compile is looked for (seconds).
 _POLL_EVERY_S = 0.2
 #: The background process's module (``python -m``).
 OPTIMIZER_MODULE = "hatch_jaxexport.runtime.executables._optimizer"
 #: ``QuickTier.outcome`` of a compile that could not start, and of another process's that
 #: ended without writing its entry.
 NOT_STARTED, GAVE_UP = -1000, -1001
-
-
-def tiering_wanted(platform: str, option: bool | None, module_bytes: int) -> bool:
-    """Whether to tier: the environment, then the function's option, then the default.
-
-    Never without background compiles (``HATCH_JAXEXPORT_BACKGROUND_COMPILES=0``): a quick tier
-    that nothing replaces would be cached and serve every later process, slower for good.
-    """
-    forced = tiered_choice()
-    if forced is False or platform not in QUICK_OPTIONS or slot_count() == 0:
-        return False
-    if forced:
-        return True
-    if option is not None:
-        return bool(option)
-    return module_bytes >= TIER_MIN_MODULE_BYTES
 
 
 class Pending:

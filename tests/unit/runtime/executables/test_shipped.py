@@ -44,7 +44,7 @@ with warnings.catch_warnings(record=True) as caught:
         out["results"][name] = [np.asarray(a).tolist() for a in jax.tree_util.tree_leaves(value)]
         if name == "chain":  # the first call: what a shipped one imports of the compile path
             out["compile_path"] = sorted(n for n in sys.modules if n.rsplit(".", 1)[-1] in (
-                "tiers", "_fresh_compile", "_user_cache", "_background", "native_vjp",
+                "tiers", "tier_policy", "_fresh_compile", "_user_cache", "_background", "native_vjp",
                 "direct_module", "signatures", "structure_text", "jax_window", "inventory",
                 "_user_frame", "readers", "_recorder", "_source_calls", "refusals",
                 "notices", "family", "sources") and n.startswith(("hatch_jaxexport.",
@@ -125,7 +125,8 @@ def test_first_calls_load_shipped_executables_and_compile_nothing(exec_site, ref
     # the recorded sources, nor importlib's resource readers: a StableHLO one needs the
     # compile path
     assert shipped["compile_path"] == []
-    assert {"hatch_jaxexport.runtime.executables.tiers",
+    assert {"hatch_jaxexport.runtime.executables.tier_policy",
+            "hatch_jaxexport.runtime.executables._fresh_compile",
             "hatch_jaxexport.runtime.executables.direct_module"} <= set(reference["compile_path"])
     # both targets match a CPU with AVX-512: the one compiled for more of its features runs
     host = linux_cpu_flags(Path("/proc/cpuinfo").read_text())
