@@ -32,12 +32,16 @@ first). In each run of a row, in this order:
    ``jax.grad(jax.jit(f))``, and both under ``jax.jit(jax.grad)``);
 4. **baked, second process**: strict, with the executable cache the cold process of that run
    left;
-5. **baked, second process, jax's cache on too**, only where step 4 still made jax compiles
+5. **baked, second process, its call path imported first**: step 4 again, the modules of
+   ours its first call imported (step 4's process lists them) imported before the clock
+   (their time printed beside it): what the call costs beyond loading its code, against the
+   floor, which loads no library;
+6. **baked, second process, jax's cache on too**, only where step 4 still made jax compiles
    (the loader's cache holds the artifacts' executables, not what jax compiles around them:
    ``jax.grad``'s cotangent of ones): a user who turned jax's persistent cache on, as the
    source's step 3 did, with that cache (its own folder: jax's keys hold the folder's path,
    ``xla_gpu_per_fusion_autotune_cache_dir``, so a copy would miss) and the loader's;
-6. **the floor** (``--floor-runs`` times, 1 by default): the program step 1 compiled and
+7. **the floor** (``--floor-runs`` times, 1 by default): the program step 1 compiled and
    serialized with ``jax.experimental.serialize_executable``, read, ``deserialize_and_load``-ed
    and called in a fresh process.
 
@@ -221,6 +225,17 @@ def floor_ms(path: str, row: Workload) -> float:
     return (time.perf_counter() - start) * 1e3
 
 
+def import_call_path(listing: str) -> float:
+    """Import the modules ``listing`` (a JSON list) names; the milliseconds it took."""
+    import importlib
+
+    names = json.loads(Path(listing).read_text())
+    start = time.perf_counter()
+    for name in names:
+        importlib.import_module(name)
+    return (time.perf_counter() - start) * 1e3
+
+
 def cotangent_ms() -> float:
     """The cotangent of ones an eager ``jax.grad`` makes of the (scalar float32) loss (jax's
     ``_one``, where this jax has it), as the first compile of a process: part of every eager
@@ -396,7 +411,10 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     row = workload(name)
     if spec.get("describe"):
         out["environment"] = environment(jax, devices)
+    if mode == "baked-warm-imported":  # the call path's modules first (step 4 listed them)
+        out["imports_ms"] = import_call_path(spec["modules"])
     events.reset()  # what the backend's start and the imports compiled is not the call's
+    before = set(sys.modules)
     if mode == "floor":
         out["first_ms"] = floor_ms(spec["floor"], row)  # first, as every row's: one column
         if name == "grad":  # loading the floor compiles nothing: still the first compile
@@ -410,6 +428,9 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     out["compile_ms"] = events.compile_s * 1e3
     if mode.startswith("baked"):
         out["served"] = served(row.reported)
+    if mode == "baked-warm" and spec.get("modules"):  # what step 5 imports before its clock
+        Path(spec["modules"]).write_text(json.dumps(sorted(
+            name for name in set(sys.modules) - before if name.startswith("hatch_jaxexport."))))
     if first and mode == "source-cold":  # everything below runs after the timed call
         save_references(spec["refs"], row, result, name)
         out["floor_bytes"] = write_floor(spec["floor"], row)
@@ -426,7 +447,8 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
 #: The steps of one run of a row, in order: (step, mode of the child).
 STEPS = (("source_cold", "source-cold"), ("baked_cold", "baked-cold"),
          ("source_warm", "source-warm"), ("baked_warm", "baked-warm"),
-         ("baked_warm_jax", "baked-warm"), ("floor", "floor"))
+         ("baked_warm_imported", "baked-warm-imported"), ("baked_warm_jax", "baked-warm"),
+         ("floor", "floor"))
 
 
 @dataclass
@@ -511,11 +533,15 @@ class Check:
         for step, mode in STEPS:
             if step not in self.steps or self.wrong_backend or \
                     (step == "floor" and run >= self.floor_runs) or \
-                    (step == "baked_warm_jax" and not self.jax_compiled(result, run)):
+                    (step == "baked_warm_jax" and not self.jax_compiled(result, run)) or \
+                    (step == "baked_warm_imported" and
+                     not (folder / f"call-path-modules-{run}.json").exists()):
                 continue
             spec: dict[str, Any] = dict(paths, first=run == 0)
             if step.startswith("baked"):
                 spec["loader_cache"] = str(folder / f"loader-cache-{run}")
+            if step in ("baked_warm", "baked_warm_imported"):  # step 4 lists, 5 imports
+                spec["modules"] = str(folder / f"call-path-modules-{run}.json")
             if step == "source_warm":
                 spec["jax_cache"] = paths["jax_cache_dir"]
                 spec["loader_cache"] = str(folder / "loader-cache-0")  # its hot calls
@@ -557,8 +583,9 @@ class Check:
         for key in ("max_diff", "transforms", "floor_bytes", "jax_cache_files"):
             if key in out:
                 result[key] = out[key]
-        if "cotangent_ms" in out:
-            result.setdefault("cotangent_ms", []).append(out["cotangent_ms"])
+        for key in ("cotangent_ms", "imports_ms"):
+            if key in out:
+                result.setdefault(key, []).append(out[key])
         if "hot" in out:  # each run's, and their medians per pair and side
             runs = result.setdefault("hot_runs", [])
             runs.append(out["hot"])
@@ -651,6 +678,19 @@ def jax_cache_line(name: str, result: dict[str, Any]) -> list[str]:
     return ["| " + " | ".join(cells) + " |"]
 
 
+def imported_line(name: str, result: dict[str, Any]) -> list[str]:
+    """Step 5's row: the baked second process with its call path's modules imported before
+    the clock, against the floor (which imports no library)."""
+    if not result.get("baked_warm_imported"):
+        return []
+    cells = [f"{name}, 2nd process with the call path's modules imported first "
+             f"({cell(result.get('imports_ms'), 1)} ms to import them)",
+             tiers(result, "baked_warm_imported"), "-", "-", "-", "-", "-", "-",
+             cell(result.get("baked_warm_imported"), 1), "-", cell(result.get("floor"), 1),
+             ratio(result.get("baked_warm_imported"), result.get("floor")), "-", "-", "-"]
+    return ["| " + " | ".join(cells) + " |"]
+
+
 def eager_floor_line(name: str, result: dict[str, Any]) -> list[str]:
     """The eager gradient's floor for a first call: the floor's program plus the cotangent
     of ones jax compiles in every process (``cotangent_ms``), against the cold baked call."""
@@ -716,8 +756,8 @@ def report(check: Check) -> str:
              HEADER, "|---" + "|---:" * 14 + "|"]
     for name, result in check.results.items():
         lines.append(workload_line(name, result))
-        lines += jax_cache_line(name, result) + eager_floor_line(name, result) \
-            + transform_lines(result)
+        lines += imported_line(name, result) + jax_cache_line(name, result) \
+            + eager_floor_line(name, result) + transform_lines(result)
     starts = [s for result in check.results.values() for s in result.get("backend_s", [])]
     if starts:
         lines += ["", f"backend start (left out): median {statistics.median(starts):.1f} s "

@@ -18,10 +18,12 @@ SCRIPT = ROOT / "scripts" / "accelerator_check.py"
 
 def test_the_accelerator_check_runs_offline_on_the_cpu(tmp_path, project_wheel, example_wheel):
     site = tmp_path / "site"
+    keep = tmp_path / "work"
     proc = run(["bash", ROOT / "scripts" / "accelerator_check.sh", "--site", site,
                 project_wheel, example_wheel, "--", "--platform", "cpu", "--runs", "1",
                 "--workloads", "tiny,grad", "--json", tmp_path / "cpu.json",
-                "--out", tmp_path / "out"], cwd=tmp_path, env={"PYTHON": sys.executable})
+                "--out", tmp_path / "out", "--keep", keep], cwd=tmp_path,
+               env={"PYTHON": sys.executable})
     out = proc.stdout
     assert out.rstrip().endswith("result: OK"), out
     assert f"hatch_jaxexport from {site}" in out, out  # the wheel's, not this checkout's
@@ -36,8 +38,14 @@ def test_the_accelerator_check_runs_offline_on_the_cpu(tmp_path, project_wheel, 
     for name in ("tiny", "grad"):
         row = doc["rows"][name]
         assert row["errors"] == [] and row["max_diff"] <= 1e-3, row
-        for step in ("source_cold", "baked_cold", "source_warm", "baked_warm", "floor"):
+        for step in ("source_cold", "baked_cold", "source_warm", "baked_warm",
+                     "baked_warm_imported", "floor"):
             assert len(row[step]) == 1, (name, step)
+        # step 5: the modules step 4's call imported, imported before its clock, then served
+        # as step 4 was (from the executable cache)
+        assert row["imports_ms"][0] > 0 and row["baked_warm_imported_served"] == \
+            row["baked_warm_served"], row
+        assert f"{name}, 2nd process with the call path's modules imported first" in out
         assert row["source_cold_jax_cache_hits"] == [0]
         # the XLA compile's own time beside each cold call, on both sides (part of a call
         # that compiles once; an eager gradient's two compiles overlap, so only > 0 there)
@@ -55,6 +63,9 @@ def test_the_accelerator_check_runs_offline_on_the_cpu(tmp_path, project_wheel, 
         assert "jax's cache on in both" in out
     else:
         assert "baked_warm_jax" not in grad
+    listed = json.loads((keep / "tiny" / "call-path-modules-0.json").read_text())
+    assert "hatch_jaxexport.runtime.call.loader" in listed  # what its first call imported
+    assert not any(name.startswith("jax") for name in listed)  # ours only
     transforms = doc["rows"]["grad"]["transforms"]
     assert sorted(transforms) == ["grad_ad_order", "jacfwd", "jit_grad", "vmap"]
     assert all(t["max_diff"] <= 1e-3 for t in transforms.values()), transforms
