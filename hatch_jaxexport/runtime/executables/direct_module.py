@@ -27,7 +27,6 @@ from collections.abc import Callable
 from typing import Any
 
 from hatch_jaxexport.errors import ArtifactError
-from hatch_jaxexport.runtime.artifacts.family import flat_call
 from hatch_jaxexport.runtime.artifacts.program import ArtifactProgram
 from hatch_jaxexport.runtime.jaxcompat import (
     compile_stablehlo,
@@ -38,7 +37,11 @@ from hatch_jaxexport.runtime.jaxcompat import (
     tensor_type,
     with_module,
 )
-from hatch_jaxexport.runtime.notices import LOGGER
+
+# Imported in functions: the family's flat call (a member's convention, or jax's usual
+# lowering when the direct compile fails) and the notices' logger (a refinement that
+# failed), only where a call needs them: each module is a file to find and read on a first
+# call (about 1 ms on the TPU machine this project measures on).
 
 #: How a module's text declares its entry point (``module_text``): one, renamed by ``refined``.
 MAIN = "func.func public @main("
@@ -96,6 +99,8 @@ class DirectModule:
                 loaded, jax.devices(self.platform)[0], exported.in_avals, exported.out_avals,
                 *trees, exported.fun_name)
         except Exception:  # another jax's internals: jax lowers and compiles it
+            from hatch_jaxexport.runtime.artifacts.family import flat_call
+
             args, kwargs = self._call_args
             usual = self.usual
             with lapack_init_skipped(not self.lapack):
@@ -134,7 +139,11 @@ def eager_lowerable(program: ArtifactProgram, lapack: bool, form: str = "call",
                 exported, usual = refined(exported, text, types) or exported, exported
         direct = DirectModule.of(exported, lapack, flat, usual) \
             if exact_types(exported) == types else None
-        return direct or jax.jit(flat_call(exported) if flat else exported.call)
+        if direct is not None:
+            return direct
+        from hatch_jaxexport.runtime.artifacts.family import flat_call
+
+        return jax.jit(flat_call(exported) if flat else exported.call)
     return lowerable
 
 
@@ -144,6 +153,8 @@ def refined(exported: Any, text: str, types: tuple[Any, ...]) -> Any | None:
     shapes that ``DirectModule`` compiles; ``None`` where that fails (the usual lowering then
     serves the call, and raises what jax raises)."""
     import jax
+
+    from hatch_jaxexport.runtime.artifacts.family import flat_call
 
     if text.count(MAIN) != 1 or _RENAMED_MAIN in text:  # not a module this can wrap
         return None
@@ -157,6 +168,8 @@ def refined(exported: Any, text: str, types: tuple[Any, ...]) -> Any | None:
                    for out, aval in zip(outs, exported.out_avals, strict=True)]
         module = refine_stablehlo(_with_static_main(text, inputs, outputs))
     except Exception as err:  # any failure: the usual lowering serves the call
+        from hatch_jaxexport.runtime.notices import LOGGER
+
         LOGGER.debug("hatch-jaxexport: %s refined by jax's lowering: %s: %s",
                      exported.fun_name, type(err).__name__, str(err)[:300])
         return None
