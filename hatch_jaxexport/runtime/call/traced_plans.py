@@ -110,7 +110,10 @@ def traced_plan(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str, Any
     """The plan of a call: rebuilt from the template of an earlier call with the same key,
     else ``match(fn, args, kwargs)`` (``plan_call``: what it raises passes), kept as a
     template when exact."""
-    found = plan_key(args, kwargs)
+    try:
+        found = plan_key(args, kwargs)
+    except Exception:  # a tracer or a node this jax types otherwise: matched in full
+        found = None
     if found is None:
         return match(fn, args, kwargs)
     key, leaves = found
