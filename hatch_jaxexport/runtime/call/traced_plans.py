@@ -12,10 +12,11 @@ matching again.
 
 A template is kept only where that rebuild is exact: every array of the plan's values is one
 of the call's tracers or arrays, taken by position (one passed twice in the call that made it
-keeps no template: a later call may pass two different ones there), or a constant the plan
-made from a scalar of the key (``0.5`` for a float32 leaf). A call with any other leaf (an
-array committed to a device: its placement picks a platform; an object) has no key and is
-matched in full, as before.
+keeps no template: a later call may pass two different ones there), or a constant the match
+made from a scalar of the key (``0.5`` for a float32 leaf) or took from a default. The match
+returns the call's arrays and tracers as they are, so any other array in a plan comes from
+those. A call with any other leaf (an array committed to a device: its placement picks a
+platform; an object) has no key and is matched in full, as before.
 """
 
 from __future__ import annotations
@@ -98,10 +99,10 @@ def template_of(plan: CallPlan, leaves: list[Any]) -> PlanTemplate | None:
         position = positions.get(id(leaf))
         if position is not None:
             routes.append(position)
-        elif isinstance(leaf, Tracer | np.ndarray) or hasattr(leaf, "committed"):
-            return None  # an array the match made from one of the call's: no template
-        else:
-            routes.append((leaf,))  # a constant made from a scalar of the key
+        elif isinstance(leaf, Tracer):
+            return None  # a tracer the match made: it belongs to this trace
+        else:  # made from a scalar of the key (``np.asarray(0.5, float32)``) or a default:
+            routes.append((leaf,))  # the same for every call of this key
     return PlanTemplate(plan, values_tree, tuple(routes))
 
 

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import import_baked
 
 from hatch_jaxexport.runtime.call.matching import plan_call
 from hatch_jaxexport.runtime.call.traced_plans import PLAN_LIMIT, plan_key, template_of
@@ -117,3 +118,15 @@ def test_a_full_cache_starts_over(dense):
     assert len(dense.calls.plans) == 3 <= PLAN_LIMIT
     dense.calls.remember_plan("other", None, 3)  # at the limit: emptied first
     assert list(dense.calls.plans) == ["other"]
+
+
+def test_a_scalar_the_match_converts_is_part_of_the_key(scalars_site, monkeypatch):
+    scaled = import_baked(scalars_site, "jxe_scalars", monkeypatch).scaled  # x * scale + 1
+    scaled.clear_cache()
+    x = jnp.arange(4.0, dtype=jnp.float32)
+    for scale in (2.0, 3.0, 2.0):  # a Python float, converted to a float32 array by the match
+        got = jax.jit(lambda v, s=scale: scaled(v, s))(x)  # traced anew each time
+        np.testing.assert_allclose(got, np.asarray(x) * scale + 1)
+    assert len(scaled.calls.plans) == 2  # one per value: the converted scalar is a constant
+    (template, _) = scaled.calls.plans.values()
+    assert any(type(route) is tuple for route in template.routes)
