@@ -44,9 +44,9 @@ with warnings.catch_warnings(record=True) as caught:
         out["results"][name] = [np.asarray(a).tolist() for a in jax.tree_util.tree_leaves(value)]
         if name == "chain":  # the first call: what a shipped one imports of the compile path
             out["compile_path"] = sorted(n for n in sys.modules if n.rsplit(".", 1)[-1] in (
-                "tiers", "tier_policy", "_fresh_compile", "_user_cache", "_background", "native_vjp",
-                "direct_module", "signatures", "structure_text", "jax_window", "inventory",
-                "_user_frame", "readers", "_recorder", "_source_calls", "refusals",
+                "tiers", "tier_policy", "_fresh_compile", "_user_cache", "_background",
+                "native_vjp", "direct_module", "signatures", "structure_text", "jax_window",
+                "inventory", "_user_frame", "readers", "_recorder", "_source_calls", "refusals",
                 "notices", "family", "sources") and n.startswith(("hatch_jaxexport.",
                                                                    "importlib.")))
     with jax.enable_x64(True):

@@ -319,7 +319,10 @@ def test_no_background_compiles_means_no_tiering(heavy_site, tmp_path):
 
 
 def test_per_function_option_and_size_default():
-    from hatch_jaxexport.runtime.executables.tier_policy import TIER_MIN_MODULE_BYTES, tiering_wanted
+    from hatch_jaxexport.runtime.executables.tier_policy import (
+        TIER_MIN_MODULE_BYTES,
+        tiering_wanted,
+    )
 
     env = os.environ.pop("HATCH_JAXEXPORT_TIERED", None)
     try:
