@@ -85,9 +85,9 @@ if [ -n "$py312" ]; then
   # Python, and changes with our code, not with jax. Two workers (TEST_JOBS_312): it finishes
   # long before the first run either way, and with three its fixtures' builds crowded the
   # first run's (a clean-clone run took 1,150 s against 1,184 s with three). The export
-  # options' matrix is left out too (its
-  # wheel's build took 124 s of the newest jax's run): the jax API it calls is exported,
-  # loaded and transformed by the across_jax files (test_export, test_transforms, test_forms).
+  # options' matrix is left out too (its wheel's build took 124 s of the newest jax's run):
+  # the jax API it calls is exported, loaded and transformed by the across_jax files
+  # (test_export, test_transforms, test_forms).
   extras312=test,docs
   if [ "${FULL_312:-0}" = "1" ]; then extras312=test,docs,ecosystem; fi
   log312=$(mktemp "${TMPDIR:-/tmp}/jaxexport-py312-XXXXXX")
