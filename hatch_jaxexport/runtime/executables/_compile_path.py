@@ -33,7 +33,7 @@ class CompilePath:
         job: The eager call's job (``EagerCall``).
         lapack: Whether the artifact calls LAPACK.
         tiered: Whether first calls use a quick tier, or a function that decides it
-            (``tiers.tiering_wanted``); no tier without a cache folder it can write.
+            (``tier_policy.tiering_wanted``); no tier without a cache folder it can write.
         jitted: Gives the eager call's ``jax.jit`` function (built on first need).
         eager_lowerable: What a first call lowers instead of that function, where it can
             (``FreshCompile``).

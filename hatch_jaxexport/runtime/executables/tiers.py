@@ -14,6 +14,7 @@ order of first use, each ended after a time limit. A lock file next to the entry
 processes from compiling the same signature; a failed background compile leaves the quick tier
 in use with a ``TieredCompileWarning``.
 
+Whether a call tiers at all is ``tier_policy``'s (``tiering_wanted``):
 ``HATCH_JAXEXPORT_TIERED=0`` turns tiering off (``1`` turns it on for every artifact), as does
 ``@exportable(..., tiered=False)``. The default: on for CPU artifacts whose StableHLO module is
 at least ``TIER_MIN_MODULE_BYTES`` (small modules compile about as fast either way); off on other
@@ -49,11 +50,7 @@ from hatch_jaxexport.runtime.executables._background import (
 )
 from hatch_jaxexport.runtime.executables._user_cache import UserCache
 from hatch_jaxexport.runtime.executables.entries import JAX_CACHE_SERVED, Entry, artifact_types
-from hatch_jaxexport.runtime.executables.tier_policy import (
-    QUICK_OPTIONS,
-    TIER_MIN_MODULE_BYTES,
-    tiering_wanted,
-)
+from hatch_jaxexport.runtime.executables.tier_policy import QUICK_OPTIONS
 from hatch_jaxexport.runtime.notices import NEEDS_FIX, notify
 
 #: How often a pending optimized compile is looked for (seconds).
@@ -220,5 +217,4 @@ def _tail(log: Path) -> str:
     return lines[-1][:300] if lines else ""
 
 
-__all__ = ["GAVE_UP", "NOT_STARTED", "OPTIMIZER_MODULE", "QUICK_OPTIONS",
-           "TIER_MIN_MODULE_BYTES", "Pending", "QuickTier", "tiering_wanted"]
+__all__ = ["GAVE_UP", "NOT_STARTED", "OPTIMIZER_MODULE", "Pending", "QuickTier"]
