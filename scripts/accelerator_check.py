@@ -561,7 +561,7 @@ class Check:
 
     @staticmethod
     def jax_compiled(result: dict[str, Any], run: int) -> bool:
-        """Whether this run's baked second process made jax compiles (step 5's condition)."""
+        """Whether this run's baked second process made jax compiles (step 6's condition)."""
         compiles = result.get("baked_warm_compiles", [])
         return len(compiles) > run and compiles[run] > 0 and bool(result.get("source_warm"))
 
@@ -633,49 +633,70 @@ def tiers(result: dict[str, Any], step: str) -> str:
     return ",".join(found) or "-"
 
 
-HEADER = ("| row | served (cold; 2nd) | max abs diff | cold: source (ms) | cold: baked (ms) | "
-          "cold baked/source | cold: XLA compile, source / baked (ms) | 2nd: jax cache (ms) | "
-          "2nd: baked (ms) | 2nd baked/jax cache | "
-          "floor (ms) | 2nd baked/floor | hot: source (us) | hot: baked (us) | "
-          "hot baked/source |")
+#: The table's columns: (name a row's cells are given by, header). A row names the cells it
+#: has (``table_row``); every other cell is ``-``.
+COLUMNS = (("row", "row"), ("served", "served (cold; 2nd)"), ("diff", "max abs diff"),
+           ("cold_source", "cold: source (ms)"), ("cold_baked", "cold: baked (ms)"),
+           ("cold_ratio", "cold baked/source"),
+           ("cold_compile", "cold: XLA compile, source / baked (ms)"),
+           ("warm_source", "2nd: jax cache (ms)"), ("warm_baked", "2nd: baked (ms)"),
+           ("warm_ratio", "2nd baked/jax cache"), ("floor", "floor (ms)"),
+           ("floor_ratio", "2nd baked/floor"), ("hot_source", "hot: source (us)"),
+           ("hot_baked", "hot: baked (us)"), ("hot_ratio", "hot baked/source"))
+HEADER = "| " + " | ".join(header for _, header in COLUMNS) + " |"
+
+
+def table_row(**cells: str) -> str:
+    """One line of the table: the cells named (``COLUMNS``' names), ``-`` for the others."""
+    unknown = set(cells) - {name for name, _ in COLUMNS}
+    if unknown:
+        raise ValueError(f"no such columns: {sorted(unknown)}")
+    return "| " + " | ".join(cells.get(name, "-") for name, _ in COLUMNS) + " |"
+
+
+def hot_cells(hot: dict[str, float] | None) -> dict[str, str]:
+    """The hot columns of a pair's per-call times (none where it was not timed)."""
+    if not hot:
+        return {}
+    return {"hot_source": cell([hot["source_us"]]), "hot_baked": cell([hot["baked_us"]]),
+            "hot_ratio": ratio([hot["baked_us"]], [hot["source_us"]])}
 
 
 def workload_line(name: str, result: dict[str, Any]) -> str:
     """One workload's row of the table."""
     diff = result.get("max_diff")
-    hot = result.get("hot", {}).get("forward", {})
     label = "grad: `jax.grad(mlp_loss)` vs `jax.grad(jax.jit(f))`" if name == "grad" else name
     compiles = result.get("baked_warm_compiles")
     extra = (f" (+{statistics.median(compiles):.0f} jax compile(s))"
              if compiles and statistics.median(compiles) else "")
-    cells = [label, f"{tiers(result, 'baked_cold')}; {tiers(result, 'baked_warm')}{extra}",
-             "-" if diff is None else f"{diff:.1e}",
-             cell(result.get("source_cold")), cell(result.get("baked_cold")),
-             ratio(result.get("baked_cold"), result.get("source_cold")),
-             f"{cell(result.get('source_cold_compile_ms'))} / "
-             f"{cell(result.get('baked_cold_compile_ms'))}",
-             cell(result.get("source_warm")), cell(result.get("baked_warm")),
-             ratio(result.get("baked_warm"), result.get("source_warm")),
-             cell(result.get("floor"), 1), ratio(result.get("baked_warm"), result.get("floor")),
-             cell([hot["source_us"]] if hot else None),
-             cell([hot["baked_us"]] if hot else None),
-             ratio([hot["baked_us"]] if hot else None, [hot["source_us"]] if hot else None)]
-    return "| " + " | ".join(cells) + " |"
+    return table_row(
+        row=label, served=f"{tiers(result, 'baked_cold')}; {tiers(result, 'baked_warm')}{extra}",
+        diff="-" if diff is None else f"{diff:.1e}",
+        cold_source=cell(result.get("source_cold")), cold_baked=cell(result.get("baked_cold")),
+        cold_ratio=ratio(result.get("baked_cold"), result.get("source_cold")),
+        cold_compile=f"{cell(result.get('source_cold_compile_ms'))} / "
+                     f"{cell(result.get('baked_cold_compile_ms'))}",
+        warm_source=cell(result.get("source_warm")), warm_baked=cell(result.get("baked_warm")),
+        warm_ratio=ratio(result.get("baked_warm"), result.get("source_warm")),
+        floor=cell(result.get("floor"), 1),
+        floor_ratio=ratio(result.get("baked_warm"), result.get("floor")),
+        **hot_cells(result.get("hot", {}).get("forward")))
 
 
 def jax_cache_line(name: str, result: dict[str, Any]) -> list[str]:
-    """Step 5's row, where it ran: the baked second process with jax's cache on too."""
+    """Step 6's row, where it ran: the baked second process with jax's cache on too."""
     if not result.get("baked_warm_jax"):
         return []
     compiles = result.get("baked_warm_jax_compiles", [])
-    cells = [f"{name}, jax's cache on in both (the user's config)",
-             f"{tiers(result, 'baked_warm_jax')} (+{statistics.median(compiles):.0f} jax "
-             "compile(s))", "-", "-", "-", "-", "-",
-             cell(result.get("source_warm")), cell(result.get("baked_warm_jax")),
-             ratio(result.get("baked_warm_jax"), result.get("source_warm")),
-             cell(result.get("floor"), 1),
-             ratio(result.get("baked_warm_jax"), result.get("floor")), "-", "-", "-"]
-    return ["| " + " | ".join(cells) + " |"]
+    return [table_row(
+        row=f"{name}, jax's cache on in both (the user's config)",
+        served=f"{tiers(result, 'baked_warm_jax')} (+{statistics.median(compiles):.0f} jax "
+               "compile(s))",
+        warm_source=cell(result.get("source_warm")),
+        warm_baked=cell(result.get("baked_warm_jax")),
+        warm_ratio=ratio(result.get("baked_warm_jax"), result.get("source_warm")),
+        floor=cell(result.get("floor"), 1),
+        floor_ratio=ratio(result.get("baked_warm_jax"), result.get("floor")))]
 
 
 def imported_line(name: str, result: dict[str, Any]) -> list[str]:
@@ -683,12 +704,13 @@ def imported_line(name: str, result: dict[str, Any]) -> list[str]:
     the clock, against the floor (which imports no library)."""
     if not result.get("baked_warm_imported"):
         return []
-    cells = [f"{name}, 2nd process with the call path's modules imported first "
-             f"({cell(result.get('imports_ms'), 1)} ms to import them)",
-             tiers(result, "baked_warm_imported"), "-", "-", "-", "-", "-", "-",
-             cell(result.get("baked_warm_imported"), 1), "-", cell(result.get("floor"), 1),
-             ratio(result.get("baked_warm_imported"), result.get("floor")), "-", "-", "-"]
-    return ["| " + " | ".join(cells) + " |"]
+    return [table_row(
+        row=f"{name}, 2nd process with the call path's modules imported first "
+            f"({cell(result.get('imports_ms'), 1)} ms to import them)",
+        served=tiers(result, "baked_warm_imported"),
+        warm_baked=cell(result.get("baked_warm_imported"), 1),
+        floor=cell(result.get("floor"), 1),
+        floor_ratio=ratio(result.get("baked_warm_imported"), result.get("floor")))]
 
 
 def eager_floor_line(name: str, result: dict[str, Any]) -> list[str]:
@@ -698,11 +720,11 @@ def eager_floor_line(name: str, result: dict[str, Any]) -> list[str]:
     if name != "grad" or not cotangent or not floor:
         return []
     total = [statistics.median(floor) + statistics.median(cotangent)]
-    cells = ["grad, floor of an eager first call: the floor + jax's cotangent of ones "
-             f"({cell(cotangent)} ms, the process's first compile)", "-", "-", "-",
-             cell(result.get("baked_cold")), "-", "-", "-", "-", "-", cell(total, 1),
-             f"cold baked/floor {ratio(result.get('baked_cold'), total)}", "-", "-", "-"]
-    return ["| " + " | ".join(cells) + " |"]
+    return [table_row(
+        row="grad, floor of an eager first call: the floor + jax's cotangent of ones "
+            f"({cell(cotangent)} ms, the process's first compile)",
+        cold_baked=cell(result.get("baked_cold")), floor=cell(total, 1),
+        floor_ratio=f"cold baked/floor {ratio(result.get('baked_cold'), total)}")]
 
 
 def transform_lines(result: dict[str, Any]) -> list[str]:
@@ -713,15 +735,10 @@ def transform_lines(result: dict[str, Any]) -> list[str]:
         found = result.get("transforms", {}).get(key)
         if found is None:
             continue
-        diff = "ERROR" if "error" in found else f"{found['max_diff']:.1e}"
-        timing = ["-"] * 9
-        if key == "jit_grad" and hot:
-            timing += [cell([hot["source_us"]]), cell([hot["baked_us"]]),
-                       ratio([hot["baked_us"]], [hot["source_us"]])]
-        else:
-            timing += ["-"] * 3
-        lines.append("| " + " | ".join([label, ",".join(found.get("served", ["-"])), diff,
-                                       *timing]) + " |")
+        lines.append(table_row(
+            row=label, served=",".join(found.get("served", ["-"])),
+            diff="ERROR" if "error" in found else f"{found['max_diff']:.1e}",
+            **hot_cells(hot if key == "jit_grad" else None)))
     return lines
 
 
@@ -753,7 +770,7 @@ def report(check: Check) -> str:
              f"medians (min-max) of {check.runs} fresh process(es) each, the floor of "
              f"{check.floor_runs}; one process at a time; every time taken after jax.devices() "
              "returned (the backend's start is left out on both sides)", "",
-             HEADER, "|---" + "|---:" * 14 + "|"]
+             HEADER, "|---" + "|---:" * (len(COLUMNS) - 1) + "|"]
     for name, result in check.results.items():
         lines.append(workload_line(name, result))
         lines += imported_line(name, result) + jax_cache_line(name, result) \
@@ -823,7 +840,7 @@ def main(argv: list[str] | None = None) -> int:
     names = args.workloads.split(",")
     per_row = sum(step not in ("floor", "baked_warm_jax") for step in check.steps) * args.runs \
         + ("floor" in check.steps) * check.floor_runs
-    print(f"{len(names) * per_row} processes, one at a time (and step 5 where it applies)",
+    print(f"{len(names) * per_row} processes, one at a time (and step 6 where it applies)",
           flush=True)
     try:
         for run in range(args.runs):  # every row's first run first: a budget cuts run 2

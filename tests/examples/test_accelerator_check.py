@@ -57,7 +57,7 @@ def test_the_accelerator_check_runs_offline_on_the_cpu(tmp_path, project_wheel, 
         assert set(row["hot"]) == ({"forward", "jit_grad"} if name == "grad" else {"forward"})
     grad = doc["rows"]["grad"]
     assert grad["cotangent_ms"][0] > 0 and "floor of an eager first call" in out  # its floor
-    if grad["baked_warm_compiles"][0]:  # step 5: jax's own compiles, from jax's cache
+    if grad["baked_warm_compiles"][0]:  # step 6: jax's own compiles, from jax's cache
         assert grad["baked_warm_jax_compiles"] == [0], grad
         assert grad["baked_warm_jax_jax_cache_hits"][0] >= 1, grad
         assert "jax's cache on in both" in out
