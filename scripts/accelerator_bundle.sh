@@ -7,6 +7,9 @@
 #   `platforms` line is rewritten in a copy (the committed example keeps ["cpu", "cuda"]), and
 #   its isolated build exports with this python's jax release (pinned by PIP_CONSTRAINT), the
 #   release the device runs (JAX_VERSION=... to pin another);
+#   Where PLATFORMS has tpu, the copy also gets `tpu-targets = ["v5e"]` (TPU_TARGETS=v5e,v6e:8
+#   for others, TPU_TARGETS= for none): the build compiles TPU v5e executables here, without a
+#   TPU (libtpu at the pin of this jax, installed once into the user's cache by the build);
 # - flatbuffers and archspec, the runtime's pure-Python dependencies (pip download --no-deps).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,11 +32,17 @@ printf 'jax==%s\njaxlib==%s\n' "$jax_version" "$jax_version" > "$tmp/constraints
 "$python" -m pip wheel -q --no-deps --no-build-isolation -w "$out" "$source_dir"
 cp -r "$source_dir/example_pkg" "$tmp/example_pkg"
 rm -rf "$tmp/example_pkg/dist" "$tmp/example_pkg/build" "$tmp"/example_pkg/src/example_pkg/_jaxexport
-"$python" - "$tmp/example_pkg/pyproject.toml" "$platforms" <<'PY'
+tpu_targets=${TPU_TARGETS-v5e}
+case ",$platforms," in *,tpu,*) ;; *) tpu_targets="" ;; esac
+"$python" - "$tmp/example_pkg/pyproject.toml" "$platforms" "$tpu_targets" <<'PY'
 import json, re, sys
 path, platforms = sys.argv[1], sys.argv[2].split(",")
+tpu = [t for t in sys.argv[3].split(",") if t]
 text = open(path).read()
-new, count = re.subn(r"(?m)^platforms = \[.*\]$", "platforms = " + json.dumps(platforms), text)
+line = "platforms = " + json.dumps(platforms)
+if tpu:  # compiled by this build, without a TPU
+    line += "\ntpu-targets = " + json.dumps(tpu)
+new, count = re.subn(r"(?m)^platforms = \[.*\]$", line, text)
 if count != 1:
     sys.exit(f"{path}: expected one `platforms = [...]` line in the hook's table, found {count}")
 open(path, "w").write(new)

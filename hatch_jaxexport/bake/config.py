@@ -39,7 +39,8 @@ EDITABLE = ("in-place", "trace")
 TIGHTENED_JAX_REQUIREMENT = "jax>={version}"
 
 OPTION_NAMES = ("packages", "platforms", "jobs", "on-error", "jax-requirement", "editable",
-                "executables", "executable-jaxlibs", "executables-from", "jax-releases")
+                "executables", "executable-jaxlibs", "executables-from", "jax-releases",
+                "tpu-targets")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +61,9 @@ class ExportOptions:
     #: Editable installs: ``in-place`` exports into the source tree, ``trace`` exports nothing.
     editable: str = "in-place"
     #: Targets of precompiled executables to ship (``formats.cpu_targets.TARGETS``); none by
-    #: default. ``true`` in the table: the targets of the builder's machine.
+    #: default. ``true`` in the table: the targets of the builder's machine. The TPU targets of
+    #: ``tpu-targets`` follow, by their keys (``tpu:v5e:1x1``, ``formats.tpu_targets``): they
+    #: compile on this builder too, without a TPU.
     executables: tuple[str, ...] = ()
     #: Other jax/jaxlib versions to compile the executables with too (each in an environment of
     #: its own), so users of any of them skip the compile.
@@ -361,6 +364,23 @@ def _check_executables(value: Any, path: str) -> Checked:
                                for item in value)), errors
 
 
+def _check_tpu_targets(value: Any, path: str) -> Checked:
+    """``tpu-targets``: an array of TPU hosts (``"v5e"``, ``"v5e:2x2"``, ``"v6e:8"``), each
+    kept by its key (``tpu:v5e:2x2``)."""
+    from hatch_jaxexport.formats.tpu_targets import describe_tpu_targets, parse_tpu_target
+
+    known = f"a TPU generation, or a generation and its host's topology or device count: " \
+        f"{describe_tpu_targets()}"
+    if not isinstance(value, list):
+        return None, [_must_be(path, f'an array of TPU targets such as ["v5e", "v5e:2x2"] '
+                                     f'({known})', value)]
+    parsed = [parse_tpu_target(item) for item in value]
+    errors = [f"{path}[{i}] must be {known}; got {item!r}"
+              for i, (item, target) in enumerate(zip(value, parsed, strict=True))
+              if target is None]
+    return tuple(dict.fromkeys(t.key for t in parsed if t is not None)), errors
+
+
 def _check_jaxlibs(value: Any, path: str) -> Checked:
     """``executable-jaxlibs``, ``jax-releases``: an array of jax versions (``"0.10.1"``), each
     installable."""
@@ -402,6 +422,7 @@ _OPTION_STEPS: dict[str, tuple[str, Callable[[Any, str], Checked]]] = {
     "executable-jaxlibs": ("executable_jaxlibs", _check_jaxlibs),
     "executables-from": ("executables_from", _check_wheel_patterns),
     "jax-releases": ("jax_releases", _check_jaxlibs),
+    "tpu-targets": ("executables", _check_tpu_targets),
 }
 
 
@@ -419,8 +440,12 @@ def parse_options(raw: Mapping[str, Any], prefix: str, *,
             continue
         value, problems = check(raw[key], f"{prefix}.{key}")
         errors.extend(problems)
-        if not problems:
-            values[field] = value
+        if not problems:  # tpu-targets add to the executables' targets
+            values[field] = (*values.get(field, ()), *value) if key == "tpu-targets" else value
+    if "tpu-targets" in raw and "tpu" not in values.get("platforms", DEFAULT_PLATFORMS):
+        errors.append(f"{prefix}.tpu-targets compiles the functions' tpu artifacts, but "
+                      f"{prefix}.platforms ({list(values.get('platforms', DEFAULT_PLATFORMS))}) "
+                      "lacks \"tpu\": add it")
     if errors:
         raise ConfigError(errors)
     return ExportOptions(**values)

@@ -17,4 +17,4 @@ __all__ = ["__version__", "concrete_sizes", "coverage", "cpu_targets", "device_t
            "export_spec", "inventory", "jax_window", "manifest", "manifest_reader", "mesh",
            "options", "portable_index", "record_spans", "records", "settings", "signatures",
            "sources", "spec", "statics",
-           "structure_text", "xla_objects"]
+           "structure_text", "tpu_targets", "xla_objects"]

@@ -33,6 +33,22 @@ ACCELERATOR_PLATFORMS = ("tpu", "cuda", "rocm")
 #: than it holds, so it is not used there.
 BACKEND_FLAG_VARIABLES = {"tpu": "LIBTPU_INIT_ARGS"}
 
+#: Backend options measured to leave a compiled program as it is, byte for byte: an executable
+#: compiled without one is the one a process with it would compile, so matching leaves them
+#: out on both sides. ``--xla_tpu_use_enhanced_launch_barrier=true`` is set in every process
+#: by the TPU VM image this project was lent; libtpu 0.0.42.1 compiled the same bytes with it,
+#: with ``=false`` and with none, deviceless (``tests/integration/test_tpu_targets.py``), and
+#: on the TPU itself (docs/gpu.md). Every other option counts: one that changes the scheduler
+#: or rematerialization changes the bytes.
+PROGRAM_NEUTRAL_FLAGS = frozenset({"--xla_tpu_use_enhanced_launch_barrier=true",
+                                   "--xla_tpu_use_enhanced_launch_barrier=false"})
+
+
+def program_flags(flags: str) -> str:
+    """``flags`` without the options that leave a compiled program as it is
+    (``PROGRAM_NEUTRAL_FLAGS``): what an executable's match compares."""
+    return " ".join(word for word in flags.split() if word not in PROGRAM_NEUTRAL_FLAGS)
+
 
 def backend_flags(platform: str, environ: Mapping[str, str]) -> str:
     """The backend options ``environ`` sets for ``platform`` (``BACKEND_FLAG_VARIABLES``),
@@ -68,15 +84,18 @@ class DeviceDescription:
         return {name: getattr(self, name) for name in self.__slots__}
 
 
-def device_target_name(platform: str, device_kind: str) -> str:
+def device_target_name(platform: str, device_kind: str, host_device_count: int = 0) -> str:
     """The target name of executables compiled for ``device_kind`` on ``platform``:
     ``tpu-v5-lite`` for ``TPU v5 lite``, ``cuda-nvidia-h100-80gb-hbm3``; a name that can be part
-    of a file name (letters, digits and ``-``) and never one of ``cpu_targets.TARGETS``."""
+    of a file name (letters, digits and ``-``) and never one of ``cpu_targets.TARGETS``. Where
+    the host it was compiled for has more than one device, their number follows
+    (``tpu-v5-lite-x4``): the same program compiles to other bytes on another host."""
     slug = "".join(c if c.isascii() and c.isalnum() else " " for c in device_kind.lower())
     words = slug.split()
     if words and words[0] == platform:
         words = words[1:]
-    return "-".join([platform, *words][:12])
+    host = [f"x{host_device_count}"] if host_device_count > 1 else []
+    return "-".join([platform, *words[:11], *host])
 
 
 def is_device_record(record: Any) -> bool:
@@ -102,8 +121,12 @@ def description_mismatch(record: Any, have: DeviceDescription) -> str | None:
     if record.device_count > have.device_count:
         return (f"compiled for {record.device_count} {record.backend} device(s), this process "
                 f"has {have.device_count}")
-    wanted_flags = " ".join(record.backend_flags.split())
-    if wanted_flags != have.backend_flags:
+    host = getattr(record, "host_device_count", 0)
+    if host and host != have.device_count:
+        return (f"compiled for a host of {host} {record.backend} device(s), this process has "
+                f"{have.device_count}")
+    wanted_flags = program_flags(record.backend_flags)
+    if wanted_flags != program_flags(have.backend_flags):
         variable = BACKEND_FLAG_VARIABLES.get(record.backend, "backend options")
         return (f"compiled with {variable} {_short(wanted_flags)!r}, this process has "
                 f"{_short(have.backend_flags)!r}")
@@ -119,11 +142,14 @@ def target_problem(record: Any, artifact_platform: str | None) -> str | None:
         return None
     if record.backend not in (*ACCELERATOR_PLATFORMS, "cpu"):
         return f"its backend {record.backend!r} is not one of {', '.join(ACCELERATOR_PLATFORMS)}"
-    wanted = device_target_name(record.backend, record.device_kind)
+    host = getattr(record, "host_device_count", 0)
+    wanted = device_target_name(record.backend, record.device_kind, host)
     if record.target != wanted:
         return f"target {record.target!r} does not name its device ({wanted!r})"
     if record.device_count < 1:
         return f"device_count {record.device_count} (at least 1)"
+    if host and host < record.device_count:
+        return f"host_device_count {host} is less than its device_count {record.device_count}"
     if artifact_platform is not None and artifact_platform != record.backend:
         return f"compiled for {record.backend} from a {artifact_platform} artifact"
     return None
@@ -139,8 +165,12 @@ def target_text(record: Any) -> str:
     if record.backend_flags:
         variable = BACKEND_FLAG_VARIABLES.get(record.backend, "backend options")
         flags = f", {variable} {_short(record.backend_flags)!r}"
+    host = getattr(record, "host_device_count", 0)
+    of_host = f" of a {host}-device host" if host > 1 else ""
+    built = f", compiled deviceless for {record.topology}" if getattr(record, "topology", "") \
+        else ""
     return f"{record.target} ({record.device_kind}, {record.device_count} device" \
-        f"{'s' if record.device_count != 1 else ''}{flags})"
+        f"{'s' if record.device_count != 1 else ''}{of_host}{flags}{built})"
 
 
 def _short(text: str) -> str:
@@ -149,6 +179,6 @@ def _short(text: str) -> str:
     return flat if len(flat) <= 120 else flat[:117] + "..."
 
 
-__all__ = ["ACCELERATOR_PLATFORMS", "BACKEND_FLAG_VARIABLES", "DeviceDescription",
-           "backend_flags", "description_mismatch", "device_target_name", "is_device_record",
-           "target_problem", "target_text"]
+__all__ = ["ACCELERATOR_PLATFORMS", "BACKEND_FLAG_VARIABLES", "PROGRAM_NEUTRAL_FLAGS",
+           "DeviceDescription", "backend_flags", "description_mismatch", "device_target_name",
+           "is_device_record", "program_flags", "target_problem", "target_text"]

@@ -190,6 +190,17 @@ class ExecutableRecord(Record):
     #: where none were set, and then omitted from the JSON (manifests read and write as
     #: before; readers from before it ignore the key).
     backend_flags: str = ""
+    #: A device target's host: how many devices of its platform the host it was compiled for
+    #: has (``4`` for a ``v5e:2x2`` TPU host), which the loading process must have exactly (the
+    #: same one-device program compiles to other bytes within another host's topology). ``0``
+    #: in records made before it was recorded (then matched as before: at least
+    #: ``device_count`` devices), and then omitted from the JSON.
+    host_device_count: int = 0
+    #: Where a build compiled it without the device (``formats.tpu_targets``): the topology
+    #: libtpu described (``v5e:1x1``); ``""`` for an executable compiled on its device, and then
+    #: omitted. Not matched: a deviceless and a device compile of one target are the same
+    #: target, and the loader serves either.
+    topology: str = ""
 
     @property
     def id(self) -> str:
@@ -358,8 +369,9 @@ def _executable_json(record: ExecutableRecord) -> dict[str, Any]:
     data = record._asdict()
     if not record.device_kind and not record.device_count:
         del data["device_kind"], data["device_count"]
-    if not record.backend_flags:
-        del data["backend_flags"]
+    for optional in ("backend_flags", "host_device_count", "topology"):
+        if not data[optional]:
+            del data[optional]
     return data
 
 

@@ -473,6 +473,10 @@ def _parse_executables(raw: list[tuple[int, Any]], seen: "_Claims"
                 (record.backend_flags and not record.device_kind):
             raise ArtifactError(f"corrupt manifest: executables[{i}].backend_flags is over "
                                 f"{_MAX_BACKEND_FLAGS} characters, or set without a device_kind")
+        if not (0 <= record.host_device_count <= _MAX_DEVICES and len(record.topology) <= 40
+                and (record.device_kind or not (record.host_device_count or record.topology))):
+            raise ArtifactError(f"corrupt manifest: executables[{i}].host_device_count or "
+                                "topology is out of range, or set without a device_kind")
         for name in ("inputs", "outputs"):
             if not all(_is_leaf_type(leaf) for leaf in getattr(record, name)):
                 raise ArtifactError(f"corrupt manifest: executables[{i}].{name} must be "

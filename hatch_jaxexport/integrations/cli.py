@@ -73,6 +73,10 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
                         choices=[*TARGETS, *TARGET_ALIASES],
                         help="also compile precompiled executables, for these targets (none "
                         "named: this machine's); see docs/executables.md")
+    export.add_argument("--tpu-target", action="append", default=None, metavar="TPU",
+                        dest="tpu_targets", help="also compile executables for this TPU host, "
+                        "without a TPU (repeatable: v5e, v5e:2x2, v6e:8...; needs --platform "
+                        "tpu); see docs/executables.md")
 
     inspect = sub.add_parser("inspect", help="list the artifacts an installed package carries",
                              description="Read PACKAGE's manifest (through importlib.resources) "
@@ -217,12 +221,15 @@ def _targets(named: list[str] | None) -> tuple[str, ...]:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from hatch_jaxexport.bake.config import ExportOptions
+    from hatch_jaxexport.bake.config import ExportOptions, parse_options
     from hatch_jaxexport.bake.flow import export_one
 
+    tpu = parse_options({"platforms": args.platforms or list(DEFAULT_PLATFORMS),
+                         "tpu-targets": args.tpu_targets}, "--tpu-target").executables \
+        if args.tpu_targets else ()
     options = ExportOptions(platforms=tuple(args.platforms or DEFAULT_PLATFORMS),
                             jobs=args.jobs, on_error=args.on_error,
-                            executables=_targets(args.executables))
+                            executables=(*_targets(args.executables), *tpu))
     out = Path(args.out)
     in_source_tree = out.name == ARTIFACT_DIR and (out.parent / "__init__.py").is_file()
     result = export_one(args.package, out, options, CliReporter(), args.path or [os.getcwd()],

@@ -305,7 +305,11 @@ def serialize_compiled(compiled: Any, leaves: int) -> bytes | None:
                 len(unloaded.device_list) != 1:
             return None
         executable = compiled._executable.xla_executable
-        blob = bytes(executable.client.serialize_executable(executable))
+        client = getattr(executable, "client", None)  # none: compiled for a described device
+        blob = bytes(client.serialize_executable(executable) if client is not None
+                     else executable.serialize())
+        if unloaded.device_list[0].platform != "cpu":  # XLA:CPU's layout only: others as is
+            return blob
     except Exception:  # another jax's internals: no executable, the StableHLO still works
         return None
     from hatch_jaxexport.formats.xla_objects import canonical_order

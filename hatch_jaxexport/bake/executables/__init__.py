@@ -1,10 +1,11 @@
 """Bake room 3, executables: precompiled XLA executables for the machines a build targets.
 
 ``compiling`` (which executables a build compiles, and compiling them, one process per
-target, ``_compiler``), ``device_compile`` (a baked wheel's executables compiled for the device
-of the machine it runs on, a TPU or GPU, in a process of its own, ``_device_compiler``) and
-``merge`` (the executables several builders compiled, merged into one wheel). It may import
-the layers below and nothing else of the build.
+target, ``_compiler``; a TPU target without a TPU, with the libtpu its jax pins: ``libtpu``),
+``device_compile`` (a baked wheel's executables compiled for the device of the machine it runs
+on, a TPU or GPU, in a process of its own, ``_device_compiler``) and ``merge`` (the executables
+several builders compiled, merged into one wheel). It may import the layers below and nothing
+else of the build.
 """
 
-__all__ = ["compiling", "device_compile", "merge"]
+__all__ = ["compiling", "device_compile", "libtpu", "merge"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import os
 import platform
 import sys
 import traceback
@@ -23,8 +24,13 @@ from hatch_jaxexport.bake.executables.compiling import EXECUTABLE_SUFFIX, builde
 from hatch_jaxexport.bake.export.search_path import restore_search_path
 from hatch_jaxexport.bake.protocol import CompileRequest, CompileResult
 from hatch_jaxexport.formats.cpu_targets import TARGETS, executable_system, required_features
-from hatch_jaxexport.formats.device_targets import DeviceDescription
+from hatch_jaxexport.formats.device_targets import (
+    DeviceDescription,
+    backend_flags,
+    device_target_name,
+)
 from hatch_jaxexport.formats.manifest import ExecutableRecord, sha256_hex
+from hatch_jaxexport.formats.tpu_targets import is_tpu_key, parse_tpu_target
 from hatch_jaxexport.runtime.jax_dtypes import has_keys
 from hatch_jaxexport.runtime.jaxcompat import (
     backend_identity,
@@ -37,13 +43,49 @@ from hatch_jaxexport.runtime.jaxcompat import (
 # its classes.
 
 
+class Deviceless:
+    """A TPU target compiled without its device: the described host's first device (what the
+    executable is compiled for) and the topology's name (``v5e:2x2``, recorded)."""
+
+    __slots__ = ("device", "topology")
+
+    def __init__(self, device: Any, topology: str) -> None:
+        self.device, self.topology = device, topology
+
+
+def deviceless_target(key: str) -> tuple[str, DeviceDescription, Deviceless]:
+    """A TPU target's key (``tpu:v5e:2x2``) as the record's target name, the description a
+    TPU host of it gives (libtpu's, read off the described devices: the same platform version
+    a real host reports) and the device to compile for."""
+    import jax
+    import jaxlib
+    from jax.experimental import topologies
+
+    tpu = parse_tpu_target(key)
+    if tpu is None:
+        raise ValueError(f"not a TPU target: {key!r}")
+    described = topologies.get_topology_desc(
+        platform="tpu", topology_name=tpu.topology_name,
+        chip_config_name=tpu.generation.chip_config, chips_per_host_bounds=tpu.host_bounds,
+        num_slices=1)
+    devices = list(described.devices)
+    first = devices[0]
+    description = DeviceDescription("tpu", str(first.device_kind), len(devices),
+                                    str(first.client.platform_version), jax.__version__,
+                                    jaxlib.__version__, backend_flags("tpu", os.environ))
+    name = device_target_name("tpu", description.device_kind, len(devices))
+    return name, description, Deviceless(first, tpu.topology_name)
+
+
 def compile_plan(plan: Mapping[str, Any], target: str, out_dir: Path, package: str,
                  notes: list[str], device: DeviceDescription | None = None,
-                 blobs: Path | None = None) -> list[ExecutableRecord]:
+                 blobs: Path | None = None, deviceless: Deviceless | None = None
+                 ) -> list[ExecutableRecord]:
     """Every executable of one artifact for ``target``: its call for each concrete signature
     and, for an artifact serialized with jax's VJP (``vjp_order``), that VJP's too.
-    ``device``: a device target's description (``device_compile``), ``None`` for a CPU
-    target; ``blobs``: the folder holding the artifact (default ``out_dir``)."""
+    ``device``: a device target's description (``device_compile``, or a TPU described by
+    libtpu: ``deviceless``, the device it compiles for), ``None`` for a CPU target;
+    ``blobs``: the folder holding the artifact (default ``out_dir``)."""
     import jax
 
     from hatch_jaxexport.runtime.artifacts.pytrees import load_type
@@ -72,7 +114,7 @@ def compile_plan(plan: Mapping[str, Any], target: str, out_dir: Path, package: s
     for sizes in plan["sizes"]:
         for native_vjp, call in calls:
             record = _compile_signature(plan, target, out_dir, call, sizes, native_vjp, notes,
-                                        device)
+                                        device, deviceless)
             if record is not None:
                 records.append(record)
     return records
@@ -80,7 +122,8 @@ def compile_plan(plan: Mapping[str, Any], target: str, out_dir: Path, package: s
 
 def _compile_signature(plan: Mapping[str, Any], target: str, out_dir: Path, exported: Any,
                        sizes: Mapping[str, int], native_vjp: int, notes: list[str],
-                       device: DeviceDescription | None = None) -> ExecutableRecord | None:
+                       device: DeviceDescription | None = None,
+                       deviceless: Deviceless | None = None) -> ExecutableRecord | None:
     """One executable: ``exported``'s call for the concrete ``sizes`` (``None``, with a note,
     where it would not stand alone)."""
     import jax
@@ -88,9 +131,8 @@ def _compile_signature(plan: Mapping[str, Any], target: str, out_dir: Path, expo
 
     avals = [jax.ShapeDtypeStruct(concrete_shape(a.shape, sizes), a.dtype)
              for a in exported.in_avals]
-    args, kwargs = exported.in_tree.unflatten(avals)
     with x64_context(plan["x64"]):
-        compiled = jax.jit(exported.call, keep_unused=True).lower(*args, **kwargs).compile()
+        compiled = _compiled(exported, avals, deviceless)
     blob = serialize_compiled(compiled, len(avals))
     what = "the VJP of " if native_vjp else ""
     if blob is None:
@@ -109,11 +151,31 @@ def _compile_signature(plan: Mapping[str, Any], target: str, out_dir: Path, expo
     (out_dir / file).write_bytes(blob)
     return ExecutableRecord(
         artifact=plan["artifact"], artifact_sha256=plan["sha256"], target=target,
+        topology=deviceless.topology if deviceless is not None else "",
         inputs=inputs, outputs=outputs, file=file, sha256=sha256_hex(blob), size=len(blob),
         jax_version=jax.__version__, jaxlib_version=jaxlib.__version__,
         machine=builder_machine(), native_vjp=native_vjp,
         system=executable_system(blob) or platform.system(), **_target_fields(target, blob,
                                                                               device))
+
+
+def _compiled(exported: Any, avals: list[Any], deviceless: Deviceless | None) -> Any:
+    """``exported``'s call compiled for ``avals``: for this process's default device, or,
+    ``deviceless``, for the described TPU's first device (every input and output on it alone,
+    as an eager call on that device places them)."""
+    import jax
+
+    if deviceless is None:
+        args, kwargs = exported.in_tree.unflatten(avals)
+        return jax.jit(exported.call, keep_unused=True).lower(*args, **kwargs).compile()
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    one = NamedSharding(Mesh(np.array([deviceless.device]), ("device",)), PartitionSpec())
+    placed = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=one) for a in avals]
+    args, kwargs = exported.in_tree.unflatten(placed)  # their shardings place the inputs
+    return jax.jit(exported.call, keep_unused=True, out_shardings=one
+                   ).lower(*args, **kwargs).compile()
 
 
 def _target_fields(target: str, blob: bytes, device: DeviceDescription | None
@@ -129,7 +191,7 @@ def _target_fields(target: str, blob: bytes, device: DeviceDescription | None
                 "cpu_features": required_features(blob)}
     return {"backend": device.platform, "platform_version": device.platform_version,
             "xla_flags": [], "device_kind": device.device_kind, "device_count": 1,
-            "backend_flags": device.backend_flags,
+            "host_device_count": device.device_count, "backend_flags": device.backend_flags,
             "cpu_features": required_features(blob) if device.platform == "cpu" else []}
 
 
@@ -142,10 +204,13 @@ def main(request_path: str) -> int:
         import jax
 
         jax.config.update("jax_enable_compilation_cache", False)  # XLA must really compile
+        target, device, deviceless = request.target, None, None
+        if is_tpu_key(request.target):  # a TPU libtpu describes: the record's name is its own
+            target, device, deviceless = deviceless_target(request.target)
         for plan in request.plans:
             try:
-                records = compile_plan(plan, request.target, Path(request.out_dir),
-                                       request.package, outcome.notes)
+                records = compile_plan(plan, target, Path(request.out_dir), request.package,
+                                       outcome.notes, device, deviceless=deviceless)
             except Exception as err:  # one artifact: a note, the rest still compile
                 outcome.notes.append(f"no {request.target} executable for "
                                         f"{plan['artifact']}: {type(err).__name__}: {err}")

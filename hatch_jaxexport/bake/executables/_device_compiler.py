@@ -53,10 +53,11 @@ def this_device(platform: str) -> DeviceDescription:
     identity = device_identity(default)
     if identity is None:
         raise ExportError([f"jax has no local {default} device here"])
-    version, kind, _ = identity
+    version, kind, count = identity
     # The backend options this process compiles under (LIBTPU_INIT_ARGS, which TPU VM images
-    # set in every process): recorded, and a user's process must set the same.
-    return DeviceDescription(default, kind, 1, version, jax.__version__, jaxlib.__version__,
+    # set in every process): recorded, and a user's process must set the same. ``count``: the
+    # host's devices, whose topology the executable is compiled within.
+    return DeviceDescription(default, kind, count, version, jax.__version__, jaxlib.__version__,
                              backend_flags(default, os.environ))
 
 
@@ -67,7 +68,7 @@ def compile_package(request: CompileRequest, outcome: CompileResult) -> None:
     jax.config.update("jax_enable_compilation_cache", False)  # XLA must really compile
     device = this_device(request.platform)
     outcome.device = device.to_json()
-    target = device_target_name(device.platform, device.device_kind)
+    target = device_target_name(device.platform, device.device_kind, device.device_count)
     blobs = Path(request.blobs)
     manifest = parse_manifest((blobs / MANIFEST_NAME).read_bytes(), where=str(blobs))
     functions = {fn.name: fn for fn in discover(request.package, isolate_config=True)}

@@ -17,6 +17,7 @@ import importlib
 import os
 import platform as platform_module
 import subprocess
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from hatch_jaxexport.formats.cpu_targets import (
 )
 from hatch_jaxexport.formats.manifest import ArtifactRecord, ExecutableRecord
 from hatch_jaxexport.formats.signatures import SIGNATURES_NAME, Recorded, parse_signatures
+from hatch_jaxexport.formats.tpu_targets import describe_tpu_targets, is_tpu_key, parse_tpu_target
 
 #: The suffix of an executable's file in the artifact folder.
 EXECUTABLE_SUFFIX = ".xla"
@@ -46,26 +48,45 @@ def builder_machine() -> str:
 
 def resolve_targets(requested: bool | Sequence[str]) -> list[str]:
     """The targets a build compiles: ``True`` means those of this machine; names are checked
-    and recorded under their ``TARGETS`` name (``x86-64-v3`` is ``x86_64-avx2``)."""
+    and recorded under their ``TARGETS`` name (``x86-64-v3`` is ``x86_64-avx2``), TPU targets
+    under their key (``v5e`` is ``tpu:v5e:1x1``, ``formats.tpu_targets``)."""
     if requested is True:
         return default_targets(builder_machine())
     if not requested:
         return []
-    unknown = [name for name in requested
-               if not isinstance(name, str) or canonical_target(name) is None]
+    named = {name: _canonical(name) for name in requested}
+    unknown = [name for name, known in named.items() if known is None]
     if unknown:
-        raise ValueError(f"unknown executable target(s) {unknown}; known: {describe_targets()}")
-    return list(dict.fromkeys(canonical_target(name) or name for name in requested))
+        raise ValueError(f"unknown executable target(s) {unknown}; known: {describe_targets()}"
+                         f"; TPU targets: {describe_tpu_targets()}")
+    return list(dict.fromkeys(known for known in named.values() if known))
+
+
+def _canonical(name: Any) -> str | None:
+    """A target's recorded name: a CPU target's ``TARGETS`` name or a TPU target's key."""
+    if not isinstance(name, str):
+        return None
+    tpu = parse_tpu_target(name) if is_tpu_key(name) else None
+    return tpu.key if tpu is not None else canonical_target(name)
 
 
 def function_targets(spec: Any, build_targets: Sequence[str]) -> list[str]:
-    """The targets of a function: its ``executables=`` option, else the build's."""
+    """The targets of a function: its ``executables=`` option, else the build's (``True``:
+    the builder's CPU targets and the build's TPU targets)."""
     choice = getattr(spec, "executables", None)
     if choice is None:
         return list(build_targets)
     if choice is False:
         return []
-    return resolve_targets(True if choice is True else list(choice))
+    if choice is True:
+        return [*resolve_targets(True), *(t for t in build_targets if is_tpu_key(t))]
+    return resolve_targets(list(choice))
+
+
+def target_platform(target: str) -> str:
+    """The platform whose artifacts a build's target compiles: ``tpu`` for a TPU target's
+    key, ``cpu`` for the rest."""
+    return "tpu" if is_tpu_key(target) else "cpu"
 
 
 def named_sizes(spec: Any) -> Mapping[str, Any]:
@@ -165,12 +186,17 @@ def plans_for_worker(functions: Mapping[str, Any], records: Sequence[Mapping[str
     for raw in records:
         record = ArtifactRecord(**raw)
         fn = functions[record.function]
-        targets = function_targets(fn.export_spec, build_targets) if platform == "cpu" else \
-            [] if getattr(fn.export_spec, "executables", None) is False else list(build_targets)
+        if platform == "cpu":  # a build: each artifact by its platform's targets
+            targets = [t for t in function_targets(fn.export_spec, build_targets)
+                       if target_platform(t) == record.platform]
+        else:
+            targets = [] if getattr(fn.export_spec, "executables", None) is False else \
+                list(build_targets)
+        mine = record.platform if platform == "cpu" else platform
         if targets and fn.package not in recorded:
             recorded[fn.package] = recorded_sizes(fn.package, signatures)
-        sizes = plan_for(fn, record, recorded.get(fn.package), platform) if targets else []
-        missing = missing_sizes(fn, record, platform) if targets and not sizes else []
+        sizes = plan_for(fn, record, recorded.get(fn.package), mine) if targets else []
+        missing = missing_sizes(fn, record, mine) if targets and not sizes else []
         if missing:
             named = getattr(fn.export_spec, "executable_sizes", None) or {}
             plans.append({"artifact": record.id, "function": record.function,
@@ -229,35 +255,84 @@ def compile_executables(staging: Path, package: str, plans: Sequence[Mapping[str
 def _compile_with(staging: Path, package: str, plans: Sequence[Mapping[str, Any]],
                   env: Mapping[str, str], python: str, log: Callable[[str], None]
                   ) -> list[ExecutableRecord]:
-    """Every plan for each of its targets, with ``python``'s jaxlib."""
+    """Every plan for each of its targets, with ``python``'s jaxlib: the CPU targets one
+    process each, in turn (each caps the instruction set of its own process), then the TPU
+    targets, in parallel (``_compile_tpu``)."""
     targets = sorted({target for plan in plans for target in plan["targets"]})
     records: list[ExecutableRecord] = []
     here = builder_machine()
-    for name in targets:
-        mine = [plan for plan in plans if name in plan["targets"]]
-        if not mine:
-            continue
+    for name in (t for t in targets if not is_tpu_key(t)):
         target = TARGETS[name]
         if target.machine != here:
             log(f"warning: executables for {name} need a {target.machine} builder; this one "
                 f"is {here}: none compiled")
             continue
-        tag = hashlib.sha256(python.encode()).hexdigest()[:12]
-        request = staging / f".executables-{name}-{tag}.json"
-        result = staging / f".executables-{name}-{tag}.result.json"
-        CompileRequest(package=package, target=name, plans=list(mine), out_dir=str(staging),
-                       result=str(result)).write(request)
-        flags = " ".join(target.xla_flags)  # only the target's: the builder's own never leak
-        proc = subprocess.run(
-            [python, "-m", "hatch_jaxexport.bake.executables._compiler", str(request)],
-            env={**env, "XLA_FLAGS": flags}, cwd=staging, capture_output=True, text=True)
-        if not result.exists():
-            raise ExportError([f"the executable compiler for {name} died (exit "
-                               f"{proc.returncode}): {proc.stderr.strip()[-2000:]}"])
-        outcome = CompileResult.read(result)
+        # only the target's XLA_FLAGS: the builder's own never leak
+        outcome = _run_compiler(staging, package, name, plans, python,
+                                {**env, "XLA_FLAGS": " ".join(target.xla_flags)})
         for message in outcome.notes:
             log(f"warning: {message}")
         records += [ExecutableRecord(**raw) for raw in outcome.records]
+    tpu = [t for t in targets if is_tpu_key(t)]
+    return records + (_compile_tpu(staging, package, plans, tpu, env, python, log) if tpu
+                      else [])
+
+
+def _run_compiler(staging: Path, package: str, name: str, plans: Sequence[Mapping[str, Any]],
+                  python: str, env: Mapping[str, str]) -> CompileResult:
+    """One target's compiler process (``_compiler``) over the plans that name it."""
+    tag = hashlib.sha256(python.encode()).hexdigest()[:12]
+    slug = name.replace(":", "-")
+    request = staging / f".executables-{slug}-{tag}.json"
+    result = staging / f".executables-{slug}-{tag}.result.json"
+    mine = [plan for plan in plans if name in plan["targets"]]
+    CompileRequest(package=package, target=name, plans=mine, out_dir=str(staging),
+                   result=str(result)).write(request)
+    proc = subprocess.run(
+        [python, "-m", "hatch_jaxexport.bake.executables._compiler", str(request)],
+        env=dict(env), cwd=staging, capture_output=True, text=True)
+    if not result.exists():
+        raise ExportError([f"the executable compiler for {name} died (exit "
+                           f"{proc.returncode}): {proc.stderr.strip()[-2000:]}"])
+    return CompileResult.read(result)
+
+
+def _compile_tpu(staging: Path, package: str, plans: Sequence[Mapping[str, Any]],
+                 targets: Sequence[str], env: Mapping[str, str], python: str,
+                 log: Callable[[str], None]) -> list[ExecutableRecord]:
+    """The TPU targets' executables, compiled on this builder without a TPU: one process per
+    target, as many at once as the builder has cores, each with the libtpu ``python``'s jax
+    pins (``libtpu.libtpu_folder``) and jax's CPU backend (the TPU is only described); a line
+    per target says how many, for which host, and how long."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    # only a build with TPU targets asks for libtpu
+    from hatch_jaxexport.bake.executables.libtpu import libtpu_folder
+
+    names = ", ".join(parse_tpu_target(t).topology_name for t in targets)  # type: ignore[union-attr]
+    folder = libtpu_folder(python, env, names, log)
+    paths = [p for p in (env.get("PYTHONPATH", ""), folder) if p]
+    # ALLOW_MULTIPLE_LIBTPU_LOAD: libtpu otherwise holds a lockfile (/tmp/libtpu_lockfile)
+    # for the whole process, and a second target's process started meanwhile is refused
+    tpu_env = {**env, "XLA_FLAGS": "", "JAX_PLATFORMS": "cpu", "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
+               "PYTHONPATH": os.pathsep.join(paths)}
+
+    def run(target: str) -> tuple[str, CompileResult, float]:
+        started = time.perf_counter()
+        outcome = _run_compiler(staging, package, target, plans, python, tpu_env)
+        return target, outcome, time.perf_counter() - started
+
+    records: list[ExecutableRecord] = []
+    with ThreadPoolExecutor(max_workers=max(1, min(len(targets), os.cpu_count() or 1))) as pool:
+        for target, outcome, seconds in pool.map(run, targets):
+            for message in outcome.notes:
+                log(f"warning: {message}")
+            found = [ExecutableRecord(**raw) for raw in outcome.records]
+            records += found
+            named = found[0].target if found else target
+            log(f"{package}: {len(found)} executable(s) for {named} "
+                f"({parse_tpu_target(target).topology_name}, compiled without a TPU) in "  # type: ignore[union-attr]
+                f"{seconds:.1f} s, {sum(r.size for r in found):,} bytes")
     return records
 
 

@@ -61,10 +61,10 @@ def test_all_errors_reported_together_with_full_paths():
     assert errors_of(raw) == [
         f"{HATCH}.colour is not an option of hatch-jaxexport; known options: packages, "
         "platforms, jobs, on-error, jax-requirement, editable, executables, executable-jaxlibs, "
-        "executables-from, jax-releases",
+        "executables-from, jax-releases, tpu-targets",
         f"{HATCH}.platfroms is not an option of hatch-jaxexport (did you mean `platforms`?); "
         "known options: packages, platforms, jobs, on-error, jax-requirement, editable, "
-        "executables, executable-jaxlibs, executables-from, jax-releases",
+        "executables, executable-jaxlibs, executables-from, jax-releases, tpu-targets",
         f"{HATCH}.packages[1] must be the import name of a top-level package (like "
         "\"my_pkg\"), got 'not-a-name'",
         f"{HATCH}.packages[2] must be the import name of a top-level package (like "
@@ -209,7 +209,7 @@ def test_setuptools_plugin_reports_config_errors(tmp_path):
     assert info.value.errors == [
         "tool.jaxexport.platform is not an option of hatch-jaxexport (did you mean "
         "`platforms`?); known options: packages, platforms, jobs, on-error, jax-requirement, "
-        "editable, executables, executable-jaxlibs, executables-from, jax-releases",
+        "editable, executables, executable-jaxlibs, executables-from, jax-releases, tpu-targets",
         "tool.jaxexport.jobs must be an int >= 1 or \"auto\", got -1"]
 
 
@@ -311,7 +311,7 @@ def test_an_uncaught_config_error_prints_its_message_alone(run_python):
         "error: invalid hatch-jaxexport configuration: tool.jaxexport.job is not an option of "
         "hatch-jaxexport (did you mean `jobs`?); known options: packages, platforms, jobs, "
         "on-error, jax-requirement, editable, executables, executable-jaxlibs, executables-from, "
-        "jax-releases\n")
+        "jax-releases, tpu-targets\n")
 
 
 def test_an_uncaught_export_error_points_at_the_list_above_in_one_line(run_python):
@@ -406,3 +406,27 @@ def test_executable_jaxlibs_option():
     assert errors_of({"executable-jaxlibs": "0.10.1"}) == [
         f"{HATCH}.executable-jaxlibs must be an array of jax versions such as [\"0.10.1\"], "
         "got '0.10.1'"]
+
+
+def test_tpu_targets_add_their_keys_to_the_executables_targets():
+    options = parse_options({"executables": ["x86-64-v3"], "platforms": ["cpu", "tpu"],
+                             "tpu-targets": ["v5e", "v5e:2x2", "v6e:8", "v5e:1x1", "V4"]}, HATCH)
+    assert options.executables == ("x86_64-avx2", "tpu:v5e:1x1", "tpu:v5e:2x2", "tpu:v6e:2x4",
+                                   "tpu:v4:2x2x1")
+    assert parse_options({"platforms": ["tpu"], "tpu-targets": ["v5p"]}, HATCH).executables == \
+        ("tpu:v5p:2x2x1",)
+
+
+def test_tpu_targets_errors_name_the_entry_the_known_hosts_and_a_missing_platform():
+    errors = errors_of({"tpu-targets": ["v5e:3x3", "v9", 4], "platforms": ["cpu"]})
+    known = ("a TPU generation, or a generation and its host's topology or device count: v4 "
+             "(4 device(s): v4:2x2x1); v5p (4 device(s): v5p:2x2x1); v5e (1 device(s): "
+             "v5e:1x1, 4 device(s): v5e:2x2, 8 device(s): v5e:2x4); v6e (1 device(s): v6e:1x1, "
+             "4 device(s): v6e:2x2, 8 device(s): v6e:2x4)")
+    assert errors == [f"{HATCH}.tpu-targets[0] must be {known}; got 'v5e:3x3'",
+                      f"{HATCH}.tpu-targets[1] must be {known}; got 'v9'",
+                      f"{HATCH}.tpu-targets[2] must be {known}; got 4",
+                      f"{HATCH}.tpu-targets compiles the functions' tpu artifacts, but "
+                      f"{HATCH}.platforms (['cpu']) lacks \"tpu\": add it"]
+    assert errors_of({"tpu-targets": "v5e", "platforms": ["tpu"]})[0].startswith(
+        f"{HATCH}.tpu-targets must be an array of TPU targets such as [\"v5e\", \"v5e:2x2\"]")

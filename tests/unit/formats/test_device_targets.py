@@ -9,10 +9,12 @@ import pytest
 
 from hatch_jaxexport import ArtifactError
 from hatch_jaxexport.formats.device_targets import (
+    PROGRAM_NEUTRAL_FLAGS,
     DeviceDescription,
     backend_flags,
     description_mismatch,
     device_target_name,
+    program_flags,
     target_problem,
     target_text,
 )
@@ -107,6 +109,12 @@ def v5e_with(flags: str) -> DeviceDescription:
     (BARRIER, f"  {BARRIER}\n"),  # normalized the same way on both sides
     (f"{BARRIER} --xla_foo=1", f"{BARRIER}\t --xla_foo=1 "),
     ("", ""),
+    # the launch barrier leaves the program as it is (measured: PROGRAM_NEUTRAL_FLAGS), so a
+    # deviceless build's executable (none set) serves the lent TPU's processes (it set)
+    ("", BARRIER),
+    (BARRIER, ""),
+    (BARRIER, "--xla_tpu_use_enhanced_launch_barrier=false"),
+    (f"{BARRIER} --xla_foo=1", f"--xla_foo=1 {BARRIER}"),
 ])
 def test_an_executable_is_served_under_the_backend_flags_it_was_compiled_under(
         compiled, process):
@@ -116,19 +124,81 @@ def test_an_executable_is_served_under_the_backend_flags_it_was_compiled_under(
 
 
 @pytest.mark.parametrize("compiled, process, reason", [
-    (BARRIER, "--xla_tpu_use_enhanced_launch_barrier=false",
-     f"compiled with LIBTPU_INIT_ARGS '{BARRIER}', this process has "
-     "'--xla_tpu_use_enhanced_launch_barrier=false'"),
-    ("", BARRIER, f"compiled with LIBTPU_INIT_ARGS '', this process has '{BARRIER}'"),
-    (BARRIER, "", f"compiled with LIBTPU_INIT_ARGS '{BARRIER}', this process has ''"),
-    (f"{BARRIER} --xla_foo=1", f"--xla_foo=1 {BARRIER}",  # word for word: the order too
-     f"compiled with LIBTPU_INIT_ARGS '{BARRIER} --xla_foo=1', this process has "
-     f"'--xla_foo=1 {BARRIER}'"),
+    ("", "--xla_foo=1", "compiled with LIBTPU_INIT_ARGS '', this process has '--xla_foo=1'"),
+    ("--xla_foo=1", BARRIER,
+     f"compiled with LIBTPU_INIT_ARGS '--xla_foo=1', this process has '{BARRIER}'"),
+    ("--xla_foo=1 --xla_bar=2", f"--xla_bar=2 {BARRIER} --xla_foo=1",  # the order counts
+     f"compiled with LIBTPU_INIT_ARGS '--xla_foo=1 --xla_bar=2', this process has "
+     f"'--xla_bar=2 {BARRIER} --xla_foo=1'"),
 ])
 def test_other_backend_flags_are_a_no_naming_both(compiled, process, reason):
     record = tpu_record(backend_flags=compiled)
     assert description_mismatch(record, v5e_with(process)) == reason
     assert mismatch(record, host(v5e_with(process))) == reason
+
+
+def test_only_measured_flags_are_left_out_of_the_match():
+    assert program_flags(f" {BARRIER}  --xla_foo=1 ") == "--xla_foo=1"
+    assert PROGRAM_NEUTRAL_FLAGS == {BARRIER, "--xla_tpu_use_enhanced_launch_barrier=false"}
+
+
+def v5e_host_of(devices: int) -> DeviceDescription:
+    return DeviceDescription("tpu", "TPU v5 lite", devices, V5E_VERSION, "0.10.2", "0.10.2")
+
+
+@pytest.mark.parametrize("host_devices, have, served", [
+    (0, 1, True), (0, 4, True),      # records from before the host was recorded: as before
+    (1, 1, True), (1, 4, False),     # compiled within a 1x1 host: that host only
+    (4, 4, True), (4, 1, False), (4, 8, False), (8, 8, True),
+])
+def test_an_executable_is_served_on_a_host_of_its_size_only(host_devices, have, served):
+    record = tpu_record(host_device_count=host_devices,
+                        target=device_target_name("tpu", "TPU v5 lite", host_devices))
+    why = description_mismatch(record, v5e_host_of(have))
+    assert (why is None) == served
+    if not served:
+        assert why == f"compiled for a host of {host_devices} tpu device(s), this process has " \
+            f"{have}"
+        assert mismatch(record, host(v5e_host_of(have))) == why
+
+
+def test_a_hosts_size_is_in_the_target_name_and_checked_by_verify():
+    assert device_target_name("tpu", "TPU v5 lite", 1) == "tpu-v5-lite"
+    assert device_target_name("tpu", "TPU v5 lite", 4) == "tpu-v5-lite-x4"
+    assert device_target_name("tpu", "TPU v6 lite", 8) == "tpu-v6-lite-x8"
+    good = tpu_record(host_device_count=4, target="tpu-v5-lite-x4", topology="v5e:2x2")
+    assert target_problem(good, "tpu") is None
+    assert target_problem(good._replace(target="tpu-v5-lite"), "tpu") == \
+        "target 'tpu-v5-lite' does not name its device ('tpu-v5-lite-x4')"
+    assert target_text(good) == "tpu-v5-lite-x4 (TPU v5 lite, 1 device of a 4-device host, " \
+        "compiled deviceless for v5e:2x2)"
+
+
+def test_host_and_topology_round_trip_and_are_written_only_where_set():
+    deviceless = tpu_record(host_device_count=4, target="tpu-v5-lite-x4", topology="v5e:2x2",
+                            file="pkg_f.tpu-v5-lite-x4.0.xla")
+    manifest = Manifest(package="pkg", generator="t", jax_version="0.10.2",
+                        jaxlib_version="0.10.2", artifacts=(),
+                        executables=(deviceless, tpu_record()))
+    read = parse_manifest(manifest.to_bytes())
+    assert sorted(read.executables) == sorted([deviceless, tpu_record()])
+    written = {e["file"]: e for e in json.loads(manifest.to_bytes())["executables"]}
+    assert written[deviceless.file]["host_device_count"] == 4
+    assert written[deviceless.file]["topology"] == "v5e:2x2"
+    assert "host_device_count" not in written[tpu_record().file]
+    assert "topology" not in written[tpu_record().file]
+
+
+@pytest.mark.parametrize("changes", [
+    {"host_device_count": -1}, {"host_device_count": 10**9}, {"topology": "x" * 100},
+    {"device_kind": "", "device_count": 0, "host_device_count": 4},
+    {"device_kind": "", "device_count": 0, "topology": "v5e:1x1"},
+])
+def test_a_host_or_topology_out_of_range_or_without_a_device_is_corrupt(changes):
+    raw = json.loads(manifest_bytes(tpu_record()).split(b',"record_spans"')[0] + b"}")
+    raw["executables"][0].update(changes)
+    with pytest.raises(ArtifactError, match="corrupt manifest"):
+        parse_manifest(json.dumps(raw).encode())
 
 
 def test_backend_flags_are_read_only_for_a_platform_that_has_them():
