@@ -71,6 +71,7 @@ LONGEST_FIRST = (
     "tests/examples/test_getting_started.py",
     "tests/integration/test_field2.py",
     # CI's run, from a clean-clone run's durations (December 2026, three workers)
+    "tests/integration/test_tpu_targets.py",  # libtpu's download (once), then TPU compiles
     "tests/integration/test_hatch_hook.py",
     "tests/integration/test_pytest_plugin.py",
     "tests/integration/test_setuptools.py",
@@ -145,6 +146,12 @@ WHOLE_ONLY: tuple[tuple[str, str], ...] = (
      "::test_dm_pix_kept_on_flit_bakes_through_the_wrapping_backend"),
     # benchmark smoke runs: the benchmarks run by their own commands
     ("tests/integration/test_build_benchmark.py", ""),
+    # TPU targets compiled without a TPU through every other integration (three isolated
+    # builds, each compiling two TPU hosts) and the matrix merge of a CPU and a TPU build: CI
+    # keeps the Hatch hook's build of both hosts, its records field by field, verify, inspect
+    # and the release check (libtpu installed once)
+    ("tests/integration/test_tpu_targets.py", "::test_every_integration_writes_the_same"),
+    ("tests/integration/test_tpu_targets.py", "::test_a_cpu_builders_wheel_and_a_tpu_builds"),
     ("tests/integration/test_manifest_scale_benchmark.py", ""),
     # IREE's tools (the portable export without jax stays in CI)
     ("tests/unit/bake/concrete/test_portable.py", "::test_wheel_runs_through_iree_without_jax"),

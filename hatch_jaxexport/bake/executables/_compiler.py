@@ -35,6 +35,7 @@ from hatch_jaxexport.runtime.jax_dtypes import has_keys
 from hatch_jaxexport.runtime.jaxcompat import (
     backend_identity,
     concrete_shape,
+    no_locations,
     serialize_compiled,
     x64_context,
 )
@@ -131,7 +132,9 @@ def _compile_signature(plan: Mapping[str, Any], target: str, out_dir: Path, expo
 
     avals = [jax.ShapeDtypeStruct(concrete_shape(a.shape, sizes), a.dtype)
              for a in exported.in_avals]
-    with x64_context(plan["x64"]):
+    # no_locations: XLA:TPU keeps each op's source location in the executable, which would be
+    # this file's path on the builder (a build path in the wheel, other bytes per builder)
+    with x64_context(plan["x64"]), no_locations():
         compiled = _compiled(exported, avals, deviceless)
     blob = serialize_compiled(compiled, len(avals))
     what = "the VJP of " if native_vjp else ""

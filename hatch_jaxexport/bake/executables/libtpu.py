@@ -64,7 +64,7 @@ def libtpu_folder(python: str, env: Mapping[str, str], targets: str,
 
 def _installed(pin: str, jax_version: str, targets: str, log: Callable[[str], None]) -> Path:
     """The cache folder holding ``pin`` (``libtpu==0.0.42.*``), installed on first use."""
-    tag = re.sub(r"[^A-Za-z0-9.]+", "-", pin).strip("-")
+    tag = re.sub(r"[^A-Za-z0-9.]+", "-", pin.replace("*", "x")).strip("-")
     folder = default_cache_dir().parent / "build-envs" / tag
     marker = folder / "hatch-jaxexport-pin.txt"  # written once the install is complete
     if marker.is_file() and marker.read_text() == pin:
