@@ -51,3 +51,19 @@ PIP_CONSTRAINT="$tmp/constraints.txt" PIP_FIND_LINKS="$out ${PIP_FIND_LINKS:-}" 
   "$python" -m pip wheel -q --no-deps -w "$out" "$tmp/example_pkg"
 "$python" -m pip download -q --no-deps -d "$out" flatbuffers archspec
 ls -l "$out"
+# what the wheel carries for a device: its executables per target, read from its manifest
+"$python" - "$out" "$tpu_targets" <<'PY'
+import collections, glob, json, sys, zipfile
+out, asked = sys.argv[1], [t for t in sys.argv[2].split(",") if t]
+(wheel,) = glob.glob(f"{out}/example_pkg-*.whl")
+with zipfile.ZipFile(wheel) as archive:
+    manifest = json.loads(archive.read("example_pkg/_jaxexport/manifest.json"))
+found = collections.Counter((e["target"], e.get("device_kind", ""), e["platform_version"])
+                            for e in manifest.get("executables", []))
+for (target, kind, version), count in sorted(found.items()):
+    print(f"{wheel.rsplit('/', 1)[-1]}: {count} executable(s) for {target} ({kind or 'cpu'}; "
+          f"{' / '.join(version.splitlines())})")
+tpu = sum(count for (_, kind, _), count in found.items() if kind.startswith("TPU"))
+if asked and not tpu:
+    sys.exit(f"error: tpu-targets {asked} asked for, and the wheel has no TPU executable")
+PY

@@ -152,6 +152,9 @@ WHOLE_ONLY: tuple[tuple[str, str], ...] = (
     # and the release check (libtpu installed once)
     ("tests/integration/test_tpu_targets.py", "::test_every_integration_writes_the_same"),
     ("tests/integration/test_tpu_targets.py", "::test_a_cpu_builders_wheel_and_a_tpu_builds"),
+    # the accelerator bundle, example_pkg with its TPU v5e executables (27, 145 s of compile):
+    # its build ran for the TPU run (docs/gpu.md); CI compiles TPU targets in test_tpu_targets
+    ("tests/examples/test_accelerator_bundle.py", ""),
     ("tests/integration/test_manifest_scale_benchmark.py", ""),
     # IREE's tools (the portable export without jax stays in CI)
     ("tests/unit/bake/concrete/test_portable.py", "::test_wheel_runs_through_iree_without_jax"),
