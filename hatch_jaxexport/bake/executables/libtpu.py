@@ -58,7 +58,7 @@ def libtpu_folder(python: str, env: Mapping[str, str], targets: str,
     if not found["pin"]:
         raise ExportError([f"TPU targets ({targets}): jax {found['jax']} names no libtpu for "
                            "its tpu extra, so no TPU compiler matches it: build with a jax "
-                           "whose jax[tpu] pins libtpu (0.4.31 and later), or drop tpu-targets"])
+                           "whose tpu extra pins libtpu, or drop tpu-targets"])
     return str(_installed(found["pin"], found["jax"], targets, log))
 
 
@@ -71,21 +71,33 @@ def _installed(pin: str, jax_version: str, targets: str, log: Callable[[str], No
         return folder
     log(f"installing {pin} (jax {jax_version}'s TPU compiler, about 700 MB, once) into "
         f"{folder}")
-    shutil.rmtree(folder, ignore_errors=True)
-    uv = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
-    command = [uv, "pip", "install", "-q", "-p", sys.executable, "--no-deps", "--target",
-               str(folder), pin] \
-        if Path(uv).exists() else \
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(folder), pin]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode:
+    problems = []
+    for command in _installers(folder, pin):  # the first that works: isolated build
+        shutil.rmtree(folder, ignore_errors=True)  # environments may lack pip, or uv
+        done = subprocess.run(command, capture_output=True, text=True)
+        if not done.returncode:
+            break
+        problems.append(f"{' '.join(command[:3])}...: {done.stderr.strip()[-600:]}")
+    else:
         shutil.rmtree(folder, ignore_errors=True)
         raise ExportError([f"TPU targets ({targets}): cannot install {pin}, the libtpu that jax "
-                           f"{jax_version} pins ({' '.join(command[:3])}...): "
-                           f"{done.stderr.strip()[-1200:]}; install jax[tpu]=={jax_version} "
-                           "in the build environment, or drop tpu-targets"])
+                           f"{jax_version} pins ({'; '.join(problems) or 'no uv or pip'}); "
+                           f"install jax[tpu]=={jax_version} in the build environment, or drop "
+                           "tpu-targets"])
     marker.write_text(pin)
     return folder
+
+
+def _installers(folder: Path, pin: str) -> list[list[str]]:
+    """Commands that install ``pin`` into ``folder`` without its dependencies: uv (on the
+    path, or beside this Python or the one its environment was made from), then pip of those
+    Pythons; those that do not exist are left out."""
+    pythons = list(dict.fromkeys([sys.executable, getattr(sys, "_base_executable", "")]))
+    uvs = [shutil.which("uv") or "", *(str(Path(p).with_name("uv")) for p in pythons if p)]
+    found = [uv for uv in dict.fromkeys(uvs) if uv and Path(uv).exists()]
+    args = ["--no-deps", "--target", str(folder), pin]
+    return [*([uv, "pip", "install", "-q", "-p", sys.executable, *args] for uv in found),
+            *([p, "-m", "pip", "install", "-q", *args] for p in pythons if p)]
 
 
 __all__ = ["libtpu_folder"]
