@@ -71,7 +71,7 @@ LONGEST_FIRST = (
     "tests/examples/test_getting_started.py",
     "tests/integration/test_field2.py",
     # CI's run, from a clean-clone run's durations (December 2026, three workers)
-    "tests/integration/test_tpu_targets.py",  # libtpu's download (once), then TPU compiles
+    "tests/integration/test_deviceless_tpu.py",  # libtpu's download (once), then TPU compiles
     "tests/integration/test_hatch_hook.py",
     "tests/integration/test_pytest_plugin.py",
     "tests/integration/test_setuptools.py",
@@ -150,10 +150,10 @@ WHOLE_ONLY: tuple[tuple[str, str], ...] = (
     # builds, each compiling two TPU hosts) and the matrix merge of a CPU and a TPU build: CI
     # keeps the Hatch hook's build of both hosts, its records field by field, verify, inspect
     # and the release check (libtpu installed once)
-    ("tests/integration/test_tpu_targets.py", "::test_every_integration_writes_the_same"),
-    ("tests/integration/test_tpu_targets.py", "::test_a_cpu_builders_wheel_and_a_tpu_builds"),
+    ("tests/integration/test_deviceless_tpu.py", "::test_every_integration_writes_the_same"),
+    ("tests/integration/test_deviceless_tpu.py", "::test_a_cpu_builders_wheel_and_a_tpu_builds"),
     # the accelerator bundle, example_pkg with its TPU v5e executables (27, 145 s of compile):
-    # its build ran for the TPU run (docs/gpu.md); CI compiles TPU targets in test_tpu_targets
+    # its build ran for the TPU run (docs/gpu.md); CI compiles TPU targets in test_deviceless_tpu
     ("tests/examples/test_accelerator_bundle.py", ""),
     ("tests/integration/test_manifest_scale_benchmark.py", ""),
     # IREE's tools (the portable export without jax stays in CI)

@@ -37,7 +37,7 @@ BACKEND_FLAG_VARIABLES = {"tpu": "LIBTPU_INIT_ARGS"}
 #: compiled without one is the one a process with it would compile, so matching leaves them
 #: out on both sides. ``--xla_tpu_use_enhanced_launch_barrier=true`` is set in every process
 #: by the TPU VM image this project was lent; libtpu 0.0.42.1 compiled the same bytes with it,
-#: with ``=false`` and with none, deviceless (``tests/integration/test_tpu_targets.py``), and
+#: with ``=false`` and with none, deviceless (``tests/integration/test_deviceless_tpu.py``), and
 #: on the TPU itself (docs/gpu.md). Every other option counts: one that changes the scheduler
 #: or rematerialization changes the bytes.
 PROGRAM_NEUTRAL_FLAGS = frozenset({"--xla_tpu_use_enhanced_launch_barrier=true",

@@ -38,7 +38,7 @@ class Generation:
 
 
 #: The generations and hosts, as libtpu 0.0.42.1 describes them on a CPU-only machine (each
-#: checked by ``tests/integration/test_tpu_targets.py`` where libtpu installs). v4 and v5p run
+#: checked by ``tests/integration/test_deviceless_tpu.py`` where libtpu installs). v4 and v5p run
 #: their two cores as one device (``megacore``).
 GENERATIONS: dict[str, Generation] = {
     "v4": Generation("v4", "megacore", "TPU v4", {4: "2x2x1"}),
