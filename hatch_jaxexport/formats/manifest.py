@@ -44,6 +44,12 @@ KNOWN_KINDS = ("primal", "jvp", "vjp", "jvp_jvp", "vjp_jvp")
 #: ``message`` (its text), ``module`` (the package's module it is attributed to) and
 #: ``lineno``. No path: nothing of the build machine reaches the wheel.
 TRACED_WARNING_FIELDS = ("category", "lineno", "message", "module")
+#: The ``lineno`` of a traced warning that points at the caller of the baked function: the
+#: package's code issued it (``module``) with a ``stacklevel`` that names a frame above the
+#: body (``warnings.warn(..., stacklevel=2)`` in the decorated function itself), which on the
+#: plain library is its caller's line. No line of a file is 0, and a loader from before this
+#: issues it at the module's line 0: the same category and message, elsewhere.
+CALLER_LINE = 0
 #: The most traced warnings a record holds, and the longest message and name kept.
 MAX_TRACED_WARNINGS = 64
 MAX_WARNING_MESSAGE = 4096
@@ -108,9 +114,9 @@ class ArtifactRecord(Record):
     #: An entry's ``form`` (``SIZED_FORMS``; absent: ``call``) says what its module computes.
     sized: list[dict[str, Any]] = []  # noqa: RUF012 - read only, like every field
     #: The warnings the package's own code issued while this artifact was traced
-    #: (``TRACED_WARNING_FIELDS`` each, sorted): the loader issues them again on the first
-    #: call the artifact serves, as the source's trace would. Omitted from the JSON when
-    #: empty; manifests written before the field existed lack it: ``[]``.
+    #: (``TRACED_WARNING_FIELDS`` each, in the order issued): the loader issues them again on
+    #: the first call the artifact serves, as the source's trace would. Omitted from the JSON
+    #: when empty; manifests written before the field existed lack it: ``[]``.
     warnings: list[dict[str, Any]] = []  # noqa: RUF012 - read only, like every field
 
     @property
@@ -460,8 +466,9 @@ def check_file_name(name: Any) -> str:
     return name
 
 
-__all__ = ["ARTIFACT_DIR", "ArtifactRecord", "BLOB_SUFFIX", "ConcreteRecord", "ExecutableRecord",
-           "FailedCall", "JaxSet", "KNOWN_KINDS", "MANIFEST_NAME", "MAX_TRACED_WARNINGS",
+__all__ = ["ARTIFACT_DIR", "ArtifactRecord", "BLOB_SUFFIX", "CALLER_LINE", "ConcreteRecord",
+           "ExecutableRecord", "FailedCall", "JaxSet", "KNOWN_KINDS", "MANIFEST_NAME",
+           "MAX_TRACED_WARNINGS",
            "MAX_WARNING_MESSAGE", "MAX_WARNING_NAME", "Manifest", "MeshShape",
            "SCHEMA_VERSION", "SIZED_FORMS", "TEXT_FORMS", "TRACED_WARNING_FIELDS",
            "SkippedRecord", "artifact_id", "artifact_sets", "check_file_name", "is_sha256_hex",

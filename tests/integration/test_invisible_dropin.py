@@ -223,3 +223,54 @@ def test_what_the_body_warns_while_traced_reaches_the_baked_wheels_users(baked_s
     assert seen["baked"]["result"] == seen["plain"]["result"] == [3.0] * 4
     assert seen["baked"]["again"] == seen["plain"]["again"] == 0
     assert "traced" not in seen["baked"]["tiers"] and seen["plain"]["tiers"] == ["traced"]
+
+
+CALLERS = """
+import json, warnings
+import numpy as np
+import jxe_dropin as m
+x = np.ones(4, np.float32)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    first = m.legacy_offset(x)  # LINE
+    m.legacy_offset(x)  # the same kind of call: jax traced it once, the artifact serves it
+print(json.dumps({"result": np.asarray(first).tolist(),
+                  "warned": [[w.category.__name__, str(w.message), w.filename, w.lineno]
+                             for w in caught if w.category is not UserWarning],
+                  "tiers": [r.tier for r in m.legacy_offset.call_report()]}))
+"""
+
+
+def test_a_body_warning_with_a_stacklevel_above_the_body_reaches_the_caller(baked_site):
+    """``stacklevel=2`` in the decorated body and ``3`` in a helper it calls (the usual
+    deprecation idioms): the baked wheel's caller gets the plain library's warnings, the same
+    categories and messages as often, pointing at the caller's line (the plain library's jit
+    trace points into jax), and under ``-W error`` the first raises as the source's."""
+    site, _, _ = baked_site
+    manifest = json.loads((site / "jxe_dropin" / "_jaxexport" / "manifest.json").read_text())
+    (record,) = [r for r in manifest["artifacts"] if r["function"] == "jxe_dropin:legacy_offset"]
+    assert record["warnings"] == [  # in the order the body issues them
+        {"category": "builtins:FutureWarning", "lineno": 0,
+         "message": "legacy_offset's offset will change", "module": "jxe_dropin"},
+        {"category": "builtins:DeprecationWarning", "lineno": 0,
+         "message": "legacy_offset is deprecated; call scaled", "module": "jxe_dropin"}]
+    line = CALLERS.splitlines().index("    first = m.legacy_offset(x)  # LINE") + 1
+    seen = {}
+    for name, where in (("baked", site), ("plain", site.parent / "proj")):
+        done = run([sys.executable, "-c", CALLERS],
+                   env={"PYTHONPATH": str(where), "HATCH_JAXEXPORT_CACHE": "0"})
+        seen[name] = json.loads(done.stdout.splitlines()[-1])
+        raised = run([sys.executable, "-W", "error", "-c",
+                      "import numpy as np, jxe_dropin as m\n"
+                      "try:\n    m.legacy_offset(np.ones(4, np.float32))\n"
+                      "except FutureWarning as err:\n    print('raised', err)"],
+                     env={"PYTHONPATH": str(where), "HATCH_JAXEXPORT_CACHE": "0"}).stdout
+        assert raised.strip() == "raised legacy_offset's offset will change", (name, raised)
+    assert seen["baked"]["result"] == seen["plain"]["result"] == [2.0] * 4
+    assert [w[:2] for w in seen["plain"]["warned"]] == \
+        [w[:2] for w in seen["baked"]["warned"]] == [
+            ["FutureWarning", "legacy_offset's offset will change"],
+            ["DeprecationWarning", "legacy_offset is deprecated; call scaled"]]
+    assert all(w[2:] == ["<string>", line] for w in seen["baked"]["warned"]), seen["baked"]
+    assert all("jxe_dropin" not in w[2] for w in seen["plain"]["warned"]), seen["plain"]
+    assert "traced" not in seen["baked"]["tiers"] and seen["plain"]["tiers"] == ["traced"]

@@ -11,10 +11,13 @@ runs, under the filter ``always`` (nothing swallowed by a registry or by the bui
 filters), whose reported location (the file Python attributes it to, after ``stacklevel``)
 lies inside the exported package's folder, unless the code that called ``warnings.warn`` is
 jax's, jaxlib's or hatch-jaxexport's (``NOT_THE_LIBRARY``: a jax deprecation pointed at the
-library's line by ``stacklevel`` is about the build's jax, not the user's). A warning
-attributed to a file outside the package (jax's internals, where ``stacklevel=2`` from a traced
-body points) is left out: its line is in the build's jax. Every other warning issued then is
-dropped, not printed. Each kept one is recorded as its category (``module:qualname``, the
+library's line by ``stacklevel`` is about the build's jax, not the user's). A warning the
+package's own code issued with a ``stacklevel`` that names a frame outside the package (the
+body's caller: ``stacklevel=2`` in the decorated function, ``3`` in a helper it calls, as most
+libraries write their deprecations) is kept too, attributed to that code's module at
+``CALLER_LINE``: at the build its frame is jax's tracing, on the user's machine the caller of
+the baked function, where the loader issues it. Every other warning issued then is dropped,
+not printed. Each kept one is recorded as its category (``module:qualname``, the
 nearest class of its MRO that resolves by that name), its message, the package's module it is
 attributed to and the line: no path, so nothing of the build machine reaches the wheel.
 
@@ -34,6 +37,7 @@ from collections.abc import Hashable, Iterable, Iterator
 from typing import Any
 
 from hatch_jaxexport.formats.manifest import (
+    CALLER_LINE,
     MAX_TRACED_WARNINGS,
     MAX_WARNING_MESSAGE,
     MAX_WARNING_NAME,
@@ -50,7 +54,8 @@ _SEEN: dict[Hashable, list[dict[str, Any]]] = {}
 @contextlib.contextmanager
 def traced_warnings(package: str, key: Hashable) -> Iterator[list[dict[str, Any]]]:
     """Record what ``package``'s code warns while the body runs; the list it yields holds,
-    once the body is done (raised or not), the kept warnings of ``key`` (sorted, each once)."""
+    once the body is done (raised or not), the kept warnings of ``key`` (in the order the body
+    issued them, each once)."""
     roots = _package_roots(package)
     own: dict[tuple[Any, ...], dict[str, Any]] = {}
 
@@ -58,7 +63,7 @@ def traced_warnings(package: str, key: Hashable) -> Iterator[list[dict[str, Any]
              file: Any = None, line: Any = None) -> None:
         entry = _entry(package, roots, _issuer(), message, category, filename, lineno)
         if entry is not None:
-            own.setdefault(_sort_key(entry), entry)
+            own.setdefault(_identity(entry), entry)
 
     found: list[dict[str, Any]] = []
     with warnings.catch_warnings():
@@ -71,13 +76,19 @@ def traced_warnings(package: str, key: Hashable) -> Iterator[list[dict[str, Any]
 
 
 def merged(*groups: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The warnings of ``groups``, each once, sorted by module, line, category and message,
-    at most ``MAX_TRACED_WARNINGS`` (the manifest's bound)."""
-    unique = {_sort_key(entry): entry for group in groups for entry in group}
-    return [unique[k] for k in sorted(unique)][:MAX_TRACED_WARNINGS]
+    """The warnings of ``groups``, each once, in the order they were issued (the first
+    group's first: a trace issues them in one order, so builds repeat), at most
+    ``MAX_TRACED_WARNINGS`` (the manifest's bound). The order is the plain library's: under
+    ``filterwarnings = error`` the first one is the exception its call raises."""
+    unique: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for group in groups:
+        for entry in group:
+            unique.setdefault(_identity(entry), entry)
+    return list(unique.values())[:MAX_TRACED_WARNINGS]
 
 
-def _sort_key(entry: dict[str, Any]) -> tuple[Any, ...]:
+def _identity(entry: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes two kept warnings one (kept once, where first issued)."""
     return entry["module"], entry["lineno"], entry["category"], entry["message"]
 
 
@@ -129,10 +140,18 @@ def _entry(package: str, roots: list[str], issuer: str, message: Any,
     if issuer.split(".")[0] in NOT_THE_LIBRARY:
         return None
     module = _module_of(package, roots, filename)
+    if module is None and _is_module_of(package, issuer):  # a stacklevel above the body
+        module, lineno = issuer, CALLER_LINE
     if module is None:
         return None
     return {"category": category_name(category), "lineno": int(lineno or 0),
             "message": str(message)[:MAX_WARNING_MESSAGE], "module": module}
+
+
+def _is_module_of(package: str, name: str) -> bool:
+    """Whether ``name`` is ``package`` or one of its modules, as a record can name it."""
+    return (name == package or name.startswith(package + ".")) and \
+        len(name) <= MAX_WARNING_NAME and all(part.isidentifier() for part in name.split("."))
 
 
 def category_name(category: type[Warning]) -> str:

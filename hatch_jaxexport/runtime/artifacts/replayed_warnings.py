@@ -10,12 +10,17 @@ resolved key (``executables.artifact_calls.build_artifact_call``, the concrete-s
 Each goes through ``warnings.warn_explicit`` with the category, message and line the build
 recorded, and the installed module's own file, name, globals and ``__warningregistry__``:
 the user's filters (``-W``, ``filterwarnings``, ``pytest.warns``) and the "once per location"
-registry behave as with the plain library. Under ``filterwarnings = error`` the replay raises
-the warning as an exception, as the plain library's trace does: that exception is the
-library's, so it is marked (``source_errors.mark_source_error``) and the fail-safe line lets it
-through. Anything else that goes wrong replaying one (a module or category not found) is the
-artifact side's: that warning is left out, logged at ``DEBUG``. Our own notices never come
-here (``notices``).
+registry behave as with the plain library. One the package's code issued with a
+``stacklevel`` above the body (recorded at ``CALLER_LINE``) is issued at the caller of the baked
+function instead, as ``stacklevel`` does: the first frame up the stack that is not
+hatch-jaxexport's (the user's line, the package's function that called it, or jax's tracing
+under a transformation), with that frame's file, line, module and registry.
+
+Under ``filterwarnings = error`` the replay raises the warning as an exception, as the plain
+library's trace does: that exception is the library's, so it is marked
+(``source_errors.mark_source_error``) and the fail-safe line lets it through. Anything else
+that goes wrong replaying one (a module or category not found) is the artifact side's: that
+warning is left out, logged at ``DEBUG``. Our own notices never come here (``notices``).
 
 Only the package's own modules are imported to find a warning's module or category (a
 category of another library must already be imported, as the package's code that used it
@@ -27,12 +32,14 @@ from __future__ import annotations
 import builtins
 import importlib
 import linecache
+import os
 import sys
 import warnings
 from collections.abc import Iterable, Mapping
 from types import ModuleType
 from typing import Any
 
+from hatch_jaxexport.formats.manifest import CALLER_LINE
 from hatch_jaxexport.runtime.source_errors import mark_source_error
 
 # Imported in functions: the notices' logger, only to say why a warning is left out (a first
@@ -55,22 +62,39 @@ def replay(package: str, entries: Iterable[Mapping[str, Any]]) -> None:
         if found is None:
             continue
         module, category = found
-        filename = getattr(module, "__file__", None) or module.__name__
+        filename, lineno, origin = _origin(module, entry["lineno"])
         # its source's line where the installed file has it (CPython raises IndexError for a
         # line past a module's source read through module_globals: an edited install)
-        source = module.__dict__ if linecache.getline(filename, entry["lineno"],
-                                                      module.__dict__) else None
+        source = origin if linecache.getline(filename, lineno, origin) else None
         try:
             warnings.warn_explicit(
-                entry["message"], category, filename, entry["lineno"], module=module.__name__,
-                registry=module.__dict__.setdefault("__warningregistry__", {}),
-                module_globals=source)
+                entry["message"], category, filename, lineno,
+                module=str(origin.get("__name__", module.__name__)),
+                registry=origin.setdefault("__warningregistry__", {}), module_globals=source)
         except Warning as err:  # the user's filters made the library's warning an error
             mark_source_error(err)
             raise
         except Exception as err:  # a category that cannot be made from its message
             _debug("hatch-jaxexport: a traced warning of %s left out: %s: %s",
                          package, type(err).__name__, err)
+
+
+#: hatch-jaxexport's folder: frames of code in it are not a warning's caller.
+_OURS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+
+
+def _origin(module: ModuleType, lineno: int) -> tuple[str, int, dict[str, Any]]:
+    """Where a traced warning is issued: its module's file and recorded line, or for one
+    recorded at ``CALLER_LINE`` the caller of the baked function (the first frame that is not
+    hatch-jaxexport's): file, line and the globals that hold its registry."""
+    if lineno != CALLER_LINE:
+        return getattr(module, "__file__", None) or module.__name__, lineno, module.__dict__
+    frame = sys._getframe(1)
+    # by the code's file, not its globals: the call's entry runs with the source function's
+    # globals (``decorator``: what jaxtyping and others read of a function)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_OURS):
+        frame = frame.f_back
+    return frame.f_code.co_filename, frame.f_lineno, frame.f_globals
 
 
 def _target(package: str, entry: Mapping[str, Any]) -> tuple[ModuleType, type[Warning]] | None:

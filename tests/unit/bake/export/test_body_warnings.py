@@ -15,14 +15,14 @@ from hatch_jaxexport.bake import discover
 from hatch_jaxexport.bake.concrete.exports import structure_exported
 from hatch_jaxexport.bake.export.body_warnings import category_name
 from hatch_jaxexport.bake.export.exporter import export_task, tasks_for
-from hatch_jaxexport.formats.manifest import ArtifactRecord, Manifest
+from hatch_jaxexport.formats.manifest import CALLER_LINE, ArtifactRecord, Manifest
 from hatch_jaxexport.formats.manifest_reader import parse_manifest
 
 SOURCE = '''\
 import warnings
 
 from hatch_jaxexport import exportable
-from {name}.helpers import old_helper
+from {name}.helpers import deprecated_helper, old_helper
 
 
 class LegacyWarning(PendingDeprecationWarning):
@@ -40,8 +40,9 @@ def legacy(x):
     warnings.warn("legacy is deprecated; use scaled", PendingDeprecationWarning)
     warnings.warn("a category of the package", LegacyWarning)
     warnings.warn("a category defined in a function", _local_category())
-    warnings.warn("pointed at jax's frame: not the package's line", UserWarning, stacklevel=2)
+    warnings.warn("pointed at the caller's line", UserWarning, stacklevel=2)
     old_helper()
+    deprecated_helper()
     return x * 2
 '''
 
@@ -51,6 +52,10 @@ import warnings
 
 def old_helper():
     warnings.warn("old_helper is deprecated", FutureWarning, stacklevel=2)
+
+
+def deprecated_helper():
+    warnings.warn("the caller of the caller", DeprecationWarning, stacklevel=3)
 '''
 
 
@@ -75,7 +80,7 @@ def test_a_real_export_keeps_the_packages_own_warnings_without_a_path(legacy):
     name, fn, tmp_path = legacy
     records = [export_task(fn, task)[1] for task in tasks_for(fn, ("cpu",))]
     assert [r.platform for r in records] == ["cpu", "tpu"]
-    expected = [
+    expected = [  # in the order the body issued them: the plain library's
         {"category": "builtins:PendingDeprecationWarning", "module": name,
          "message": "legacy is deprecated; use scaled",
          "lineno": _line(name, "legacy is deprecated", tmp_path)},
@@ -85,10 +90,15 @@ def test_a_real_export_keeps_the_packages_own_warnings_without_a_path(legacy):
         {"category": "builtins:DeprecationWarning", "module": name,  # Local's base
          "message": "a category defined in a function",
          "lineno": _line(name, "a category defined in a function", tmp_path)},
+        # a stacklevel above the body (jax's tracing here; the user's line on their machine):
+        # the module whose code issued it, at CALLER_LINE
+        {"category": "builtins:UserWarning", "module": name, "lineno": CALLER_LINE,
+         "message": "pointed at the caller's line"},
         {"category": "builtins:FutureWarning", "module": name,  # the helper's caller's line
          "message": "old_helper is deprecated", "lineno": _line(name, "old_helper()", tmp_path)},
+        {"category": "builtins:DeprecationWarning", "module": f"{name}.helpers",
+         "lineno": CALLER_LINE, "message": "the caller of the caller"},
     ]
-    expected.sort(key=lambda e: (e["module"], e["lineno"], e["category"], e["message"]))
     for record in records:  # the tpu export found jax's trace cached: the same warnings
         assert record.warnings == expected
     manifest = Manifest(package=name, generator="test", jax_version="0", jaxlib_version="0",
@@ -109,7 +119,8 @@ def test_concrete_size_exports_keep_them_on_every_platform(legacy):
     assert found[0] == found[1]
     assert [w["message"] for w in found[0]] == [
         "legacy is deprecated; use scaled", "a category of the package",
-        "a category defined in a function", "old_helper is deprecated"]
+        "a category defined in a function", "pointed at the caller's line",
+        "old_helper is deprecated", "the caller of the caller"]
 
 
 def test_a_package_that_warns_of_nothing_records_nothing(monkeypatch):

@@ -9,6 +9,7 @@ import warnings
 
 import pytest
 
+from hatch_jaxexport.formats.manifest import CALLER_LINE
 from hatch_jaxexport.runtime.artifacts.replayed_warnings import replay
 from hatch_jaxexport.runtime.source_errors import is_source_error
 
@@ -84,3 +85,33 @@ def test_what_cannot_be_found_inside_the_package_is_left_out(package, changes):
         warnings.simplefilter("error")  # nothing raises: nothing is issued
         replay(name, [_entry(name, **changes)])
     assert caught == [] and "antigravity" not in sys.modules
+
+
+def _replay_here(package: str, entry: dict) -> int:
+    """Replay ``entry`` from here (a caller of the baked function); the line it is made on."""
+    line = sys._getframe().f_lineno + 1
+    replay(package, [entry])
+    return line
+
+
+def test_a_warning_recorded_at_the_caller_is_issued_at_the_caller_of_the_baked_function(
+        package):
+    """``stacklevel=2`` in the decorated body names, on the plain library, the line that
+    called it: the replay names the first frame that is not hatch-jaxexport's, with that
+    frame's module and registry (here this test's)."""
+    entry = _entry(package, lineno=CALLER_LINE, message="call with y instead")
+    with pytest.warns(PendingDeprecationWarning, match="call with y instead") as caught:
+        line = _replay_here(package, entry)
+    (found,) = caught.list
+    assert (found.filename, found.lineno) == (__file__, line)
+    with warnings.catch_warnings(record=True) as again:  # once per location, as stacklevel
+        warnings.simplefilter("default")
+        for _ in range(3):
+            _replay_here(package, entry)
+    assert len(again) == 1
+    assert globals()["__warningregistry__"]  # the caller's registry, as Python's own
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(PendingDeprecationWarning) as raised:
+            _replay_here(package, entry)
+    assert is_source_error(raised.value)
