@@ -439,18 +439,26 @@ def split_name(specs: tuple[Any, ...], name: str | None) -> tuple[str | None,
 
 
 def _check_executables(fn_name: str, executables: Any) -> bool | tuple[str, ...] | None:
-    """``executables=``: ``None``, a bool, or a list of known targets (``SpecError`` if not)."""
+    """``executables=``: ``None``, a bool, or a list of known targets (``SpecError`` if not):
+    CPU targets by their ``TARGETS`` name, TPU hosts (``"v5e"``, ``"v5e:2x2"``) by their key
+    (``tpu:v5e:2x2``, ``formats.tpu_targets``)."""
     if executables is None or isinstance(executables, bool):
         return executables
     from hatch_jaxexport.formats.cpu_targets import TARGET_ALIASES, TARGETS, canonical_target
+    from hatch_jaxexport.formats.tpu_targets import parse_tpu_target
 
-    known = ", ".join(map(repr, [*TARGETS, *TARGET_ALIASES]))
+    def canonical(target: Any) -> str | None:
+        if not isinstance(target, str):
+            return None
+        tpu = parse_tpu_target(target)
+        return tpu.key if tpu is not None else canonical_target(target)
+
+    known = ", ".join(map(repr, [*TARGETS, *TARGET_ALIASES])) + " or TPU hosts such as 'v5e'"
     if isinstance(executables, str) or not isinstance(executables, Sequence) or \
-            not executables or any(not isinstance(t, str) or canonical_target(t) is None
-                                   for t in executables):
+            not executables or any(canonical(t) is None for t in executables):
         raise SpecError(f"@exportable spec of {fn_name}: executables must be None, True, False "
                         f"or a non-empty list of {known}, got {_given(executables)}")
-    return tuple(dict.fromkeys(canonical_target(t) or t for t in executables))
+    return tuple(dict.fromkeys(str(canonical(t)) for t in executables))
 
 
 def check_spec(fn: Any, name: str | None, specs: tuple[Any, ...], options: SpecOptions, *,

@@ -430,3 +430,24 @@ def test_tpu_targets_errors_name_the_entry_the_known_hosts_and_a_missing_platfor
                       f"{HATCH}.platforms (['cpu']) lacks \"tpu\": add it"]
     assert errors_of({"tpu-targets": "v5e", "platforms": ["tpu"]})[0].startswith(
         f"{HATCH}.tpu-targets must be an array of TPU targets such as [\"v5e\", \"v5e:2x2\"]")
+
+
+def test_a_function_picks_its_own_targets_among_cpu_and_tpu_hosts():
+    """``function_targets``: a function's list (CPU targets, TPU hosts) replaces the build's;
+    ``True`` is the builder's CPU targets and the build's TPU hosts; ``False`` none."""
+    from types import SimpleNamespace
+
+    from hatch_jaxexport.bake.executables.compiling import (
+        function_targets,
+        resolve_targets,
+        target_platform,
+    )
+
+    build = ("x86_64-avx2", "tpu:v5e:1x1")
+    spec = SimpleNamespace
+    assert function_targets(spec(executables=None), build) == list(build)
+    assert function_targets(spec(executables=False), build) == []
+    assert function_targets(spec(executables=True), build) == [*resolve_targets(True),
+                                                                "tpu:v5e:1x1"]
+    assert function_targets(spec(executables=("tpu:v6e:2x4",)), build) == ["tpu:v6e:2x4"]
+    assert [target_platform(t) for t in build] == ["cpu", "tpu"]

@@ -81,8 +81,8 @@ def test_valid_flags_and_orders_are_kept_as_given():
 def test_executables_takes_none_a_bool_or_known_targets(value, given):
     message = _refusal(executables=value)
     assert message == (f"{_WHERE}executables must be None, True, False or a non-empty list of "
-                       f"'x86_64-avx2', 'x86_64-avx512', 'aarch64', 'x86-64-v3', 'x86-64-v4', "
-                       f"got {given}")
+                       f"'x86_64-avx2', 'x86_64-avx512', 'aarch64', 'x86-64-v3', 'x86-64-v4' "
+                       f"or TPU hosts such as 'v5e', got {given}")
 
 
 def test_executable_options_are_kept():
@@ -91,6 +91,9 @@ def test_executable_options_are_kept():
     assert spec.executables == ("x86_64-avx2",) and spec.executable_sizes == {"n": (4, 8)}
     assert exportable(SPEC)(_twice).export_spec.executables is None
     assert exportable(SPEC, executables=False)(_twice).export_spec.executables is False
+    # TPU hosts by their keys, beside CPU targets: compiled by the build without a TPU
+    assert exportable(SPEC, executables=["x86-64-v3", "v5e", "v5e:4", "tpu:v5e:1x1"])(
+        _twice).export_spec.executables == ("x86_64-avx2", "tpu:v5e:1x1", "tpu:v5e:2x2")
 
 
 def test_executable_sizes_are_checked_like_concrete_under_their_own_name():
