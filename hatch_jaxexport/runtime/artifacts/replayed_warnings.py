@@ -63,9 +63,7 @@ def replay(package: str, entries: Iterable[Mapping[str, Any]]) -> None:
             continue
         module, category = found
         filename, lineno, origin = _origin(module, entry["lineno"])
-        # its source's line where the installed file has it (CPython raises IndexError for a
-        # line past a module's source read through module_globals: an edited install)
-        source = origin if linecache.getline(filename, lineno, origin) else None
+        source = origin if _has_line(filename, lineno, origin) else None
         try:
             warnings.warn_explicit(
                 entry["message"], category, filename, lineno,
@@ -77,6 +75,17 @@ def replay(package: str, entries: Iterable[Mapping[str, Any]]) -> None:
         except Exception as err:  # a category that cannot be made from its message
             _debug("hatch-jaxexport: a traced warning of %s left out: %s: %s",
                          package, type(err).__name__, err)
+
+
+def _has_line(filename: str, lineno: int, origin: dict[str, Any]) -> bool:
+    """Whether the source of ``filename`` (read through ``origin``'s loader) has ``lineno``:
+    then the warning shows it. CPython raises IndexError for a line past a module's source
+    read through module_globals (an edited install), and a caller's loader may raise
+    anything: either is a "no", the warning is issued without its line."""
+    try:
+        return bool(linecache.getline(filename, lineno, origin))
+    except Exception:
+        return False
 
 
 #: hatch-jaxexport's folder: frames of code in it are not a warning's caller.
