@@ -35,8 +35,9 @@ BACKEND_FLAG_VARIABLES = {"tpu": "LIBTPU_INIT_ARGS"}
 
 #: Backend options measured to leave a compiled program as it is, byte for byte: an executable
 #: compiled without one is the one a process with it would compile, so matching leaves them
-#: out on both sides. ``--xla_tpu_use_enhanced_launch_barrier=true`` is set in every process
-#: by the TPU VM image this project was lent; libtpu 0.0.42.1 compiled the same bytes with it,
+#: out on both sides. ``--xla_tpu_use_enhanced_launch_barrier=true`` is added by jax itself
+#: (``cloud_tpu_init``) in every process that starts a TPU backend, and by nothing in a
+#: deviceless build; libtpu 0.0.42.1 compiled the same bytes with it,
 #: with ``=false`` and with none, deviceless (``tests/integration/test_deviceless_tpu.py``), and
 #: on the TPU itself (docs/gpu.md). Every other option counts: one that changes the scheduler
 #: or rematerialization changes the bytes.
@@ -121,7 +122,7 @@ def description_mismatch(record: Any, have: DeviceDescription) -> str | None:
     if record.device_count > have.device_count:
         return (f"compiled for {record.device_count} {record.backend} device(s), this process "
                 f"has {have.device_count}")
-    host = getattr(record, "host_device_count", 0)
+    host = record.host_device_count
     if host and host != have.device_count:
         return (f"compiled for a host of {host} {record.backend} device(s), this process has "
                 f"{have.device_count}")
@@ -142,7 +143,7 @@ def target_problem(record: Any, artifact_platform: str | None) -> str | None:
         return None
     if record.backend not in (*ACCELERATOR_PLATFORMS, "cpu"):
         return f"its backend {record.backend!r} is not one of {', '.join(ACCELERATOR_PLATFORMS)}"
-    host = getattr(record, "host_device_count", 0)
+    host = record.host_device_count
     wanted = device_target_name(record.backend, record.device_kind, host)
     if record.target != wanted:
         return f"target {record.target!r} does not name its device ({wanted!r})"
@@ -165,10 +166,9 @@ def target_text(record: Any) -> str:
     if record.backend_flags:
         variable = BACKEND_FLAG_VARIABLES.get(record.backend, "backend options")
         flags = f", {variable} {_short(record.backend_flags)!r}"
-    host = getattr(record, "host_device_count", 0)
-    of_host = f" of a {host}-device host" if host > 1 else ""
-    built = f", compiled deviceless for {record.topology}" if getattr(record, "topology", "") \
-        else ""
+    of_host = f" of a {record.host_device_count}-device host" \
+        if record.host_device_count > 1 else ""
+    built = f", compiled deviceless for {record.topology}" if record.topology else ""
     return f"{record.target} ({record.device_kind}, {record.device_count} device" \
         f"{'s' if record.device_count != 1 else ''}{of_host}{flags}{built})"
 

@@ -444,21 +444,15 @@ def _check_executables(fn_name: str, executables: Any) -> bool | tuple[str, ...]
     (``tpu:v5e:2x2``, ``formats.tpu_targets``)."""
     if executables is None or isinstance(executables, bool):
         return executables
-    from hatch_jaxexport.formats.cpu_targets import TARGET_ALIASES, TARGETS, canonical_target
-    from hatch_jaxexport.formats.tpu_targets import parse_tpu_target
-
-    def canonical(target: Any) -> str | None:
-        if not isinstance(target, str):
-            return None
-        tpu = parse_tpu_target(target)
-        return tpu.key if tpu is not None else canonical_target(target)
+    from hatch_jaxexport.formats.cpu_targets import TARGET_ALIASES, TARGETS
+    from hatch_jaxexport.formats.tpu_targets import executable_target
 
     known = ", ".join(map(repr, [*TARGETS, *TARGET_ALIASES])) + " or TPU hosts such as 'v5e'"
     if isinstance(executables, str) or not isinstance(executables, Sequence) or \
-            not executables or any(canonical(t) is None for t in executables):
+            not executables or any(executable_target(t) is None for t in executables):
         raise SpecError(f"@exportable spec of {fn_name}: executables must be None, True, False "
                         f"or a non-empty list of {known}, got {_given(executables)}")
-    return tuple(dict.fromkeys(str(canonical(t)) for t in executables))
+    return tuple(dict.fromkeys(str(executable_target(t)) for t in executables))
 
 
 def check_spec(fn: Any, name: str | None, specs: tuple[Any, ...], options: SpecOptions, *,

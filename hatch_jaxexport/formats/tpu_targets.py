@@ -18,6 +18,8 @@ Pure: no jax, nothing read at import. The build turns a ``TpuTarget`` into a top
 
 from __future__ import annotations
 
+from hatch_jaxexport.formats.cpu_targets import canonical_target
+
 #: The prefix of a TPU target's key among a build's executable targets (``tpu:v5e:2x2``):
 #: never a name of ``formats.cpu_targets.TARGETS``.
 KEY_PREFIX = "tpu:"
@@ -99,6 +101,17 @@ def parse_tpu_target(text: str) -> TpuTarget | None:
     return TpuTarget(generation, host) if host in generation.hosts.values() else None
 
 
+def executable_target(name: object) -> str | None:
+    """The name a build records for an executable target a maintainer wrote: a CPU target's
+    ``cpu_targets.TARGETS`` name (``x86-64-v3`` is ``x86_64-avx2``), a TPU host's key (``v5e``
+    and ``tpu:v5e`` are ``tpu:v5e:1x1``); ``None`` for neither. The build's options, the
+    command line and ``@exportable(executables=...)`` all read names through this."""
+    if not isinstance(name, str):
+        return None
+    tpu = parse_tpu_target(name)
+    return tpu.key if tpu is not None else canonical_target(name)
+
+
 def is_tpu_key(target: str) -> bool:
     """Whether a build's executable target is a TPU target's key (``tpu:v5e:1x1``)."""
     return target.startswith(KEY_PREFIX)
@@ -112,4 +125,4 @@ def describe_tpu_targets() -> str:
 
 
 __all__ = ["GENERATIONS", "KEY_PREFIX", "Generation", "TpuTarget", "describe_tpu_targets",
-           "is_tpu_key", "parse_tpu_target"]
+           "executable_target", "is_tpu_key", "parse_tpu_target"]

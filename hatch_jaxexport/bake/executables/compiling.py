@@ -28,14 +28,18 @@ from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats.concrete_sizes import size_combinations, size_problem
 from hatch_jaxexport.formats.cpu_targets import (
     TARGETS,
-    canonical_target,
     default_targets,
     describe_targets,
     machine_name,
 )
 from hatch_jaxexport.formats.manifest import ArtifactRecord, ExecutableRecord
 from hatch_jaxexport.formats.signatures import SIGNATURES_NAME, Recorded, parse_signatures
-from hatch_jaxexport.formats.tpu_targets import describe_tpu_targets, is_tpu_key, parse_tpu_target
+from hatch_jaxexport.formats.tpu_targets import (
+    KEY_PREFIX,
+    describe_tpu_targets,
+    executable_target,
+    is_tpu_key,
+)
 
 #: The suffix of an executable's file in the artifact folder.
 EXECUTABLE_SUFFIX = ".xla"
@@ -54,20 +58,12 @@ def resolve_targets(requested: bool | Sequence[str]) -> list[str]:
         return default_targets(builder_machine())
     if not requested:
         return []
-    named = {name: _canonical(name) for name in requested}
+    named = {name: executable_target(name) for name in requested}
     unknown = [name for name, known in named.items() if known is None]
     if unknown:
         raise ValueError(f"unknown executable target(s) {unknown}; known: {describe_targets()}"
                          f"; TPU targets: {describe_tpu_targets()}")
     return list(dict.fromkeys(known for known in named.values() if known))
-
-
-def _canonical(name: Any) -> str | None:
-    """A target's recorded name: a CPU target's ``TARGETS`` name or a TPU target's key."""
-    if not isinstance(name, str):
-        return None
-    tpu = parse_tpu_target(name) if is_tpu_key(name) else None
-    return tpu.key if tpu is not None else canonical_target(name)
 
 
 def function_targets(spec: Any, build_targets: Sequence[str]) -> list[str]:
@@ -309,8 +305,8 @@ def _compile_tpu(staging: Path, package: str, plans: Sequence[Mapping[str, Any]]
     # only a build with TPU targets asks for libtpu
     from hatch_jaxexport.bake.executables.libtpu import libtpu_folder
 
-    names = ", ".join(parse_tpu_target(t).topology_name for t in targets)  # type: ignore[union-attr]
-    folder = libtpu_folder(python, env, names, log)
+    hosts = {t: t.removeprefix(KEY_PREFIX) for t in targets}  # tpu:v5e:2x2 -> v5e:2x2
+    folder = libtpu_folder(python, env, ", ".join(hosts.values()), log)
     paths = [p for p in (env.get("PYTHONPATH", ""), folder) if p]
     # ALLOW_MULTIPLE_LIBTPU_LOAD: libtpu otherwise holds a lockfile (/tmp/libtpu_lockfile)
     # for the whole process, and a second target's process started meanwhile is refused
@@ -331,7 +327,7 @@ def _compile_tpu(staging: Path, package: str, plans: Sequence[Mapping[str, Any]]
             records += found
             named = found[0].target if found else target
             log(f"{package}: {len(found)} executable(s) for {named} "
-                f"({parse_tpu_target(target).topology_name}, compiled without a TPU) in "  # type: ignore[union-attr]
+                f"({hosts[target]}, compiled without a TPU) in "
                 f"{seconds:.1f} s, {sum(r.size for r in found):,} bytes")
     return records
 
