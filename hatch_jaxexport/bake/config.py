@@ -40,7 +40,7 @@ TIGHTENED_JAX_REQUIREMENT = "jax>={version}"
 
 OPTION_NAMES = ("packages", "platforms", "jobs", "on-error", "jax-requirement", "editable",
                 "executables", "executable-jaxlibs", "executables-from", "jax-releases",
-                "tpu-targets")
+                "tpu-targets", "companion-wheels")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +75,10 @@ class ExportOptions:
     #: artifacts the wheel carries as sets beside the build's own jax's
     #: (``bake.workers.jax_sets``): users of a jax the build's own set does not serve are served.
     jax_releases: tuple[str, ...] = ()
+    #: Which executables go into companion wheels of their own (``formats.companion_wheels``:
+    #: ``none``, ``accelerators``, ``all``), installed through the package's extras; ``none``
+    #: by default: the build's output stays one wheel (``pip wheel`` keeps only that).
+    companion_wheels: str = "none"
 
     def requirement_for(self, jax_version: str) -> str | None:
         """The requirement to add to the wheel's metadata, for artifacts made by ``jax_version``."""
@@ -399,6 +403,19 @@ def _check_jaxlibs(value: Any, path: str) -> Checked:
     return tuple(dict.fromkeys(map(str, value))), errors
 
 
+def _check_companion_wheels(value: Any, path: str) -> Checked:
+    """``companion-wheels``: ``true`` (the accelerators'), ``false``, or one of
+    ``formats.companion_wheels.SPLIT_CHOICES``."""
+    from hatch_jaxexport.formats.companion_wheels import SPLIT_CHOICES
+
+    if value is True or value is False:
+        return ("accelerators" if value else "none"), []
+    if value not in SPLIT_CHOICES:
+        return None, [_must_be(path, 'true, false, "accelerators" (TPU and GPU executables), '
+                                     '"all" (the CPU\'s too) or "none"', value)]
+    return value, []
+
+
 def _check_wheel_patterns(value: Any, path: str) -> Checked:
     """``executables-from``: an array of glob patterns of wheels (``"wheels/*/*.whl"``)."""
     if not isinstance(value, list):
@@ -423,6 +440,7 @@ _OPTION_STEPS: dict[str, tuple[str, Callable[[Any, str], Checked]]] = {
     "executables-from": ("executables_from", _check_wheel_patterns),
     "jax-releases": ("jax_releases", _check_jaxlibs),
     "tpu-targets": ("executables", _check_tpu_targets),
+    "companion-wheels": ("companion_wheels", _check_companion_wheels),
 }
 
 

@@ -329,6 +329,29 @@ def _add_executables_from(name: str, folder: Path, patterns: Sequence[str],
                   f"{len(wheels)} wheel(s) of other builders (executables-from)")
 
 
+def write_companions(wheel: Path, out_dir: Path, options: ExportOptions,
+                     reporter: Reporter) -> Path:
+    """Split the built ``wheel``'s executables into companion wheels in ``out_dir``
+    (``companion-wheels``; ``bake.executables.companion_split``), which every integration
+    calls on the wheel it built; the package's wheel. Each companion is a line of the build
+    log: its file, bytes, executables and the extra that installs it."""
+    if options.companion_wheels == "none":
+        return wheel
+    from hatch_jaxexport.bake.executables.companion_split import split_wheel
+
+    result = split_wheel(wheel, out_dir, options.companion_wheels)
+    if not result.companions:
+        reporter.info(f"jaxexport: companion-wheels = {options.companion_wheels!r}: the wheel "
+                      "has no such executables, no companion wheel written")
+    for extra, path in result.companions.items():
+        reporter.info(f"jaxexport: companion wheel {path.name}, {path.stat().st_size:,} bytes, "
+                      f"installed by the extra [{extra}]")
+    if result.companions:
+        reporter.info(f"jaxexport: {result.wheel.name} is {result.wheel.stat().st_size:,} bytes "
+                      "without them; upload the companion wheels with it")
+    return result.wheel
+
+
 def flush_output() -> None:
     """Flush stdout and stderr: a backend's output is a pipe (block-buffered) under most front
     ends, and a progress line is only useful when it shows as it happens."""

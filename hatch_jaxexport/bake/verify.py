@@ -28,6 +28,7 @@ from hatch_jaxexport.formats.inventory import inventory
 from hatch_jaxexport.formats.manifest import (
     ARTIFACT_DIR,
     MANIFEST_NAME,
+    CompanionRecord,
     JaxSet,
     Manifest,
     check_file_name,
@@ -106,6 +107,72 @@ def _check_executables(root: Any, manifest: Manifest, listed: set[str]) -> list[
     return problems
 
 
+def companion_problems(root: Any, manifest: Manifest, record: CompanionRecord) -> list[str]:
+    """Every problem of a companion wheel's folder ``root`` for ``package``'s ``manifest``:
+    its manifest the one ``record`` pins (SHA-256), read by the loader's reader, holding
+    executables only, each compiled from an artifact ``manifest`` lists (with its SHA-256) and
+    each blob intact; no file it does not list."""
+    where = f"{record.distribution}: {ARTIFACT_DIR}/{manifest.package}/{MANIFEST_NAME}"
+    try:
+        data = (root / MANIFEST_NAME).read_bytes()
+    except OSError as err:
+        return [f"{where}: cannot read it ({err})"]
+    if hashlib.sha256(data).hexdigest() != record.manifest_sha256:
+        return [f"{where} is not the one {manifest.package}'s manifest pins (SHA-256 "
+                f"{record.manifest_sha256[:12]}): another version or build of the companion"]
+    try:
+        own = loader_read(data, where)
+    except ArtifactError as err:
+        return [str(err)]
+    problems = []
+    if own.package != manifest.package or own.artifacts or own.concrete or own.companions:
+        problems.append(f"{where} must hold executables of {manifest.package} only")
+    listed = {MANIFEST_NAME}
+    with_artifacts = manifest._replace(executables=own.executables)
+    problems += [f"{record.distribution}: {p}"
+                 for p in _check_executables(root, with_artifacts, listed)]
+    try:
+        names = sorted(entry.name for entry in root.iterdir())
+    except OSError as err:
+        names = []
+        problems.append(f"{where}: cannot list its folder ({err})")
+    problems += [f"{record.distribution}: {name} is not listed in its manifest"
+                 for name in names if name not in listed]
+    if len(own.executables) != record.executables:
+        problems.append(f"{where} holds {len(own.executables)} executables, the package's "
+                        f"manifest says {record.executables}")
+    return problems
+
+
+def verify_companion(root: Any, manifest: Manifest, record: CompanionRecord, what: str) -> None:
+    """The build's read-back of a companion wheel it wrote (``companion_problems``):
+    ``ExportError`` naming every problem, nothing finished half."""
+    problems = companion_problems(root, manifest, record)
+    if problems:
+        raise ExportError(problems, f"{manifest.package}: {what} failed the build's read-back; "
+                          "nothing was finished")
+
+
+def installed_companions(manifest: Manifest) -> list[tuple[CompanionRecord, str, list[str]]]:
+    """Each companion wheel ``manifest`` lists, as installed beside it: its record, how it
+    stands (``installed``, or why the loader would not use it) and its problems
+    (``companion_problems``; none for a companion that is not installed: an extra the
+    environment did not ask for)."""
+    from hatch_jaxexport.runtime.artifacts.installed_companions import find_companion
+
+    found = []
+    for record in manifest.companions:
+        companion = find_companion(record, manifest.package)
+        if companion.missing:
+            found.append((record, companion.problem, []))
+        elif companion.root is None:
+            found.append((record, companion.problem, [companion.problem]))
+        else:
+            problems = companion_problems(companion.root, manifest, record)
+            found.append((record, "installed" if not problems else "damaged", problems))
+    return found
+
+
 def verify_package(package: str) -> list[str]:
     """Every problem with ``package``'s ``_jaxexport/`` folder; an empty list if it is intact.
 
@@ -151,6 +218,8 @@ def verify_folder(root: Any, package: str, *, installed: bool = True) -> VerifyR
         problems.append(f"the manifest is for package {manifest.package!r}, not {package!r}")
     listed = {MANIFEST_NAME}
     problems += _check_records(root, manifest, package if installed else None, listed)
+    if installed:  # the companion wheels installed beside it (a build's are read back alone)
+        problems += [p for _, _, found in installed_companions(manifest) for p in found]
     for jax_set in manifest.jax_sets:  # other jax releases' sets (bake/workers/jax_sets.py)
         listed.add(jax_set.manifest)
         problems += [f"jax {jax_set.jax_version}'s set: {problem}"
@@ -343,5 +412,6 @@ def _hash(path: Any, size: int) -> tuple[str, int]:
     return digest.hexdigest(), length
 
 
-__all__ = ["VerifyReport", "loader_read", "read_back", "read_back_wheel", "verify_folder",
+__all__ = ["VerifyReport", "companion_problems", "installed_companions", "loader_read",
+           "read_back", "read_back_wheel", "verify_companion", "verify_folder",
            "verify_package", "verify_report"]

@@ -33,7 +33,7 @@ from hatch_jaxexport.bake.config import (
     requirement_name,
 )
 from hatch_jaxexport.bake.executables.merge import write_wheel
-from hatch_jaxexport.bake.flow import Reporter, bake
+from hatch_jaxexport.bake.flow import Reporter, bake, write_companions
 from hatch_jaxexport.bake.verify import read_back_wheel
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats.manifest import ARTIFACT_DIR
@@ -151,8 +151,9 @@ def bake_wheel(wheel: str | Path, out_dir: str | Path, options: ExportOptions,
             raise ExportError([f"--out {out_dir} holds {wheel.name} itself: write the baked "
                                "wheel into another folder"])
         out = write_wheel(out_dir / wheel.name, ordered, record, entries[record][0].date_time)
-    return read_back_wheel(out, [(f"{p.name}/{ARTIFACT_DIR}", p.name) for p in baked
-                                 if not editable and not p.empty], "the baked wheel")
+    out = read_back_wheel(out, [(f"{p.name}/{ARTIFACT_DIR}", p.name) for p in baked
+                                if not editable and not p.empty], "the baked wheel")
+    return out if editable else write_companions(out, out_dir, options, reporter)
 
 
 def _stale(name: str, packages: Sequence[str]) -> bool:

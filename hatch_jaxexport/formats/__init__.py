@@ -12,7 +12,8 @@ of its own.
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "concrete_sizes", "coverage", "cpu_targets", "device_targets",
+__all__ = ["__version__", "companion_wheels", "concrete_sizes", "coverage", "cpu_targets",
+           "device_targets",
            "dimensions", "dtype_names",
            "export_spec", "inventory", "jax_window", "manifest", "manifest_reader", "mesh",
            "options", "portable_index", "record_spans", "records", "settings", "signatures",

@@ -294,6 +294,28 @@ class JaxSet(Record):
     jax_released: str
 
 
+class CompanionRecord(Record):
+    """A companion wheel of the package (``formats.companion_wheels``): the executables of one
+    target, installed through an extra, which the loader uses only where the companion's
+    manifest is the one this build wrote (``manifest_sha256``)."""
+
+    __slots__ = ()
+
+    #: The package's extra that installs it (``tpu-v5e``).
+    extra: str
+    #: Its distribution (``example-pkg-jaxexport-tpu-v5e``), at ``version``: the package's.
+    distribution: str
+    version: str
+    #: The import package that holds its files (``example_pkg_jaxexport_tpu_v5e``).
+    package: str
+    #: The backend its executables run on (``tpu``): a process of another never looks for it.
+    platform: str
+    #: The SHA-256 of its manifest for this package, how many executables and bytes it holds.
+    manifest_sha256: str
+    executables: int
+    size: int
+
+
 class Manifest(Record):
     """The index of a package's baked artifacts."""
 
@@ -322,6 +344,9 @@ class Manifest(Record):
     #: The other jax releases' artifact sets (``jax-releases``; optional, omitted when none;
     #: readers from before them serve this manifest's own set, as they always did).
     jax_sets: tuple[JaxSet, ...] = ()
+    #: The companion wheels that hold executables split out of this wheel (optional, omitted
+    #: when none; readers from before them use the executables the wheel itself holds).
+    companions: tuple[CompanionRecord, ...] = ()
 
     def with_files(self, names: Mapping[str, str]) -> "Manifest":
         """This manifest with each file name its records name (artifacts, their concrete-size
@@ -365,6 +390,8 @@ class Manifest(Record):
             data["failed_calls"] = [f._asdict() for f in sorted(self.failed_calls)]
         if self.jax_sets:
             data["jax_sets"] = [s._asdict() for s in sorted(self.jax_sets)]
+        if self.companions:
+            data["companions"] = [c._asdict() for c in sorted(self.companions)]
         return manifest_text(data).encode()
 
 
@@ -466,7 +493,8 @@ def check_file_name(name: Any) -> str:
     return name
 
 
-__all__ = ["ARTIFACT_DIR", "ArtifactRecord", "BLOB_SUFFIX", "CALLER_LINE", "ConcreteRecord",
+__all__ = ["ARTIFACT_DIR", "ArtifactRecord", "BLOB_SUFFIX", "CALLER_LINE", "CompanionRecord",
+           "ConcreteRecord",
            "ExecutableRecord", "FailedCall", "JaxSet", "KNOWN_KINDS", "MANIFEST_NAME",
            "MAX_TRACED_WARNINGS",
            "MAX_WARNING_MESSAGE", "MAX_WARNING_NAME", "Manifest", "MeshShape",

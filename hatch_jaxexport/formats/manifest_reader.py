@@ -24,6 +24,7 @@ from hatch_jaxexport.formats.manifest import (
     TEXT_FORMS,
     TRACED_WARNING_FIELDS,
     ArtifactRecord,
+    CompanionRecord,
     ConcreteRecord,
     ExecutableRecord,
     FailedCall,
@@ -240,6 +241,7 @@ def _check_header(raw: dict[str, Any], where: str) -> None:
         raise ArtifactError(f"corrupt manifest {where}: 'jax_released' must be a date "
                             f"(YYYY-MM-DD), got {released!r:.80}")
     raw["jax_sets"] = _check_jax_sets(raw.get("jax_sets", []), where)
+    raw["companions"] = _check_companions(raw.get("companions", []), where)
 
 
 def _check_lists(raw: dict[str, Any], where: str) -> None:
@@ -286,6 +288,30 @@ def _check_jax_sets(raw: Any, where: str) -> tuple[JaxSet, ...]:
     return sets
 
 
+def _check_companions(raw: Any, where: str) -> tuple[CompanionRecord, ...]:
+    """The manifest's companion wheels, each with names that cannot leave the site folder (a
+    bare import package name, an extra and a distribution of letters, digits and ``-``), a
+    SHA-256, and counts in range; no extra or import package twice."""
+    if not isinstance(raw, list):
+        raise ArtifactError(f"corrupt manifest {where}: 'companions' must be a list")
+    records = tuple(_from_json(CompanionRecord, item, f"companions[{i}]")
+                    for i, item in enumerate(raw))
+    for i, record in enumerate(records):
+        names_ok = record.package.isidentifier() and all(
+            text and text.replace("-", "").isalnum() and text.isascii()
+            for text in (record.extra, record.distribution, record.platform))
+        if not names_ok or not is_sha256_hex(record.manifest_sha256) or \
+                not 0 <= record.executables <= 10**7 or not 0 <= record.size <= 2**50:
+            raise ArtifactError(f"corrupt manifest {where}: companions[{i}] must name a "
+                                "companion by a bare package name, its extra, distribution "
+                                f"and platform, with its manifest's SHA-256, got {raw[i]!r:.160}")
+    for field in ("extra", "package"):
+        names = [getattr(r, field) for r in records]
+        if len(set(names)) != len(names):
+            raise ArtifactError(f"corrupt manifest {where}: two companions have one {field}")
+    return records
+
+
 def _owner_of(item: Any, field: str, where: str) -> str:
     """The function a raw record belongs to (``field``: its ``function``, or the ``artifact``
     id of an executable, which starts with ``<function>/``), checked as ``_from_json`` would."""
@@ -312,7 +338,7 @@ class ManifestIndex:
     every path and hash is checked on the way in, whichever way it is read.
     """
 
-    __slots__ = ("data", "generator", "jax_released", "jax_sets", "jax_version",
+    __slots__ = ("companions", "data", "generator", "jax_released", "jax_sets", "jax_version",
                  "jaxlib_version", "package", "raw", "schema_version", "sources", "spans",
                  "where")
 
@@ -329,6 +355,8 @@ class ManifestIndex:
         self.jax_released: str = raw["jax_released"]
         #: The other jax releases' sets (a main manifest's; ``()`` in a set's own).
         self.jax_sets: tuple[JaxSet, ...] = raw["jax_sets"]
+        #: The companion wheels the package's executables were split into.
+        self.companions: tuple[CompanionRecord, ...] = raw["companions"]
 
     def function(self, name: str) -> Manifest:
         """The records of function ``name`` (artifacts, skipped exports, executables) as a
@@ -384,6 +412,7 @@ class ManifestIndex:
                         executables=_parse_executables(executables, seen),
                         concrete=_parse_concrete(concrete, seen), sources=self.sources,
                         jax_released=self.jax_released, jax_sets=self.jax_sets,
+                        companions=self.companions,
                         failed_calls=tuple(_from_json(FailedCall, item, f"failed_calls[{i}]")
                                            for i, item in failed_calls))
 

@@ -130,6 +130,20 @@ def _add_wheel_commands(sub: Any) -> None:
                            "Refuses wheels whose other files or artifacts differ.")
     merge.add_argument("wheels", nargs="+", metavar="WHEEL", help="the builds of one wheel")
     merge.add_argument("--out", required=True, metavar="DIR", help="folder for the merged wheel")
+    merge.add_argument("--companion-wheels", choices=("none", "accelerators", "all"),
+                       default="none", help="then split the merged wheel's executables into "
+                       "companion wheels, as `jaxexport companions` does (default: none)")
+    split = sub.add_parser(
+        "companions", help="split a wheel's executables into companion wheels, one per target",
+        description="Write WHEEL into --out without the executables --split names, and one "
+        "companion wheel per target that holds them (example-pkg-jaxexport-tpu-v5e), each "
+        "installed by an extra the package's wheel gets (pip install 'example-pkg[tpu-v5e]', "
+        "[tpu] for every TPU target). Reproducible; everything is read back before it is kept.")
+    split.add_argument("wheel", metavar="WHEEL", help="a baked wheel with its executables")
+    split.add_argument("--out", required=True, metavar="DIR", help="folder for the wheels "
+                       "(WHEEL's own folder replaces WHEEL)")
+    split.add_argument("--split", choices=("accelerators", "all"), default="accelerators",
+                       help="the TPU and GPU executables (default), or the CPU's too")
     baker = sub.add_parser(
         "bake-wheel", help="bake a wheel another build backend built (flit, poetry-core, ...)",
         description="Export every @exportable of the top-level packages WHEEL ships, as the "
@@ -359,9 +373,30 @@ def _print_table(rows: Sequence[Sequence[str]]) -> None:
               .rstrip())
 
 
+def _print_companions(manifest: Any) -> list[Any]:
+    """Each companion wheel the manifest lists, as installed here; the executables of those
+    the loader would use (their rows join the wheel's own)."""
+    from hatch_jaxexport.bake.verify import installed_companions
+    from hatch_jaxexport.runtime.artifacts.installed_companions import find_companion
+
+    found = []
+    for record, state, problems in installed_companions(manifest):
+        print(f"companion wheel: {record.distribution}=={record.version} [{record.extra}], "
+              f"{record.executables} executable(s) for {record.platform}, {record.size:,} "
+              f"bytes: {state}" + "".join(f"; {p}" for p in problems if p != state))
+        if state == "installed":
+            index = find_companion(record, manifest.package).index
+            found += list(index.full().executables) if index is not None else []
+    return found
+
+
 def _print_executables(manifest: Any) -> None:
-    """The precompiled executables, one row each, with whether this process would use it;
-    the count also when there are none, so a wheel without them says so."""
+    """The precompiled executables (the wheel's and its installed companions'), one row each,
+    with whether this process would use it; the count also when there are none, so a wheel
+    without them says so."""
+    if manifest.companions:
+        manifest = manifest._replace(executables=(*manifest.executables,
+                                                  *_print_companions(manifest)))
     if not manifest.executables:
         print("precompiled executables: 0 (the first call of each signature compiles the "
               "StableHLO; see executables = true and executable_sizes= in docs/executables.md)")
@@ -396,7 +431,26 @@ def _merge(args: argparse.Namespace) -> int:
                   if n.endswith("/_jaxexport/manifest.json")]
     print(f"wrote {out} with {sum(counts)} precompiled executable(s) from {len(args.wheels)} "
           "wheels")
+    if args.companion_wheels != "none":
+        _print_split(out, args.out, args.companion_wheels)
     return 0
+
+
+def _companions(args: argparse.Namespace) -> int:
+    """Split a wheel into companion wheels; a line per wheel written."""
+    _print_split(Path(args.wheel), args.out, args.split)
+    return 0
+
+
+def _print_split(wheel: Path, out: str, split: str) -> None:
+    from hatch_jaxexport.bake.executables.companion_split import split_wheel
+
+    result = split_wheel(wheel, out, split)
+    print(f"wrote {result.wheel} ({result.wheel.stat().st_size:,} bytes)")
+    for extra, path in result.companions.items():
+        print(f"wrote {path} ({path.stat().st_size:,} bytes), installed by the extra [{extra}]")
+    if not result.companions:
+        print(f"(no {split} executables to split: no companion wheel)")
 
 
 def _bake_wheel(args: argparse.Namespace) -> int:
@@ -454,6 +508,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return {"export": _export, "inspect": _inspect, "warmup": _warmup,
                 "verify": _verify, "merge": _merge, "bake-wheel": _bake_wheel,
+                "companions": _companions,
                 "compile-executables": _compile_executables,
                 "portable": run_portable_command, "cache": run_cache_command}[args.command](args)
     except KeyboardInterrupt as err:

@@ -44,7 +44,7 @@ from hatch_jaxexport.bake.config import (
     parse_options,
     requirement_conflicts,
 )
-from hatch_jaxexport.bake.flow import GITIGNORE, bake
+from hatch_jaxexport.bake.flow import GITIGNORE, bake, write_companions
 from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, MANIFEST_NAME
 
 
@@ -252,9 +252,17 @@ class JaxExportBuildHook(BuildHookInterface):
                 self.app.display_info(f"jaxexport: removed {os.path.relpath(folder, self.root)}")
 
     def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:
-        if self._scratch is not None:
-            self._scratch.cleanup()
-            self._scratch = None
+        """After hatchling wrote the wheel: its companion wheels beside it
+        (``companion-wheels``), then the scratch folder goes."""
+        try:
+            if self.target_name == "wheel" and version != "editable" and \
+                    self._scratch is not None:
+                path = Path(artifact_path)
+                write_companions(path, path.parent, self.options(), HatchReporter(self.app))
+        finally:
+            if self._scratch is not None:
+                self._scratch.cleanup()
+                self._scratch = None
 
     def _source_artifact_folders(self) -> list[Path]:
         """Artifact folders an editable install left in the tree (flat or ``src`` layout)."""

@@ -82,6 +82,10 @@ def finalize_distribution_options(dist: Any) -> None:
     if not any(name == COMMAND for name, _ in build.sub_commands):
         dist.cmdclass["build"] = type("build", (build,), {
             "sub_commands": [*build.sub_commands, (COMMAND, None)]})
+    if options.companion_wheels != "none":
+        bdist_wheel = dist.get_command_class("bdist_wheel")
+        if not getattr(bdist_wheel, "_jaxexport_wrapped", False):
+            dist.cmdclass["bdist_wheel"] = _wrap_bdist_wheel(bdist_wheel)
     if options.jax_requirement is not None:
         egg_info = dist.get_command_class("egg_info")
         if not getattr(egg_info, "_jaxexport_wrapped", False):
@@ -112,6 +116,37 @@ def _wrap_egg_info(base: type) -> type:
             super().run()
 
     return egg_info
+
+
+def _wrap_bdist_wheel(base: type) -> type:
+    """A ``bdist_wheel`` that splits the wheel it wrote into companion wheels
+    (``companion-wheels``, ``bake.flow.write_companions``).
+
+    setuptools' PEP 517 backend runs ``bdist_wheel`` into a temporary ``.tmp-*`` folder inside
+    the output folder and takes the one wheel it finds there: the companions are written to the
+    output folder itself (the temporary folder's parent), the package's wheel stays where the
+    backend looks for it."""
+
+    class bdist_wheel(base):  # type: ignore[misc, valid-type]
+        _jaxexport_wrapped = True
+
+        def run(self) -> None:
+            super().run()
+            # imported here: only a project that asks for companion wheels splits
+            from hatch_jaxexport.bake.executables.companion_split import split_wheel
+
+            impl, abi, plat = self.get_tag()
+            wheel = Path(self.dist_dir, f"{self.wheel_dist_name}-{impl}-{abi}-{plat}.whl")
+            dist_dir = Path(self.dist_dir)
+            out = dist_dir.parent if dist_dir.name.startswith(".tmp-") else dist_dir
+            options = self.distribution._jaxexport_options
+            result = split_wheel(wheel, dist_dir, options.companion_wheels)
+            for extra, path in result.companions.items():
+                os.replace(path, out / path.name)
+                self.announce(f"jaxexport: companion wheel {path.name} in {out}, installed by "
+                              f"the extra [{extra}]", INFO)
+
+    return bdist_wheel
 
 
 def _jax_requirement(options: ExportOptions) -> str | None:

@@ -404,7 +404,7 @@ def test_config_errors_are_reported_together_with_their_toml_path(tmp_path):
     assert info.value.errors == [
         f"{prefix}.job is not an option of hatch-jaxexport (did you mean `jobs`?); known "
         "options: packages, platforms, jobs, on-error, jax-requirement, editable, executables, "
-        "executable-jaxlibs, executables-from, jax-releases, tpu-targets",
+        "executable-jaxlibs, executables-from, jax-releases, tpu-targets, companion-wheels",
         f"{prefix}.platforms[1] must be one of 'cpu', 'cuda', 'rocm', 'tpu', got 'gpu'",
         f"{prefix}.jobs must be an int >= 1 or \"auto\", got 'x'",
         f"{prefix}.on-error must be 'fail' or 'skip', got 'ignore'",

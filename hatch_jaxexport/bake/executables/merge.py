@@ -31,7 +31,8 @@ from hatch_jaxexport.formats.manifest_reader import parse_manifest
 _MANIFEST_SUFFIX = f"/{ARTIFACT_DIR}/{MANIFEST_NAME}"
 
 
-def _entries(wheel: Path) -> dict[str, tuple[zipfile.ZipInfo, bytes]]:
+def wheel_entries(wheel: Path) -> dict[str, tuple[zipfile.ZipInfo, bytes]]:
+    """Every member of ``wheel``: its ``ZipInfo`` (timestamp, permissions) and bytes, in order."""
     with zipfile.ZipFile(wheel) as archive:
         return {info.filename: (info, archive.read(info)) for info in archive.infolist()}
 
@@ -42,8 +43,8 @@ def _is_executable(name: str, manifests: dict[str, Manifest]) -> bool:
     return manifest is not None and any(e.file == file for e in manifest.executables)
 
 
-def _manifests(entries: dict[str, tuple[zipfile.ZipInfo, bytes]], wheel: Path
-               ) -> dict[str, Manifest]:
+def wheel_manifests(entries: dict[str, tuple[zipfile.ZipInfo, bytes]], wheel: Path
+                    ) -> dict[str, Manifest]:
     """Each artifact folder's manifest, by folder (``mypkg/_jaxexport``)."""
     return {name[: -len(MANIFEST_NAME) - 1]: parse_manifest(data, where=f"{wheel.name}:{name}")
             for name, (_, data) in entries.items() if name.endswith(_MANIFEST_SUFFIX)}
@@ -82,8 +83,8 @@ def _manifest_differences(manifest: Manifest, theirs: Manifest, first: str, othe
 
 
 def _read(wheel: Path) -> dict:
-    entries = _entries(wheel)
-    manifests = _manifests(entries, wheel)
+    entries = wheel_entries(wheel)
+    manifests = wheel_manifests(entries, wheel)
     files = {name: data for name, (_, data) in entries.items()
              if not name.endswith((".dist-info/RECORD", _MANIFEST_SUFFIX))
              and not _is_executable(name, manifests)}
@@ -208,8 +209,8 @@ def add_executables_from(folder: Path, package: str, wheels: Sequence[str | Path
     inside = f"{package}/{ARTIFACT_DIR}"
     problems: list[str] = []
     for wheel in map(Path, wheels):
-        entries = _entries(wheel)
-        theirs = _manifests(entries, wheel).get(inside)
+        entries = wheel_entries(wheel)
+        theirs = wheel_manifests(entries, wheel).get(inside)
         if theirs is None:
             problems.append(f"{wheel.name} has no {inside}/{MANIFEST_NAME}")
             continue
@@ -236,4 +237,5 @@ def add_executables_from(folder: Path, package: str, wheels: Sequence[str | Path
     return added
 
 
-__all__ = ["add_executables_from", "add_to_wheel", "merge_wheels", "write_wheel"]
+__all__ = ["add_executables_from", "add_to_wheel", "merge_wheels", "wheel_entries",
+           "wheel_manifests", "write_wheel"]

@@ -9,5 +9,6 @@ and ``aux_keys`` (node types and their stable keys). It may import ``disk`` and 
 shared modules, never ``call`` or ``executables``.
 """
 
-__all__ = ["aux_keys", "concrete_rules", "family", "native_vjp", "package_artifacts", "placement",
-           "primitive", "program", "pytrees", "replayed_warnings"]
+__all__ = ["aux_keys", "concrete_rules", "family", "installed_companions", "native_vjp",
+           "package_artifacts", "placement", "primitive", "program", "pytrees",
+           "replayed_warnings"]

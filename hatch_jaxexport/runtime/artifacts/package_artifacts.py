@@ -76,6 +76,9 @@ class PackageArtifacts:
         self.sets = sets
         self._functions: dict[str, FunctionArtifacts | ArtifactError] = {}
         self._lock = threading.Lock()
+        #: The companion wheels (found on first need) and which holds each record read there.
+        self._companions: Any = None
+        self._companion_of: dict[tuple[str, str], Any] = {}
 
     @functools.cached_property
     def manifest(self) -> Manifest:
@@ -118,13 +121,47 @@ class PackageArtifacts:
 
     def read_checked(self, file: str, size: int, sha256: str) -> bytes:
         """A file of the artifact folder, checked against its manifest size and SHA-256."""
-        path = self.root / file
-        check_inside(path, self.root, f"artifact {file!r}")
-        data = path.read_bytes()
-        if len(data) != size or sha256_hex(data) != sha256:
-            raise ArtifactError(f"artifact {file} does not match the manifest's SHA-256 "
-                                "(damaged or modified after the build)")
-        return data
+        return read_checked_file(self.root, file, size, sha256)
+
+    def read_executable(self, record: Any) -> bytes:
+        """An executable's bytes, from the wheel or the companion wheel that holds it
+        (``companion_executables``), checked against its record."""
+        companion = self._companion_of.get((record.file, record.sha256))
+        if companion is not None:
+            return companion.read(record, read_checked_file)
+        return self.read_checked(record.file, record.size, record.sha256)
+
+    def companion_executables(self, function: str, platform: str) -> tuple[list[Any], list[Any]]:
+        """``function``'s executables of ``platform`` in the package's companion wheels, and
+        those companions (``runtime.artifacts.installed_companions``: each found once, its
+        ``problem`` saying why it serves none)."""
+        if not self.index.companions:
+            return [], []
+        # imported here: only a wheel split into companion wheels has any
+        from hatch_jaxexport.runtime.artifacts.installed_companions import Companions
+
+        with self._lock:
+            if self._companions is None:
+                self._companions = Companions(self.index.companions, self.package)
+        companions = self._companions.for_platform(platform)
+        records = []
+        for companion in companions:
+            for record in companion.executables(function):
+                self._companion_of[(record.file, record.sha256)] = companion
+                records.append(record)
+        return records, companions
+
+
+def read_checked_file(root: Any, file: str, size: int, sha256: str, where: str = "") -> bytes:
+    """A file of the artifact folder ``root``, checked against its manifest size and SHA-256
+    (``where`` names a companion wheel's folder in the message)."""
+    path = root / check_file_name(file)
+    check_inside(path, root, f"{where}artifact {file!r}")
+    data = path.read_bytes()
+    if len(data) != size or sha256_hex(data) != sha256:
+        raise ArtifactError(f"{where}artifact {file} does not match the manifest's SHA-256 "
+                            "(damaged or modified after the build)")
+    return data
 
 
 def check_inside(path: Any, base: Any, what: str) -> None:
@@ -421,6 +458,7 @@ def load_record(package: PackageArtifacts, record: ArtifactRecord) -> Any:
 __all__ = ["ArtifactKey", "FunctionArtifacts", "PackageArtifacts", "UnreadableArtifact",
            "artifact_key", "check_inside", "deserialize_checked", "deserialize_record",
            "forget_package", "load_concrete", "load_package_artifacts", "load_record", "mesh_key",
-           "package_folder", "read_generation", "read_package_artifacts", "read_record",
+           "package_folder", "read_checked_file", "read_generation", "read_package_artifacts",
+           "read_record",
            "record_key",
            "running_jax_version", "stale_reason", "unusable_reason"]

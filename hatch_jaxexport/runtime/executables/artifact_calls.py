@@ -294,15 +294,16 @@ def _shipped(site: CallSite, package: PackageArtifacts, record: ArtifactRecord,
     """The wheel's precompiled executables of ``record`` (of its serialized VJP with
     ``native_vjp=1``; ``None`` when it ships none); ``out_tree`` gives the tree the call
     returns (read only when one is used)."""
-    records = [e for e in package.records(site.function).manifest.executables
+    found, companions = package.companion_executables(site.function, record.platform)
+    records = [e for e in (*package.records(site.function).manifest.executables, *found)
                if e.artifact == record.id and e.artifact_sha256 == record.sha256
                and e.native_vjp == native_vjp]
-    if not records:
+    if not records and not companions:
         return None
     from hatch_jaxexport.runtime.executables.shipped import ShippedExecutables
 
-    return ShippedExecutables(records, package.read_blob, out_tree, site.function,
-                              record.platform)
+    return ShippedExecutables(records, package.read_executable, out_tree, site.function,
+                              record.platform, companions)
 
 
 def record_types(record: ArtifactRecord) -> tuple[Any, Any, list[Any], list[Any]] | None:

@@ -191,11 +191,23 @@ class ShippedExecutables:
         name: The function's name, for messages.
         platform: The artifact's platform: the backend whose description the records are
             matched against, and whose first local device an executable is loaded onto.
+        companions: The package's companion wheels of that platform
+            (``artifacts.installed_companions.Companion``), whose executables are among
+            ``records`` where usable; each one's ``problem`` says why not. An installed one
+            that is wrong (another build, installed twice, damaged) is told once, as a
+            damaged executable is: strict mode raises it at the first call that would use it.
     """
 
     def __init__(self, records: Sequence[ExecutableRecord], read: Callable[[Any], bytes],
-                 out_tree: Callable[[], Any], name: str, platform: str = "cpu") -> None:
+                 out_tree: Callable[[], Any], name: str, platform: str = "cpu",
+                 companions: Sequence[Any] = ()) -> None:
         self.records = list(records)
+        self.companions = list(companions)
+        #: The files of ``records`` that a companion wheel holds (``_load`` names it).
+        self.in_companion = {r.file: c.record.distribution for c in self.companions
+                             for r in records if c.holds(r)}
+        #: Why executables this process tried were refused (``why_not`` says it).
+        self.refused: list[str] = []
         self.platform = platform
         self.read = read
         self.out_tree = out_tree
@@ -218,7 +230,11 @@ class ShippedExecutables:
 
         Weak types do not matter: an artifact's inputs are strong, and a weak-typed array of
         the input's dtype holds the same buffer (``entries.artifact_types``)."""
-        if not self.records or not shipped_executables_wanted():
+        if not shipped_executables_wanted():
+            return None
+        if self.companions:
+            self._check_companions()
+        if not self.records:
             return None
         wanted = [[list(shape), dtype] for shape, dtype, _ in leaves]
         with self.lock:
@@ -238,13 +254,36 @@ class ShippedExecutables:
             return "HATCH_JAXEXPORT_EXECUTABLES=0 turns them off"
         wanted = [[list(shape), dtype] for shape, dtype, _ in leaves]
         for_these = [r for r in self.records if r.inputs == wanted]
+        unused = "".join(f"; {why}" for why in (*self.refused, *(
+            c.problem for c in self.companions if c.problem)))
         if not for_these:
             shipped = sorted({signature_text(r.inputs) for r in self.records})
             return (f"none for {signature_text(wanted)}; the wheel has them for "
-                    f"{'; '.join(shipped) or 'no signature'}")
+                    f"{'; '.join(shipped) or 'no signature'}{unused}")
         host = this_host(self.platform)
         reasons = [f"{r.target}: {mismatch(r, host) or 'unusable'}" for r in for_these]
-        return "; ".join(dict.fromkeys(reasons))
+        return "; ".join(dict.fromkeys(reasons)) + unused
+
+    def _check_companions(self) -> None:
+        """Tell once of installed companion wheels that are wrong (the logger, as a call the
+        wheel does not cover: the user's process sees nothing new, ``call_report()`` names
+        it), or raise it in strict mode; a missing one is the user's choice."""
+        # imported here: only a wheel split into companion wheels has any
+        from hatch_jaxexport.runtime.artifacts.installed_companions import strict_problem
+
+        problem = strict_problem(self.companions)
+        if problem and strict_mode():
+            raise ArtifactError(f"{self.name}: {problem} (HATCH_JAXEXPORT_STRICT is set)")
+        if problem:
+            # imported here: only a companion that cannot serve has something to tell
+            from hatch_jaxexport.runtime.notices import DROP_IN, notify
+
+            for companion in self.companions:
+                if companion.problem and not companion.missing and not companion.told:
+                    companion.told = True
+                    notify(f"{self.name}: {companion.problem}; compiling the artifact instead",
+                           FallbackWarning, DROP_IN)
+        self.companions = [c for c in self.companions if c.problem]
 
     def _load(self, record: ExecutableRecord, in_tree: Any) -> Any | None:
         try:
@@ -252,14 +291,19 @@ class ShippedExecutables:
             return compiled_from_executable(blob, record.inputs, record.outputs, in_tree,
                                             self.out_tree(), self.name, self.platform)
         except Exception as err:
-            reason = (f"{self.name}: shipped executable {record.file} is unusable "
+            companion = self.in_companion.get(record.file)
+            where = f" of the companion wheel {companion}" if companion else ""
+            reason = (f"{self.name}: shipped executable {record.file}{where} is unusable "
                       f"({type(err).__name__}: {err}); compiling the artifact instead")
             if strict_mode():
                 raise ArtifactError(f"{reason} (HATCH_JAXEXPORT_STRICT is set)") from None
             # imported here: only a damaged install has something to tell
-            from hatch_jaxexport.runtime.notices import NEEDS_FIX, notify
+            from hatch_jaxexport.runtime.notices import DROP_IN, NEEDS_FIX, notify
 
-            notify(reason, FallbackWarning, NEEDS_FIX)  # a damaged install: served all the same
+            # a damaged install: served all the same; a companion's, silently (the
+            # report says it), as a companion of another build is
+            notify(reason, FallbackWarning, DROP_IN if companion else NEEDS_FIX)
+            self.refused.append(reason)
             self.records.remove(record)
             self.usable = None
             return None

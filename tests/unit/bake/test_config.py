@@ -61,10 +61,11 @@ def test_all_errors_reported_together_with_full_paths():
     assert errors_of(raw) == [
         f"{HATCH}.colour is not an option of hatch-jaxexport; known options: packages, "
         "platforms, jobs, on-error, jax-requirement, editable, executables, executable-jaxlibs, "
-        "executables-from, jax-releases, tpu-targets",
+        "executables-from, jax-releases, tpu-targets, companion-wheels",
         f"{HATCH}.platfroms is not an option of hatch-jaxexport (did you mean `platforms`?); "
         "known options: packages, platforms, jobs, on-error, jax-requirement, editable, "
-        "executables, executable-jaxlibs, executables-from, jax-releases, tpu-targets",
+        "executables, executable-jaxlibs, executables-from, jax-releases, tpu-targets, "
+        "companion-wheels",
         f"{HATCH}.packages[1] must be the import name of a top-level package (like "
         "\"my_pkg\"), got 'not-a-name'",
         f"{HATCH}.packages[2] must be the import name of a top-level package (like "
@@ -209,7 +210,8 @@ def test_setuptools_plugin_reports_config_errors(tmp_path):
     assert info.value.errors == [
         "tool.jaxexport.platform is not an option of hatch-jaxexport (did you mean "
         "`platforms`?); known options: packages, platforms, jobs, on-error, jax-requirement, "
-        "editable, executables, executable-jaxlibs, executables-from, jax-releases, tpu-targets",
+        "editable, executables, executable-jaxlibs, executables-from, jax-releases, tpu-targets, "
+        "companion-wheels",
         "tool.jaxexport.jobs must be an int >= 1 or \"auto\", got -1"]
 
 
@@ -311,7 +313,7 @@ def test_an_uncaught_config_error_prints_its_message_alone(run_python):
         "error: invalid hatch-jaxexport configuration: tool.jaxexport.job is not an option of "
         "hatch-jaxexport (did you mean `jobs`?); known options: packages, platforms, jobs, "
         "on-error, jax-requirement, editable, executables, executable-jaxlibs, executables-from, "
-        "jax-releases, tpu-targets\n")
+        "jax-releases, tpu-targets, companion-wheels\n")
 
 
 def test_an_uncaught_export_error_points_at_the_list_above_in_one_line(run_python):

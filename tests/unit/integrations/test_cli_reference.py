@@ -40,7 +40,7 @@ def test_every_command_is_on_the_page_portable_included():
     page = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     assert set(help_pages()) == {"jaxexport", "jaxexport export", "jaxexport inspect",
                                  "jaxexport verify", "jaxexport warmup", "jaxexport portable",
-                                 "jaxexport merge", "jaxexport bake-wheel",
+                                 "jaxexport merge", "jaxexport bake-wheel", "jaxexport companions",
                                  "jaxexport compile-executables",
                                  "jaxexport cache", "jaxexport cache info",
                                  "jaxexport cache prune", "jaxexport cache clear"}
