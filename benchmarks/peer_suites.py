@@ -276,8 +276,35 @@ def build_baked(tree: Path, out: Path, wheels: Path) -> tuple[Path, float, list[
     done = run([sys.executable, "-m", "build", "--wheel", *installer, "--outdir", out, tree],
                env=links_env(wheels))
     seconds = time.perf_counter() - start
-    (wheel,) = out.glob("*.whl")
+    (wheel,) = [w for w in out.glob("*.whl") if "_jaxexport_" not in w.name]  # not companions
     return wheel, seconds, bake_lines(done.stdout)
+
+
+def companion_sizes(out: Path) -> dict[str, int]:
+    """The companion wheels a build wrote beside the library's (``companion-wheels``)."""
+    return {w.name: w.stat().st_size for w in sorted(out.glob("*_jaxexport_*.whl"))}
+
+
+def add_hook_options(tree: Path, options: list[str]) -> None:
+    """Add ``KEY=VALUE`` lines (TOML values: ``tpu-targets=["v5e"]``) to the patched project's
+    hook table (``[tool.hatch.build.targets.wheel.hooks.jaxexport]`` or ``[tool.jaxexport]``),
+    replacing a key the patch sets: the same library baked with other options
+    (``--hook-option``)."""
+    path = tree / "pyproject.toml"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    header = next(i for i, line in enumerate(lines) if line.strip() in (
+        "[tool.hatch.build.targets.wheel.hooks.jaxexport]", "[tool.jaxexport]"))
+    end = next((i for i in range(header + 1, len(lines)) if lines[i].startswith("[")),
+               len(lines))
+    for option in options:
+        key, _, value = option.partition("=")
+        tomllib.loads(f"{key.strip()} = {value}")  # a broken value fails here, named
+        kept = [i for i in range(header + 1, end)
+                if lines[i].split("=")[0].strip() != key.strip()]
+        lines = lines[:header + 1] + [lines[i] for i in kept] + \
+            [f"{key.strip()} = {value.strip()}"] + lines[end:]
+        end = header + 1 + len(kept) + 1
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def bake_lines(output: str) -> list[str]:
@@ -608,6 +635,10 @@ def print_summary(name: str, figures: dict[str, Any]) -> None:
     print(f"build (python -m build --wheel{installer}): {figures['build_seconds']:.1f} s baked, "
           f"{figures['plain_build_seconds']:.1f} s plain; wheel {figures['wheel_bytes']:,} "
           f"bytes baked, {figures['plain_wheel_bytes']:,} bytes plain")
+    for name_, size in figures.get("companion_bytes", {}).items():
+        print(f"companion wheel {name_}: {size:,} bytes")
+    if figures.get("hook_options"):
+        print(f"hook options added: {'; '.join(figures['hook_options'])}")
     print(f"suite wall time: {figures['plain_seconds']} s plain, {figures['baked_seconds']} s "
           f"baked, {figures['strict_seconds']} s strict"
           + (f", {figures['record_seconds']} s recording" if "record_seconds" in figures
@@ -640,6 +671,8 @@ def run_library(lib: Library, args: argparse.Namespace, wheels: Path, work: Path
     for stale in ("baked-src", "plain-src", "suite", "dist", "dist-again", "plain-dist"):
         shutil.rmtree(work / stale, ignore_errors=True)
     tree = unpack(sdist, work / "baked-src", lib.patch_path)
+    if args.hook_option:
+        add_hook_options(tree, args.hook_option)
     copied = copy_suite(lib, tree, work / "suite")
     plugin_wheel = next(wheels.glob("hatch_jaxexport-*.whl"))
     baked_py = make_venv(work / "venv-baked",
@@ -689,6 +722,8 @@ def run_library(lib: Library, args: argparse.Namespace, wheels: Path, work: Path
     figures.update(subset=subset_name(args), notes=notes, files=files,
                    build_lines=build_lines, strict_seconds=round(strict.seconds, 1),
                    build_seconds=round(build_seconds, 1), wheel_bytes=wheel.stat().st_size,
+                   companion_bytes=companion_sizes(work / "dist"),
+                   hook_options=list(args.hook_option or ()),
                    plain_build_seconds=round(plain_build, 1),
                    plain_wheel_bytes=plain_wheel.stat().st_size, **origin, **timing)
     return figures
@@ -698,6 +733,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--library", choices=sorted(LIBRARIES), action="append")
     parser.add_argument("--fast", action="store_true", help="the subset without TensorFlow")
+    parser.add_argument("--hook-option", action="append", metavar="KEY=TOML",
+                        help='an option of the hook\'s table for the baked build, such as '
+                        '\'tpu-targets=["v5e"]\' or \'companion-wheels="accelerators"\'')
     parser.add_argument("--record", action="store_true",
                         help="with --fast: record the subset's calls before the build")
     parser.add_argument("--tests", action="append", metavar="FILE[::NODE]",

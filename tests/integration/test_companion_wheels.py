@@ -279,3 +279,81 @@ def test_two_splits_of_one_wheel_give_the_same_bytes(cpu_wheels, tmp_path):
     again = split_wheel(whole, tmp_path / "split", "all")
     assert again.companions["cpu-x86-64-avx2"].read_bytes() == \
         first[again.companions["cpu-x86-64-avx2"].name].read_bytes()
+    # the CI matrix's last step: merge the builders' wheels, then split
+    (tmp_path / "other-builder").mkdir()
+    copy = Path(shutil.copy(whole, tmp_path / "other-builder"))
+    merged = run([sys.executable, "-m", "hatch_jaxexport", "merge", whole, copy, "--out",
+                  tmp_path / "merged", "--companion-wheels", "all"]).stdout
+    assert "installed by the extra [cpu-x86-64-avx2]" in merged, merged
+    for path in sorted((tmp_path / "merged").glob("*.whl")):
+        assert path.read_bytes() == first[path.name].read_bytes(), path.name
+
+
+SETUPTOOLS_PYPROJECT = """
+[build-system]
+requires = ["setuptools>=70", "hatch-jaxexport", "jax==JAX"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "jxe-cw"
+version = "0.1.0"
+requires-python = ">=3.11"
+dependencies = ["hatch-jaxexport", "jax"]
+
+[tool.setuptools]
+packages = ["jxe_cw"]
+
+[tool.jaxexport]
+TABLE
+"""
+
+FLIT_PYPROJECT = """
+[build-system]
+requires = ["flit_core>=3.9,<5", "hatch-jaxexport", "jax==JAX"]
+build-backend = "hatch_jaxexport.integrations.pep517"
+
+[project]
+name = "jxe_cw"
+version = "0.1.0"
+description = "Companion wheels through the wrapping backend"
+requires-python = ">=3.11"
+dependencies = ["hatch-jaxexport", "jax"]
+
+[tool.jaxexport]
+backend = "flit_core.buildapi"
+TABLE
+"""
+
+
+@pytest.mark.slow
+@on_linux_x86
+def test_setuptools_and_the_wrapping_backend_write_the_same_companions(cpu_wheels,
+                                                                        project_wheel):
+    """Isolated builds (``python -m build``) through setuptools' backend (its ``bdist_wheel``
+    writes into a temporary folder that must hold one wheel: the companion goes beside it) and
+    the wrapping backend over flit: the package's wheel and its companion in the output
+    folder, the companion's executables those of the Hatch hook's, byte for byte."""
+    from importlib.metadata import version
+
+    from _buildkit import links_env, python_m_build
+
+    tmp, first, _ = cpu_wheels
+    hatch_companion = first["jxe_cw_jaxexport_cpu_x86_64_avx2-0.1.0-py3-none-any.whl"]
+    folder = "jxe_cw_jaxexport_cpu_x86_64_avx2/_jaxexport/jxe_cw"
+    expected = {(e["artifact"], e["sha256"]) for e in
+                manifest_in(hatch_companion, folder)[1]["executables"]}
+    env = {**links_env(project_wheel.parent), "SOURCE_DATE_EPOCH": "1700000000"}
+    for name, template in (("setuptools", SETUPTOOLS_PYPROJECT), ("wrapped", FLIT_PYPROJECT)):
+        pyproject = template.replace("JAX", version("jax")).replace("TABLE", CPU_TABLE)
+        root = write_project(tmp / name, {"pyproject.toml": pyproject,
+                                          "jxe_cw/__init__.py": '"""Companions."""\n' + MODULE})
+        run(python_m_build("--wheel", "-o", tmp / f"dist-{name}", root), env=env)
+        built = sorted(p.name for p in (tmp / f"dist-{name}").glob("*.whl"))
+        assert built == ["jxe_cw-0.1.0-py3-none-any.whl",
+                         "jxe_cw_jaxexport_cpu_x86_64_avx2-0.1.0-py3-none-any.whl"], (name, built)
+        companion = tmp / f"dist-{name}" / built[1]
+        assert {(e["artifact"], e["sha256"]) for e in
+                manifest_in(companion, folder)[1]["executables"]} == expected, name
+        _, main = manifest_in(tmp / f"dist-{name}" / built[0], "jxe_cw/_jaxexport")
+        assert "executables" not in main and main["companions"][0]["extra"] == \
+            "cpu-x86-64-avx2", name

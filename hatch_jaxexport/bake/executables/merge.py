@@ -189,8 +189,9 @@ def write_wheel(out: Path, entries: Sequence[tuple[str, zipfile.ZipInfo, bytes]]
             info.external_attr, info.compress_type = template.external_attr, zipfile.ZIP_DEFLATED
             archive.writestr(info, data)
             lines.append(_record_line(name, data))
-        archive.writestr(zipfile.ZipInfo(record_name, record_time),
-                         "\n".join([*lines, f"{record_name},,"]) + "\n")
+        record = zipfile.ZipInfo(record_name, record_time)
+        record.compress_type = zipfile.ZIP_DEFLATED  # a ZipInfo is stored uncompressed otherwise
+        archive.writestr(record, "\n".join([*lines, f"{record_name},,"]) + "\n")
     return out
 
 
