@@ -1,7 +1,9 @@
 """pytest plugin loaded by ``peer_suites.py`` (``-p _peer_report``): at the end of a suite, how
 each decorated function's calls were served, written as JSON: ``{"served": [...], "staged":
-[...]}``, the first eager calls per signature and the calls staged into a caller's trace per
-transformation (``jax.jit``, ``vmap``, ``grad``...), each served or traced.
+[...], "warnings": [...]}``, the first eager calls per signature and the calls staged into a
+caller's trace per transformation (``jax.jit``, ``vmap``, ``grad``...), each served or traced,
+the warnings of pytest's summary by category and message, with their counts, and jax's compile
+events (``jax.monitoring``: how many, and their seconds) over the whole suite.
 
 It reads ``call_report()`` and ``staged_report()`` of every ``ExportableFunction`` alive in
 the process, so it counts what the suite really called, without touching the suite. In a venv
@@ -11,10 +13,39 @@ without hatch-jaxexport (the plain library) both lists are empty; an install old
 
 from __future__ import annotations
 
+import collections
 import gc
 import json
 import os
 from typing import Any
+
+#: The warnings pytest recorded (its warnings summary), by category and message.
+WARNINGS: collections.Counter[tuple[str, str]] = collections.Counter()
+#: jax's compile events (``jax.monitoring`` durations whose name says compile): count, seconds.
+COMPILES: dict[str, list[float]] = {}
+
+
+def _compile_event(event: str, seconds: float, **_: Any) -> None:
+    if "compile" in event:
+        found = COMPILES.setdefault(event, [0, 0.0])
+        found[0] += 1
+        found[1] += seconds
+
+
+def pytest_configure(config: Any) -> None:
+    """Listen to jax's compile events from the start (jax imported here is the suite's)."""
+    try:
+        from jax import monitoring
+    except ImportError:
+        return
+    monitoring.register_event_duration_secs_listener(_compile_event)
+
+
+def pytest_warning_recorded(warning_message: Any, when: str, nodeid: str,
+                            location: Any) -> None:
+    """Count each warning of the summary by category and message (a baked library's must be
+    the plain library's, as often: issue 68's last point)."""
+    WARNINGS[(warning_message.category.__name__, str(warning_message.message)[:200])] += 1
 
 
 def served_calls() -> list[dict[str, Any]]:
@@ -53,4 +84,9 @@ def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
     out = os.environ.get("PEER_SUITES_REPORT")
     if out:
         with open(out, "w", encoding="utf-8") as handle:
-            json.dump({"served": served_calls(), "staged": staged_calls()}, handle, indent=1)
+            json.dump({"served": served_calls(), "staged": staged_calls(),
+                       "warnings": [{"category": c, "message": m, "count": n}
+                                    for (c, m), n in sorted(WARNINGS.items())],
+                       "compiles": {e: {"count": int(n), "seconds": round(s, 3)}
+                                    for e, (n, s) in sorted(COMPILES.items())}},
+                      handle, indent=1)

@@ -26,11 +26,13 @@ signature by how they were served (``call_report()``: shipped, cached, compiled.
 the calls staged into a caller's ``jax.jit``/``vmap``/``grad`` trace per function and
 transformation, served (the artifact staged) or traced (``staged_report()``), each share with
 the calls that pass a callable (quadax's integrands: traced by design, the callable held
-static) counted apart from the served share, the build time, the wheel size and the suite's
-wall time both ways. A third run, strict (``HATCH_JAXEXPORT_STRICT=1``), shows that what strict
-mode refuses is exactly the calls no artifact covers: each baked pass it fails must fail with a
-refusal naming a function the default run traced, or a transformation whose artifact was not
-baked (``ArtifactError``: set ``ad_order``...), with the fix. ``--json FILE`` writes the same
+static) counted apart from the served share, the build time, the wheel size (and its
+companion wheels'), pytest's warnings summary both ways (each category and message counted
+differently named) and the suite's wall time both ways. A third run, strict
+(``HATCH_JAXEXPORT_STRICT=1``), shows that what strict mode refuses is exactly the calls no
+artifact covers: each baked pass it fails must fail with a refusal naming a function the
+default run traced, or a transformation whose artifact was not baked (``ArtifactError``: set
+``ad_order``...), with the fix. ``--json FILE`` writes the same
 figures.
 
 dm-pix runs two ways: ``dm-pix`` moves it to hatchling and the Hatch hook
@@ -163,6 +165,8 @@ class SuiteRun:
     served: list[dict[str, Any]] = field(default_factory=list)
     #: Calls staged into a caller's trace (``staged_report()`` rows, with their counts).
     staged: list[dict[str, Any]] = field(default_factory=list)
+    #: pytest's warnings summary, by category and message, with counts.
+    warnings: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
 
     def count(self, outcome: str) -> int:
@@ -415,8 +419,23 @@ def run_suite(python: Path, suite: Path, files: list[str], tag: str,
         print(done.stdout[-4000:])
         raise SystemExit(f"the {tag} run collected no tests (pytest exit {done.returncode})")
     if report.exists():
-        result.served, result.staged = read_report(json.loads(report.read_text()))
+        data = json.loads(report.read_text())
+        result.served, result.staged = read_report(data)
+        result.warnings = list(data.get("warnings", [])) if isinstance(data, dict) else []
     return result
+
+
+def compare_warnings(plain: SuiteRun, baked: SuiteRun) -> dict[str, Any]:
+    """pytest's warnings summary both ways: totals, and each category and message whose
+    count differs (a warning the baked library loses or adds)."""
+    def counts(run: SuiteRun) -> collections.Counter[tuple[str, str]]:
+        return collections.Counter({(w["category"], w["message"]): w["count"]
+                                    for w in run.warnings})
+
+    mine, theirs = counts(plain), counts(baked)
+    differ = [{"category": c, "message": m, "plain": mine[(c, m)], "baked": theirs[(c, m)]}
+              for c, m in sorted(set(mine) | set(theirs)) if mine[(c, m)] != theirs[(c, m)]]
+    return {"plain": sum(mine.values()), "baked": sum(theirs.values()), "differ": differ}
 
 
 def read_report(data: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -635,6 +654,13 @@ def print_summary(name: str, figures: dict[str, Any]) -> None:
     print(f"build (python -m build --wheel{installer}): {figures['build_seconds']:.1f} s baked, "
           f"{figures['plain_build_seconds']:.1f} s plain; wheel {figures['wheel_bytes']:,} "
           f"bytes baked, {figures['plain_wheel_bytes']:,} bytes plain")
+    warned = figures.get("warnings")
+    if warned:
+        print(f"warnings (pytest's summary): {warned['plain']} plain, {warned['baked']} baked; "
+              f"{len(warned['differ'])} category/message pair(s) counted differently")
+        for entry in warned["differ"][:10]:
+            print(f"  {entry['category']}: {entry['plain']} plain, {entry['baked']} baked: "
+                  f"{entry['message'][:160]}")
     for name_, size in figures.get("companion_bytes", {}).items():
         print(f"companion wheel {name_}: {size:,} bytes")
     if figures.get("hook_options"):
@@ -714,6 +740,7 @@ def run_library(lib: Library, args: argparse.Namespace, wheels: Path, work: Path
                        {**devices, "HATCH_JAXEXPORT_STRICT": "1"})
     figures = compare(plain, baked, lib.callables)
     figures.update(compare_strict(baked, strict))
+    figures["warnings"] = compare_warnings(plain, baked)
     if devices:  # a second process on the executables the first one cached
         again = run_suite(baked_py, work / "suite", files, "baked-again", {
             **devices, "HATCH_JAXEXPORT_CACHE": str(work / "suite" / "jaxexport-cache-baked")})

@@ -1,0 +1,163 @@
+"""A real library's own suite on an accelerator: its plain and its baked wheel, through ``device``.
+
+    python benchmarks/peer_device.py bundle WORK OUT --library dm-pix
+    bash scripts/peer_device_run.sh OUT/dm-pix          # on the device machine
+    python benchmarks/peer_device.py report OUT/dm-pix RESULTS
+
+``bundle`` takes a ``peer_suites.py`` work folder (``--work WORK --keep``, with the hook options
+that bake the TPU executables: ``--hook-option 'platforms=["cpu", "tpu"]' --hook-option
+'tpu-targets=["v5e"]' --hook-option 'companion-wheels="accelerators"'``), and writes, for a
+machine with no network: the baked wheel and its companion wheels, hatch-jaxexport's wheel and
+its dependencies (``baked/``), the plain library's wheel (``plain/``), every other wheel the
+baked environment holds that such a machine lacks (``deps/``: not jax, jaxlib, numpy, scipy or
+pytest, which the device has), the copied suite, the test files the work folder ran
+(``files.txt``) and the report plugin.
+
+``scripts/peer_device_run.sh`` installs each side into a folder of its own (``--no-index
+--no-deps --target``, with bytecode: the machine sets ``PYTHONDONTWRITEBYTECODE``), after the
+machine's own ``PYTHONPATH`` (its jax stays the one imported), and runs the suite once per side
+in one pytest process (one program at a time holds the chip), with the report plugin: each
+test's outcome (JUnit XML), the decorated functions' first eager calls and how each was served,
+the calls staged into a caller's trace, pytest's warnings and jax's compile events.
+
+``report`` reads those files with ``peer_suites.py``'s readers and prints its comparison: tests
+passed both ways and the plain passes lost, the first eager calls by tier, the staged calls,
+the warnings counted both ways, jax's compile events and seconds both ways, and the suite's
+wall time both ways.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import peer_suites  # noqa: E402  (this folder's module, after the path above)
+
+#: What the device machine has installed (KINDS.md): never carried, never shadowed.
+ON_THE_DEVICE = {"jax", "jaxlib", "numpy", "scipy", "ml-dtypes", "opt-einsum", "pytest",
+                 "pluggy", "iniconfig", "packaging", "pip", "setuptools", "wheel", "libtpu"}
+
+
+def normalize(name: str) -> str:
+    """A distribution's name as PEP 503 compares them."""
+    return "-".join(name.lower().replace("_", "-").replace(".", "-").split("-"))
+
+
+def _installed(python: Path) -> dict[str, str]:
+    """Every distribution of ``python``'s environment (uv's venvs have no pip: ``uv pip``)."""
+    command = [str(python), "-m", "pip", "list", "--format", "json"]
+    if (found := peer_suites.uv()) is not None:
+        command = [found, "pip", "list", "--format", "json", "-p", str(python)]
+    listed = subprocess.run(command, text=True, capture_output=True, check=True).stdout
+    return {normalize(e["name"]): e["version"] for e in json.loads(listed)}
+
+
+def bundle(work: Path, out: Path, library: str, figures: Path | None = None) -> Path:
+    """The device bundle of ``library`` from a ``peer_suites.py`` work folder."""
+    folder = work / library
+    target = out / library
+    shutil.rmtree(target, ignore_errors=True)
+    for side in ("baked", "plain", "deps"):
+        (target / side).mkdir(parents=True)
+    for wheel in (folder / "dist").glob("*.whl"):  # the library's and its companions
+        shutil.copy2(wheel, target / "baked")
+    for wheel in (work / "wheels").glob("hatch_jaxexport-*.whl"):
+        shutil.copy2(wheel, target / "baked")
+    for wheel in (folder / "plain-dist").glob("*.whl"):
+        shutil.copy2(wheel, target / "plain")
+    lib = peer_suites.LIBRARIES[library]
+    ours = {normalize(lib.name), "hatch-jaxexport"}
+    carried = {name: version for name, version in _installed(folder / "venv-baked" / "bin" /
+                                                              "python").items()
+               if name not in ON_THE_DEVICE | ours}
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                    "--only-binary", ":all:", "--python-version", "3.11",
+                    "--platform", "manylinux2014_x86_64", "--platform", "any",
+                    "-d", str(target / "deps"),
+                    *(f"{n}=={v}" for n, v in sorted(carried.items()))], check=True)
+    shutil.copytree(folder / "suite", target / "suite",
+                    ignore=shutil.ignore_patterns("jaxexport-cache-*", "__pycache__"))
+    ran = json.loads(figures.read_text()).get(library, {}) if figures else {}
+    files = ran.get("files") or [str(p.relative_to(folder / "suite"))
+                                 for p in (folder / "suite").rglob(lib.pattern)]
+    (target / "files.txt").write_text("\n".join(files) + "\n")
+    shutil.copy2(peer_suites.PLUGIN, target / peer_suites.PLUGIN.name)
+    size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
+    print(f"{target}: {size:,} bytes; carried dependencies: {', '.join(sorted(carried))}")
+    return target
+
+
+def report(bundle_dir: Path, results: Path) -> dict:
+    """The two runs' comparison, from the device's output folder ``results``."""
+    lib = peer_suites.LIBRARIES[bundle_dir.name]
+    runs = {}
+    for side in ("plain", "baked"):
+        run = peer_suites.SuiteRun(seconds=float((results / f"seconds-{side}.txt").read_text()))
+        run.outcomes, run.messages, run.reports = peer_suites.read_junit(
+            results / f"junit-{side}.xml")
+        data = json.loads((results / f"served-{side}.json").read_text())
+        run.served, run.staged = peer_suites.read_report(data)
+        run.warnings = data.get("warnings", [])
+        runs[side] = (run, data.get("compiles", {}))
+    figures = peer_suites.compare(runs["plain"][0], runs["baked"][0], lib.callables)
+    figures["warnings"] = peer_suites.compare_warnings(runs["plain"][0], runs["baked"][0])
+    figures["compiles"] = {side: compiles for side, (_, compiles) in runs.items()}
+    return figures
+
+
+def print_report(name: str, figures: dict) -> None:
+    print(f"== {name} on the device")
+    for side in ("plain", "baked"):
+        counts = figures[side]
+        print(f"{side}: {counts['passed']} passed, {counts['failed']} failed, "
+              f"{counts['error']} errors, {counts['skipped']} skipped; "
+              f"{figures[f'{side}_seconds']} s")
+    print(f"plain passes lost baked: {figures['lost']}")
+    for cause, found in figures["causes"].items():
+        print(f"  {found['tests']} {cause}: e.g. {found['example']}: {found['message'][:200]}")
+    print(f"first eager calls: {figures['served']} served, {figures['traced']} traced; "
+          f"tiers {figures['tiers']}")
+    for function, tiers in figures["by_function"].items():
+        print(f"  {function}: {tiers}")
+    peer_suites.print_staged(figures.get("staged"))
+    warned = figures["warnings"]
+    print(f"warnings: {warned['plain']} plain, {warned['baked']} baked, "
+          f"{len(warned['differ'])} counted differently")
+    for side, compiles in figures["compiles"].items():
+        backend = compiles.get("/jax/core/compile/backend_compile_duration", {})
+        print(f"jax compiles, {side}: {backend.get('count', 0)} backend compiles, "
+              f"{backend.get('seconds', 0.0):.1f} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    made = commands.add_parser("bundle", help="write the device bundle of a work folder")
+    made.add_argument("work", type=Path)
+    made.add_argument("out", type=Path)
+    made.add_argument("--library", required=True, choices=sorted(peer_suites.LIBRARIES))
+    made.add_argument("--figures", type=Path, help="peer_suites.py's --json of that run: "
+                      "the test files it ran (default: every test file)")
+    read = commands.add_parser("report", help="compare the device's two runs")
+    read.add_argument("bundle", type=Path)
+    read.add_argument("results", type=Path)
+    read.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    if args.command == "bundle":
+        bundle(args.work, args.out, args.library, args.figures)
+        return 0
+    figures = report(args.bundle, args.results)
+    print_report(args.bundle.name, figures)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

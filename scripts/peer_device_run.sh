@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# A real library's own suite on a device machine (benchmarks/peer_device.py writes BUNDLE):
+#   bash scripts/peer_device_run.sh BUNDLE [SIDES]     # SIDES: "plain baked" (default)
+# Installs each side with --no-index --no-deps into a folder of its own, after the machine's
+# PYTHONPATH (its jax stays the one imported), with bytecode, then runs the suite's files
+# (BUNDLE/files.txt) in one pytest process per side with the report plugin. Writes
+# junit-SIDE.xml, served-SIDE.json, seconds-SIDE.txt and pytest-SIDE.txt into $OUT.
+set -uo pipefail
+bundle=$(cd "${1:?usage: $0 BUNDLE [SIDES]}" && pwd)
+sides=${2:-plain baked}
+OUT=${OUT:-/tmp/peer-out}; mkdir -p "$OUT"
+PY=${PY:-python3}; $PY -c 'import jax' 2>/dev/null || PY=python
+work=$(mktemp -d "${TMPDIR:-/tmp}/peer-device-XXXXXX")
+mapfile -t files < "$bundle/files.txt"
+for side in $sides; do
+  site=$work/site-$side
+  extra=()
+  [ "$side" = baked ] && extra=("$bundle"/baked/*.whl) || extra=("$bundle"/plain/*.whl)
+  $PY -m pip install -q --no-index --no-deps --target "$site" "$bundle"/deps/*.whl "${extra[@]}" 2>&1 | tail -3
+  $PY -m compileall -q "$site" >/dev/null 2>&1  # bytecode, as pip's own installs write it
+  mkdir -p "$work/plugin" && cp "$bundle/_peer_report.py" "$work/plugin/"
+  rm -rf "$work/suite-$side" && cp -r "$bundle/suite" "$work/suite-$side"
+  start=$(date +%s.%N)
+  (cd "$work/suite-$side" && \
+    PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$work/plugin:$site" \
+    PEER_SUITES_REPORT="$OUT/served-$side.json" HATCH_JAXEXPORT_CACHE="$work/cache-$side" \
+    $PY -m pytest "${files[@]}" -p _peer_report -p no:cacheprovider -q \
+      --junitxml="$OUT/junit-$side.xml" > "$OUT/pytest-$side.txt" 2>&1)
+  $PY -c "print(round($(date +%s.%N) - $start, 1))" > "$OUT/seconds-$side.txt"
+  echo "== $side: $(tail -1 "$OUT/pytest-$side.txt") ($(cat "$OUT/seconds-$side.txt") s)"
+done
