@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import peer_suites  # noqa: E402  (this folder's module, after the path above)
+import peer_suites
 
 #: What the device machine has installed (KINDS.md): never carried, never shadowed.
 ON_THE_DEVICE = {"jax", "jaxlib", "numpy", "scipy", "ml-dtypes", "opt-einsum", "pytest",
