@@ -92,8 +92,9 @@ def _foreign_type_problem(ref: str, package: str) -> str:
 def _check_executables(root: Any, manifest: Manifest, listed: set[str]) -> list[str]:
     """Each precompiled executable: present with its size and SHA-256, and compiled from an
     artifact the manifest lists with that SHA-256 (adds their files to ``listed``)."""
-    artifacts = {record.id: record.sha256 for record in manifest.artifacts}
-    platforms = {record.id: record.platform for record in manifest.artifacts}
+    compiled_from = (*manifest.artifacts, *manifest.concrete)  # concrete-size ones too
+    artifacts = {record.id: record.sha256 for record in compiled_from}
+    platforms = {record.id: record.platform for record in compiled_from}
     problems = []
     for record in manifest.executables:
         listed.add(record.file)

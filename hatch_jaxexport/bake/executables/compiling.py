@@ -32,7 +32,7 @@ from hatch_jaxexport.formats.cpu_targets import (
     describe_targets,
     machine_name,
 )
-from hatch_jaxexport.formats.manifest import ArtifactRecord, ExecutableRecord
+from hatch_jaxexport.formats.manifest import ArtifactRecord, ConcreteRecord, ExecutableRecord
 from hatch_jaxexport.formats.signatures import SIGNATURES_NAME, Recorded, parse_signatures
 from hatch_jaxexport.formats.tpu_targets import (
     KEY_PREFIX,
@@ -208,6 +208,28 @@ def plans_for_worker(functions: Mapping[str, Any], records: Sequence[Mapping[str
     return plans
 
 
+def concrete_plans(functions: Mapping[str, Any], concrete: Sequence[Mapping[str, Any]],
+                   build_targets: Sequence[str]) -> list[dict[str, Any]]:
+    """What the executable compilers compile of a worker's concrete-size artifacts (a
+    recorded call's, or a structure's ``concrete=`` sizes where its symbolic export failed):
+    each at its one signature, for the targets of its platform (``function_targets``), as an
+    artifact of fixed sizes is. A user's first call of exactly those arrays then loads it
+    instead of compiling (on a TPU, the eager first calls of a library's recorded calls)."""
+    plans = []
+    for raw in concrete:  # each entry also says where its sizes came from ("origin")
+        record = ConcreteRecord(**{k: v for k, v in raw.items() if k in ConcreteRecord._fields})
+        fn = functions[record.function]
+        targets = [t for t in function_targets(fn.export_spec, build_targets)
+                   if target_platform(t) == record.platform]
+        if targets:
+            plans.append({"artifact": record.id, "file": record.file, "sha256": record.sha256,
+                          "sizes": [{}], "pytree_types": [],
+                          "x64": bool(record.jax_config.get("jax_enable_x64", False)),
+                          "function": record.function, "targets": targets,
+                          "native_vjp": False})
+    return plans
+
+
 def size_gap_lines(plans: Sequence[Mapping[str, Any]]) -> list[str]:
     """One line per function that ``executables`` asked for but whose structures (all, or the
     ones named) get no executable for want of sizes: the symbols, and the option to add."""
@@ -332,7 +354,8 @@ def _compile_tpu(staging: Path, package: str, plans: Sequence[Mapping[str, Any]]
     return records
 
 
-__all__ = ["EXECUTABLE_SUFFIX", "builder_machine", "compile_executables", "function_targets",
+__all__ = ["EXECUTABLE_SUFFIX", "builder_machine", "compile_executables", "concrete_plans",
+           "function_targets",
            "missing_sizes", "named_sizes", "plan_for", "plans_for_worker",
            "recorded_sizes", "resolve_targets", "size_envs", "size_gap_lines",
            "structure_size_envs"]

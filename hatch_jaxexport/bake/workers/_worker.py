@@ -61,10 +61,11 @@ def main(request_path: str) -> int:
             result.concrete = worker_concrete(functions, request, result.failures, recorded,
                                               result.notes.append, result.failed_calls)
         if not request.list_only:  # what the executable compilers compile, per artifact
-            from hatch_jaxexport.bake.executables.compiling import plans_for_worker
+            from hatch_jaxexport.bake.executables.compiling import concrete_plans, plans_for_worker
 
-            result.executable_plans = plans_for_worker(functions, result.records,
-                                                       request.executables, request.signatures)
+            result.executable_plans = plans_for_worker(
+                functions, result.records, request.executables, request.signatures) + \
+                concrete_plans(functions, result.concrete, request.executables)
         if not request.list_only:  # concrete-size StableHLO for non-JAX runtimes
             from hatch_jaxexport.bake.concrete.portable_export import worker_export
 

@@ -225,13 +225,19 @@ class _ConcreteCall:
     fail out of reach. Forward mode (a ``custom_vjp`` has none) is refused with
     ``NotImplementedError`` at the call: its caller runs the source."""
 
-    __slots__ = ("_dispatch", "_exported", "_jax", "_lock", "_staged", "_tracer", "plain",
-                 "record")
+    __slots__ = ("_dispatch", "_exported", "_jax", "_lock", "_shipped", "_staged", "_tracer",
+                 "plain", "record", "served_as")
 
-    def __init__(self, exported: Any, record: ConcreteRecord) -> None:
+    def __init__(self, exported: Any, record: ConcreteRecord, shipped: Any = None) -> None:
         import jax
 
         self.record = record
+        #: The wheel's (or a companion wheel's) precompiled executables of this artifact
+        #: (``executables.shipped.ShippedExecutables``), or ``None``: tried before a compile.
+        self._shipped = shipped
+        #: How the first eager call was served, and why not from a shipped executable, for
+        #: ``call_report()``.
+        self.served_as: tuple[str, str | None] = ("compiled", NOT_SHIPPED)
         #: What runs an eager call: ``_first_eager`` until it has compiled, then the
         #: executable's own dispatch (or ``jax.jit``'s function), which the fast path keeps.
         self.plain: Callable[..., Any] = self._first_eager
@@ -256,6 +262,8 @@ class _ConcreteCall:
         from hatch_jaxexport.runtime.jaxcompat import compiled_dispatch, module_needs_lapack
 
         with self._lock:
+            if self.plain == self._first_eager and self._load_shipped(args, kwargs):
+                return self.plain(*args, **kwargs)
             if self.plain == self._first_eager:
                 exported = self._exported
                 direct = DirectModule.of(exported,
@@ -267,6 +275,33 @@ class _ConcreteCall:
                 self._dispatch = compiled_dispatch(compiled) if compiled is not None else None
                 self.plain = self._dispatch or self._jax.jit(exported.call)
         return self.plain(*args, **kwargs)
+
+    def _load_shipped(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Serve eager calls from the shipped executable of exactly these arrays' types, where
+        one matches this process (``ShippedExecutables.compiled_for``: a damaged one is a
+        report, or strict mode's ``ArtifactError``); whether it does."""
+        if self._shipped is None:
+            return False
+        from hatch_jaxexport.runtime.jaxcompat import (
+            compiled_dispatch,
+            initialize_lapack,
+            module_needs_lapack,
+        )
+
+        leaves = self._jax.tree_util.tree_leaves((args, kwargs))
+        if not all(hasattr(leaf, "shape") and hasattr(leaf, "dtype") for leaf in leaves):
+            return False  # Python scalars: their types are jax's to decide, compile them
+        types = [(tuple(leaf.shape), leaf.dtype.name, False) for leaf in leaves]
+        compiled = self._shipped.compiled_for(
+            types, self._jax.tree_util.tree_structure((args, kwargs)))
+        if compiled is None:
+            self.served_as = ("compiled", self._shipped.why_not(types))
+            return False
+        if module_needs_lapack(self._exported.mlir_module_serialized):
+            initialize_lapack()
+        self._dispatch = self.plain = compiled_dispatch(compiled)
+        self.served_as = ("shipped", None)
+        return True
 
     def traced(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Whether a trace holds any argument (arrays checked as they are, containers flat)."""
@@ -313,9 +348,12 @@ def _jitted(package: Any, record: ConcreteRecord) -> _ConcreteCall:
     as the source's, and nothing is kept: the next call resolves again, as jax traces again)."""
     from hatch_jaxexport.runtime.artifacts.package_artifacts import load_concrete
     from hatch_jaxexport.runtime.artifacts.replayed_warnings import replay
+    from hatch_jaxexport.runtime.executables.artifact_calls import shipped_executables
 
     entry = {"file": record.file, "size": record.size, "sha256": record.sha256}
-    call = _ConcreteCall(load_concrete(package, entry), record)
+    exported = load_concrete(package, entry)
+    shipped = shipped_executables(package, record.function, record, lambda: exported.out_tree)
+    call = _ConcreteCall(exported, record, shipped)
     replay(package.package, record.warnings)
     return call
 
@@ -324,10 +362,12 @@ def _jitted(package: Any, record: ConcreteRecord) -> _ConcreteCall:
 NOT_SHIPPED = "a concrete-size artifact ships no executable"
 
 
-def served_first(fn: FunctionRecord, record: ConcreteRecord, run: Callable[[], Any],
+def served_first(fn: FunctionRecord, call: _ConcreteCall, run: Callable[[], Any],
                  traced: bool) -> Any:
-    """``run()``, the call of ``record``'s artifact; an eager call's first run of each
-    artifact is timed and reported (``call_report()``, ``HATCH_JAXEXPORT_REPORT``)."""
+    """``run()``, the call of ``call``'s artifact; an eager call's first run of each artifact
+    is timed and reported (``call_report()``, ``HATCH_JAXEXPORT_REPORT``): ``shipped`` where
+    the wheel's executable served it, else ``compiled``, with why none did."""
+    record = call.record
     key = ("served", record.file, record.call, tuple(map(str, record.inputs)))
     if traced or key in fn.calls.reported:
         return run()
@@ -338,8 +378,9 @@ def served_first(fn: FunctionRecord, record: ConcreteRecord, run: Callable[[], A
         # arrays and other values are two artifacts); a structure its static values
         label = f"({call_text(record.call)})" if record.call else \
             f"({static_values_text(record.static)})" if record.static else ""
-        report(fn.calls.reports, ServedCall(fn.name, signature_text(record.inputs), "compiled",
-                                            time.perf_counter() - started, NOT_SHIPPED, label))
+        tier, why = call.served_as
+        report(fn.calls.reports, ServedCall(fn.name, signature_text(record.inputs), tier,
+                                            time.perf_counter() - started, why, label))
     return out
 
 
@@ -386,8 +427,8 @@ class ConcreteDispatch:
         try:
             if not isinstance(call, _ConcreteCall):  # the source (run_source tells)
                 return call(*args, **kwargs)
-            return served_first(self._fn, self._records[types], lambda: call(*args, **kwargs),
-                                call.traced(args, kwargs))  # type: ignore[index]
+            return served_first(self._fn, call, lambda: call(*args, **kwargs),
+                                call.traced(args, kwargs))
         except NotImplementedError as err:  # forward mode: the artifact has none (_ConcreteCall)
             if self._transformed is None:
                 self._transformed = self._source(
@@ -457,7 +498,7 @@ def recorded_call(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str, A
         return None, reason
 
     def run() -> Any:
-        return served_first(fn, call.record, lambda: call(*arrays), call.traced(args, kwargs))
+        return served_first(fn, call, lambda: call(*arrays), call.traced(args, kwargs))
     return run, ""
 
 
@@ -503,7 +544,7 @@ def call_unstructured(fn: FunctionRecord, args: tuple[Any, ...],
     call, arrays, reason = _artifact_call(fn, args, kwargs)
     if call is not None:
         try:
-            result = served_first(fn, call.record, lambda: call(*arrays),
+            result = served_first(fn, call, lambda: call(*arrays),
                                   call.traced(args, kwargs))
         except NotImplementedError as err:  # forward mode: the artifact has none (_ConcreteCall)
             reason = f"its artifact cannot run under this transformation: {err}"

@@ -294,15 +294,24 @@ def _shipped(site: CallSite, package: PackageArtifacts, record: ArtifactRecord,
     """The wheel's precompiled executables of ``record`` (of its serialized VJP with
     ``native_vjp=1``; ``None`` when it ships none); ``out_tree`` gives the tree the call
     returns (read only when one is used)."""
-    found, companions = package.companion_executables(site.function, record.platform)
-    records = [e for e in (*package.records(site.function).manifest.executables, *found)
+    return shipped_executables(package, site.function, record, out_tree, native_vjp)
+
+
+def shipped_executables(package: PackageArtifacts, function: str, record: Any,
+                        out_tree: Callable[[], Any], native_vjp: int = 0
+                        ) -> ShippedExecutables | None:
+    """The precompiled executables of an artifact or a concrete-size artifact (``record``:
+    its ``id``, ``sha256`` and ``platform``), in the wheel and in its installed companion
+    wheels; ``None`` where there are none and no companion to name."""
+    found, companions = package.companion_executables(function, record.platform)
+    records = [e for e in (*package.records(function).manifest.executables, *found)
                if e.artifact == record.id and e.artifact_sha256 == record.sha256
                and e.native_vjp == native_vjp]
     if not records and not companions:
         return None
     from hatch_jaxexport.runtime.executables.shipped import ShippedExecutables
 
-    return ShippedExecutables(records, package.read_executable, out_tree, site.function,
+    return ShippedExecutables(records, package.read_executable, out_tree, function,
                               record.platform, companions)
 
 
@@ -334,4 +343,4 @@ def flat_tree(leaves: int) -> Any:
 
 
 __all__ = ["ArtifactJit", "CallSite", "build_artifact_call", "flat_tree", "job", "record_types",
-           "served_label"]
+           "served_label", "shipped_executables"]
