@@ -26,6 +26,7 @@ from _buildkit import hatch_pyproject, inprocess_build, write_project
 from conftest import make_venv, run
 
 from hatch_jaxexport.bake.executables.companion_split import split_wheel
+from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats.manifest_reader import parse_manifest
 
 MODULE = '''
@@ -279,6 +280,10 @@ def test_two_splits_of_one_wheel_give_the_same_bytes(cpu_wheels, tmp_path):
     again = split_wheel(whole, tmp_path / "split", "all")
     assert again.companions["cpu-x86-64-avx2"].read_bytes() == \
         first[again.companions["cpu-x86-64-avx2"].name].read_bytes()
+    # a wheel split already is refused (its executables are elsewhere), nothing written
+    with pytest.raises(ExportError, match="already lists companion wheels"):
+        split_wheel(first["jxe_cw-0.1.0-py3-none-any.whl"], tmp_path / "again", "all")
+    assert not list((tmp_path / "again").glob("*.whl"))
     # the CI matrix's last step: merge the builders' wheels, then split
     (tmp_path / "other-builder").mkdir()
     copy = Path(shutil.copy(whole, tmp_path / "other-builder"))
