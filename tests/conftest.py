@@ -152,9 +152,14 @@ WHOLE_ONLY: tuple[tuple[str, str], ...] = (
     # and the release check (libtpu installed once)
     ("tests/integration/test_deviceless_tpu.py", "::test_every_integration_writes_the_same"),
     ("tests/integration/test_deviceless_tpu.py", "::test_a_cpu_builders_wheel_and_a_tpu_builds"),
-    # companion wheels through setuptools' and the wrapping backend's isolated builds (CI
-    # keeps the Hatch hook's, the loader's cases and the reproducible split)
+    # companion wheels through setuptools' and the wrapping backend's isolated builds, and
+    # installed by uv from a find-links folder into a fresh venv (CI keeps the Hatch hook's
+    # records and extras, the loader's every case, the damaged blob and the reproducible
+    # split and merge); the concrete-size executables with executables turned off (CI keeps
+    # them served)
     ("tests/integration/test_companion_wheels.py", "::test_setuptools_and_the_wrapping"),
+    ("tests/integration/test_companion_wheels.py", "::test_uv_installs_the_extra"),
+    ("tests/integration/test_concrete_executables.py", "::test_without_executables"),
     # the accelerator bundle, example_pkg with its TPU v5e executables (27, 145 s of compile):
     # its build ran for the TPU run (docs/gpu.md); CI compiles TPU targets in test_deviceless_tpu
     ("tests/examples/test_accelerator_bundle.py", ""),
