@@ -329,17 +329,18 @@ def _add_executables_from(name: str, folder: Path, patterns: Sequence[str],
                   f"{len(wheels)} wheel(s) of other builders (executables-from)")
 
 
-def write_companions(wheel: Path, out_dir: Path, options: ExportOptions,
-                     reporter: Reporter) -> Path:
+def write_companions(wheel: Path, out_dir: Path, options: ExportOptions, reporter: Reporter,
+                     companions_dir: Path | None = None) -> Path:
     """Split the built ``wheel``'s executables into companion wheels in ``out_dir``
-    (``companion-wheels``; ``bake.executables.companion_split``), which every integration
-    calls on the wheel it built; the package's wheel. Each companion is a line of the build
-    log: its file, bytes, executables and the extra that installs it."""
+    (``companions_dir`` where given; ``companion-wheels``;
+    ``bake.executables.companion_split``), which every integration calls on the wheel it
+    built; the package's wheel. Each companion is a line of the build log: its file, bytes
+    and the extra that installs it."""
     if options.companion_wheels == "none":
         return wheel
     from hatch_jaxexport.bake.executables.companion_split import split_wheel
 
-    result = split_wheel(wheel, out_dir, options.companion_wheels)
+    result = split_wheel(wheel, out_dir, options.companion_wheels, companions_dir)
     if not result.companions:
         reporter.info(f"jaxexport: companion-wheels = {options.companion_wheels!r}: the wheel "
                       "has no such executables, no companion wheel written")

@@ -37,7 +37,7 @@ from hatch_jaxexport.bake.config import (
     parse_options,
     requirement_conflicts,
 )
-from hatch_jaxexport.bake.flow import artifact_files, bake
+from hatch_jaxexport.bake.flow import artifact_files, bake, write_companions
 from hatch_jaxexport.formats.manifest import ARTIFACT_DIR, MANIFEST_NAME
 from hatch_jaxexport.formats.settings import skip_requested
 from hatch_jaxexport.formats.signatures import SIGNATURES_NAME
@@ -132,19 +132,12 @@ def _wrap_bdist_wheel(base: type) -> type:
 
         def run(self) -> None:
             super().run()
-            # imported here: only a project that asks for companion wheels splits
-            from hatch_jaxexport.bake.executables.companion_split import split_wheel
-
             impl, abi, plat = self.get_tag()
-            wheel = Path(self.dist_dir, f"{self.wheel_dist_name}-{impl}-{abi}-{plat}.whl")
             dist_dir = Path(self.dist_dir)
-            out = dist_dir.parent if dist_dir.name.startswith(".tmp-") else dist_dir
-            options = self.distribution._jaxexport_options
-            result = split_wheel(wheel, dist_dir, options.companion_wheels)
-            for extra, path in result.companions.items():
-                os.replace(path, out / path.name)
-                self.announce(f"jaxexport: companion wheel {path.name} in {out}, installed by "
-                              f"the extra [{extra}]", INFO)
+            wheel = dist_dir / f"{self.wheel_dist_name}-{impl}-{abi}-{plat}.whl"
+            beside = dist_dir.parent if dist_dir.name.startswith(".tmp-") else dist_dir
+            write_companions(wheel, dist_dir, self.distribution._jaxexport_options,
+                             SetuptoolsReporter(self), companions_dir=beside)
 
     return bdist_wheel
 

@@ -60,12 +60,13 @@ class SplitResult:
         self.wheel, self.companions = wheel, companions
 
 
-def split_wheel(wheel: str | Path, out_dir: str | Path, split: str = "accelerators"
-                ) -> SplitResult:
+def split_wheel(wheel: str | Path, out_dir: str | Path, split: str = "accelerators",
+                companions_dir: str | Path | None = None) -> SplitResult:
     """Write ``wheel`` split (``split``: ``accelerators`` or ``all``) into ``out_dir``: the
     package's wheel (its file name; ``out_dir`` may be the wheel's own folder, the wheel is
-    then replaced once everything is written and read back) and its companion wheels. A wheel
-    with nothing to split is written unchanged (``companions`` empty)."""
+    then replaced once everything is written and read back) and its companion wheels (into
+    ``companions_dir`` where given, a folder on the same file system). A wheel with nothing to
+    split is written unchanged (``companions`` empty)."""
     wheel, out_dir = Path(wheel), Path(out_dir)
     entries = wheel_entries(wheel)
     manifests = wheel_manifests(entries, wheel)
@@ -97,7 +98,8 @@ def split_wheel(wheel: str | Path, out_dir: str | Path, split: str = "accelerato
         moved = {f"{folder}/{r.file}" for by_folder in groups.values()
                  for folder, listed in by_folder.items() for r in listed}
         main = _write_main(wheel, entries, manifests, records, moved, Path(scratch))
-        placed = {extra: out_dir / path.name for extra, path in companions.items()}
+        beside = Path(companions_dir) if companions_dir is not None else out_dir
+        placed = {extra: beside / path.name for extra, path in companions.items()}
         for extra, path in companions.items():
             os.replace(path, placed[extra])
         target = out_dir / wheel.name
