@@ -68,6 +68,71 @@ def hatch_pyproject(name: str, hook_table: str = "", *, hook_section: str | None
         """).lstrip() + textwrap.dedent(hook_table).lstrip()
 
 
+#: A package module with precompiled executables to make: a function of fixed sizes, and one
+#: of named sizes serialized with its VJP (the TPU-target and companion-wheel tests).
+EXECUTABLES_MODULE = '''
+import jax.numpy as jnp
+
+from hatch_jaxexport import exportable
+
+
+@exportable({"x": ("8", "float32")})
+def double(x):
+    return 2 * x + 1
+
+
+@exportable({"x": ("n", "float32")}, executable_sizes={"n": [4, 16]}, vjp_order=1)
+def loss(x):
+    return jnp.sum(jnp.sin(x) ** 2)
+'''
+
+
+def setuptools_pyproject(name: str, package: str, table: str) -> str:
+    """A setuptools project's ``pyproject.toml`` with ``[tool.jaxexport]`` ``table``, built with
+    this environment's jax release."""
+    from importlib.metadata import version
+
+    return textwrap.dedent(f"""
+        [build-system]
+        requires = ["setuptools>=70", "hatch-jaxexport", "jax=={version("jax")}"]
+        build-backend = "setuptools.build_meta"
+
+        [project]
+        name = "{name}"
+        version = "0.1.0"
+        requires-python = ">=3.11"
+        dependencies = ["hatch-jaxexport", "jax"]
+
+        [tool.setuptools]
+        packages = ["{package}"]
+
+        [tool.jaxexport]
+        """) + textwrap.dedent(table).lstrip()
+
+
+def flit_pyproject(name: str, table: str, backend: str = "hatch_jaxexport.integrations.pep517"
+                   ) -> str:
+    """A flit project's ``pyproject.toml`` built by ``backend`` (the wrapping backend over
+    flit by default, or flit itself), ``[tool.jaxexport]`` ``table``, this environment's jax."""
+    from importlib.metadata import version
+
+    return textwrap.dedent(f"""
+        [build-system]
+        requires = ["flit_core>=3.9,<5", "hatch-jaxexport", "jax=={version("jax")}"]
+        build-backend = "{backend}"
+
+        [project]
+        name = "{name}"
+        version = "0.1.0"
+        description = "Built through {backend}"
+        requires-python = ">=3.11"
+        dependencies = ["hatch-jaxexport", "jax"]
+
+        [tool.jaxexport]
+        backend = "flit_core.buildapi"
+        """) + textwrap.dedent(table).lstrip()
+
+
 TINY_MODULE = """
 import jax.numpy as jnp
 

@@ -22,28 +22,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from _buildkit import hatch_pyproject, inprocess_build, write_project
+from _buildkit import EXECUTABLES_MODULE, hatch_pyproject, inprocess_build, write_project
 from conftest import make_venv, run
 
 from hatch_jaxexport.bake.executables.companion_split import split_wheel
 from hatch_jaxexport.errors import ExportError
 from hatch_jaxexport.formats.manifest_reader import parse_manifest
-
-MODULE = '''
-import jax.numpy as jnp
-
-from hatch_jaxexport import exportable
-
-
-@exportable({"x": ("8", "float32")})
-def double(x):
-    return 2 * x + 1
-
-
-@exportable({"x": ("n", "float32")}, executable_sizes={"n": [4, 16]}, vjp_order=1)
-def loss(x):
-    return jnp.sum(jnp.sin(x) ** 2)
-'''
 
 TPU_TABLE = '''
 platforms = ["cpu", "tpu"]
@@ -69,7 +53,8 @@ def build(tmp: Path, name: str, package: str, table: str, version: str = "0.1.0"
     pyproject = hatch_pyproject(name, table).replace('version = "0.1.0"',
                                                      f'version = "{version}"')
     root = write_project(tmp / f"project-{version}", {
-        "pyproject.toml": pyproject, f"{package}/__init__.py": '"""Companions."""\n' + MODULE})
+        "pyproject.toml": pyproject,
+        f"{package}/__init__.py": '"""Companions."""\n' + EXECUTABLES_MODULE})
     out = tmp / f"dist-{version}"
     inprocess_build(root, out)
     return {path.name: path for path in sorted(out.glob("*.whl"))}
@@ -294,42 +279,6 @@ def test_two_splits_of_one_wheel_give_the_same_bytes(cpu_wheels, tmp_path):
         assert path.read_bytes() == first[path.name].read_bytes(), path.name
 
 
-SETUPTOOLS_PYPROJECT = """
-[build-system]
-requires = ["setuptools>=70", "hatch-jaxexport", "jax==JAX"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "jxe-cw"
-version = "0.1.0"
-requires-python = ">=3.11"
-dependencies = ["hatch-jaxexport", "jax"]
-
-[tool.setuptools]
-packages = ["jxe_cw"]
-
-[tool.jaxexport]
-TABLE
-"""
-
-FLIT_PYPROJECT = """
-[build-system]
-requires = ["flit_core>=3.9,<5", "hatch-jaxexport", "jax==JAX"]
-build-backend = "hatch_jaxexport.integrations.pep517"
-
-[project]
-name = "jxe_cw"
-version = "0.1.0"
-description = "Companion wheels through the wrapping backend"
-requires-python = ">=3.11"
-dependencies = ["hatch-jaxexport", "jax"]
-
-[tool.jaxexport]
-backend = "flit_core.buildapi"
-TABLE
-"""
-
-
 @pytest.mark.slow
 @on_linux_x86
 def test_setuptools_and_the_wrapping_backend_write_the_same_companions(cpu_wheels,
@@ -338,9 +287,7 @@ def test_setuptools_and_the_wrapping_backend_write_the_same_companions(cpu_wheel
     writes into a temporary folder that must hold one wheel: the companion goes beside it) and
     the wrapping backend over flit: the package's wheel and its companion in the output
     folder, the companion's executables those of the Hatch hook's, byte for byte."""
-    from importlib.metadata import version
-
-    from _buildkit import links_env, python_m_build
+    from _buildkit import flit_pyproject, links_env, python_m_build, setuptools_pyproject
 
     tmp, first, _ = cpu_wheels
     hatch_companion = first["jxe_cw_jaxexport_cpu_x86_64_avx2-0.1.0-py3-none-any.whl"]
@@ -348,10 +295,11 @@ def test_setuptools_and_the_wrapping_backend_write_the_same_companions(cpu_wheel
     expected = {(e["artifact"], e["sha256"]) for e in
                 manifest_in(hatch_companion, folder)[1]["executables"]}
     env = {**links_env(project_wheel.parent), "SOURCE_DATE_EPOCH": "1700000000"}
-    for name, template in (("setuptools", SETUPTOOLS_PYPROJECT), ("wrapped", FLIT_PYPROJECT)):
-        pyproject = template.replace("JAX", version("jax")).replace("TABLE", CPU_TABLE)
+    for name, pyproject in (("setuptools", setuptools_pyproject("jxe-cw", "jxe_cw", CPU_TABLE)),
+                            ("wrapped", flit_pyproject("jxe_cw", CPU_TABLE))):
+        module = '"""Companions."""\n' + EXECUTABLES_MODULE
         root = write_project(tmp / name, {"pyproject.toml": pyproject,
-                                          "jxe_cw/__init__.py": '"""Companions."""\n' + MODULE})
+                                          "jxe_cw/__init__.py": module})
         run(python_m_build("--wheel", "-o", tmp / f"dist-{name}", root), env=env)
         built = sorted(p.name for p in (tmp / f"dist-{name}").glob("*.whl"))
         assert built == ["jxe_cw-0.1.0-py3-none-any.whl",

@@ -20,11 +20,14 @@ from pathlib import Path
 
 import pytest
 from _buildkit import (
+    EXECUTABLES_MODULE,
+    flit_pyproject,
     hatch_pyproject,
     inprocess_build,
     leaks,
     links_env,
     python_m_build,
+    setuptools_pyproject,
     write_project,
 )
 from conftest import run
@@ -44,22 +47,6 @@ V5E_VERSION = ("PJRT C API\nTFRT TPU v5 lite\nBuilt on Jun 17 2026 11:08:48 (178
 #: What jax 0.10.2 adds to LIBTPU_INIT_ARGS when it starts a TPU backend (cloud_tpu_init).
 BARRIER = "--xla_tpu_use_enhanced_launch_barrier=true"
 
-MODULE = '''
-import jax.numpy as jnp
-
-from hatch_jaxexport import exportable
-
-
-@exportable({"x": ("8", "float32")})
-def double(x):
-    return 2 * x + 1
-
-
-@exportable({"x": ("n", "float32")}, executable_sizes={"n": [4, 16]}, vjp_order=1)
-def loss(x):
-    return jnp.sum(jnp.sin(x) ** 2)
-'''
-
 HOOK_TABLE = '''
 platforms = ["cpu", "tpu"]
 executables = ["x86_64-avx2"]
@@ -72,8 +59,8 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux" or
 
 
 def project(root: Path, pyproject: str) -> Path:
-    return write_project(root, {"pyproject.toml": pyproject,
-                                "jxe_tpu/__init__.py": '"""TPU targets."""\n' + MODULE})
+    module = '"""TPU targets."""\n' + EXECUTABLES_MODULE
+    return write_project(root, {"pyproject.toml": pyproject, "jxe_tpu/__init__.py": module})
 
 
 def manifest_of(wheel: Path) -> tuple[bytes, dict]:
@@ -179,42 +166,6 @@ def test_verify_inspect_and_the_release_check_know_the_tpu_executables(hatch_bui
     assert " passed" in checked.stdout and " failed" not in checked.stdout, checked.stdout
 
 
-SETUPTOOLS_PYPROJECT = f"""
-[build-system]
-requires = ["setuptools>=70", "hatch-jaxexport", "jax=={JAX_VERSION}"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "jxe-tpu"
-version = "0.1.0"
-requires-python = ">=3.11"
-dependencies = ["hatch-jaxexport", "jax"]
-
-[tool.setuptools]
-packages = ["jxe_tpu"]
-
-[tool.jaxexport]
-{HOOK_TABLE}
-"""
-
-FLIT_PYPROJECT = f"""
-[build-system]
-requires = ["flit_core>=3.9,<5", "hatch-jaxexport", "jax=={JAX_VERSION}"]
-build-backend = "BACKEND"
-
-[project]
-name = "jxe_tpu"
-version = "0.1.0"
-description = "TPU targets through the wrapping backend"
-requires-python = ">=3.11"
-dependencies = ["hatch-jaxexport", "jax"]
-
-[tool.jaxexport]
-backend = "flit_core.buildapi"
-{HOOK_TABLE}
-"""
-
-
 @pytest.mark.slow
 def test_every_integration_writes_the_same_tpu_executables(hatch_built, project_wheel):
     """setuptools, the wrapping backend over flit and ``jaxexport bake-wheel`` of flit's own
@@ -225,10 +176,11 @@ def test_every_integration_writes_the_same_tpu_executables(hatch_built, project_
     env = {**links_env(project_wheel.parent), "SOURCE_DATE_EPOCH": "1700000000"}
     expected = by_signature(tpu_records(manifest_of(hatch_built[2])[1]))
     wheels = {}
-    for name, pyproject in (("setuptools", SETUPTOOLS_PYPROJECT),
-                            ("wrapped", FLIT_PYPROJECT.replace(
-                                "BACKEND", "hatch_jaxexport.integrations.pep517")),
-                            ("flit", FLIT_PYPROJECT.replace("BACKEND", "flit_core.buildapi"))):
+    for name, pyproject in (("setuptools", setuptools_pyproject("jxe-tpu", "jxe_tpu",
+                                                                 HOOK_TABLE)),
+                            ("wrapped", flit_pyproject("jxe_tpu", HOOK_TABLE)),
+                            ("flit", flit_pyproject("jxe_tpu", HOOK_TABLE,
+                                                    "flit_core.buildapi"))):
         root = project(tmp / name, pyproject)
         run(python_m_build("--wheel", "-o", tmp / f"dist-{name}", root), env=env)
         (wheels[name],) = (tmp / f"dist-{name}").glob("*.whl")
