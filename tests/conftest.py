@@ -433,11 +433,9 @@ def export_into_copy(tmp: Path, package: str, **options: object) -> Path:
 def import_baked(site: Path, package: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     """``package`` imported from ``site`` in this process in strict mode (any fallback to its
     source raises), its ``TRACES`` counter (where it has one) back at 0."""
-    import importlib
-
     monkeypatch.setenv("HATCH_JAXEXPORT_STRICT", "1")
     monkeypatch.syspath_prepend(str(site))
-    module = importlib.import_module(package)
+    module = import_from(site, package)
     if hasattr(module, "TRACES"):
         module.TRACES["count"] = 0
     return module
@@ -466,13 +464,27 @@ def scalars_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def demo(demo_site: Path):
     """``jxe_demo.funcs`` imported in this process from ``demo_site``."""
-    import importlib
-
     sys.path.insert(0, str(demo_site))
     try:
-        yield importlib.import_module("jxe_demo.funcs")
+        yield import_from(demo_site, "jxe_demo.funcs")
     finally:
         sys.path.remove(str(demo_site))
+
+
+def import_from(site: Path, name: str) -> Any:
+    """Module ``name`` imported from ``site`` (already on ``sys.path``), never a copy of the
+    same package an earlier test of this process imported from elsewhere (its source under
+    ``tests/fixtures``, say: a session fixture must not depend on which tests ran first)."""
+    import importlib
+
+    top = name.partition(".")[0]
+    for loaded in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
+        origin = getattr(sys.modules[loaded], "__file__", None) or ""
+        if not Path(origin).resolve().is_relative_to(site.resolve()):
+            del sys.modules[loaded]
+    module = importlib.import_module(name)
+    assert Path(module.__file__).resolve().is_relative_to(site.resolve()), module.__file__
+    return module
 
 
 def call_baked_fresh(site: Path, script: str, *args: str) -> dict[str, Any]:
