@@ -14,12 +14,15 @@ folder, then, in fresh processes (medians of ``--runs``), after ``import jax`` a
   our modules it imported beyond ``import mylib``, every other module it imported (jax's
   own, the standard library's), and its time;
 
-each with bytecode for our modules (a pip install compiles it) and without (a copy of
-hatch-jaxexport without ``__pycache__`` first on the path, ``PYTHONDONTWRITEBYTECODE=1``: a
-``uv pip install`` without ``--compile-bytecode``, a container with that variable set, where
-every module of ours is compiled from source at its import). ``--list`` prints the modules of
-ours each step imports. The figures are the loader's weight only: jax's own first-call work
-(the executable's load, a compile) is in the call's time on every row alike.
+each with three kinds of bytecode for our modules (``PYTHONDONTWRITEBYTECODE=1`` in every child,
+so each finds what its copy has): ``pip`` (a pip install compiles it), ``none`` (a ``uv pip
+install`` without ``--compile-bytecode`` into a container with that variable set: every module
+of ours compiled from source at its import) and ``wheel`` (this project's ``cpXY-none-any``
+wheel, built here with ``hatch_build.py``: the checked-hash bytecode it carries, whatever the
+installer did); the last column divides each row's import + call by the pip row's.
+``--list`` prints the modules of ours each step imports. The figures are the loader's weight
+only: jax's own first-call work (the executable's load, a compile) is in the call's time on
+every row alike.
 """
 
 from __future__ import annotations
@@ -93,15 +96,30 @@ def export(folder: Path) -> Path:
     return package.parent
 
 
-def source_copy(folder: Path, bytecode: bool) -> Path:
-    """hatch-jaxexport's package in a folder of its own, its bytecode written for every module
-    (``compileall``, as pip's install does) or none."""
-    import compileall
+#: How our modules' bytecode got there: a pip install's (``compileall``), none (an installer
+#: that compiles nothing, as uv by default), or our ``cpXY-none-any`` wheel's (``hatch_build.py``).
+BYTECODE = ("pip", "none", "wheel")
 
-    target = folder / ("bytecode" if bytecode else "nobytecode")
+
+def source_copy(folder: Path, bytecode: str) -> Path:
+    """hatch-jaxexport's package in a folder of its own, with the bytecode ``bytecode`` says."""
+    import compileall
+    import zipfile
+
+    target = folder / f"bytecode-{bytecode}"
+    if bytecode == "wheel":
+        built = folder / "wheel"
+        subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "-o", built,
+                        ROOT], check=True, capture_output=True, cwd=folder,
+                       env={**os.environ, "HATCH_BUILD_HOOK_ENABLE_CUSTOM": "true"})
+        (wheel,) = built.glob("hatch_jaxexport-*-cp*-none-any.whl")
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(target, [n for n in archive.namelist()
+                                        if n.startswith("hatch_jaxexport/")])
+        return target
     shutil.copytree(ROOT / "hatch_jaxexport", target / "hatch_jaxexport",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    if bytecode:
+    if bytecode == "pip":
         compileall.compile_dir(target, quiet=1)
     return target
 
@@ -118,7 +136,7 @@ def run_child(path: list[Path], env: dict[str, str]) -> dict:
     return json.loads(done.stdout)
 
 
-def measure(way: str, bytecode: bool, work: Path, packages: Path, copy: Path,
+def measure(way: str, bytecode: str, work: Path, packages: Path, copy: Path,
             runs: int) -> list[dict]:
     """``runs`` fresh processes of one way of serving the first call (after one untimed, which
     reads every file once: the times are not the disk's)."""
@@ -143,14 +161,16 @@ def measure(way: str, bytecode: bool, work: Path, packages: Path, copy: Path,
     return results
 
 
-def row(way: str, bytecode: bool, results: list[dict]) -> str:
+def row(way: str, bytecode: str, results: list[dict], floor: float | None) -> tuple[str, float]:
+    """The table's row, and its import + call time (the pip row's is the next rows' floor)."""
     first = results[0]
     median = lambda key: statistics.median(r[key] for r in results)  # noqa: E731
-    return (f"| {way} | {'yes' if bytecode else 'no'} | {len(first['ours_at_import'])} | "
+    total = median("import_ms") + median("call_ms")
+    return (f"| {way} | {bytecode} | {len(first['ours_at_import'])} | "
             f"{median('import_ms'):.1f} | {'/'.join(sorted(set(first['tier'])))} | "
             f"{len(first['ours_at_call'])} | {len(first['others_at_call'])} | "
-            f"{median('call_ms'):.1f} | "
-            f"{median('import_ms') + median('call_ms'):.1f} |")
+            f"{median('call_ms'):.1f} | {total:.1f} | "
+            f"{total / (floor or total):.2f}x |"), total
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,19 +181,22 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="import-weight-") as scratch:
         work = Path(scratch)
         packages = export(work)
-        copies = {bytecode: source_copy(work, bytecode) for bytecode in (True, False)}
+        copies = {bytecode: source_copy(work, bytecode) for bytecode in BYTECODE}
         print(f"medians of {args.runs} fresh processes; times after `import jax` and "
               "jax.devices()\n")
         print("| first call | our bytecode | our modules at `import mylib` | import (ms) | "
               "served | our modules at the call | other modules at the call | call (ms) | "
-              "import + call (ms) |")
-        print("|---|---|---:|---:|---|---:|---:|---:|---:|")
+              "import + call (ms) | of pip's |")
+        print("|---|---|---:|---:|---|---:|---:|---:|---:|---:|")
         listed = {}
         for way in ("shipped", "cached", "stablehlo"):
-            for bytecode in (True, False):
+            floor = None
+            for bytecode in BYTECODE:
                 results = measure(way, bytecode, work, packages, copies[bytecode],
                                   args.runs)
-                print(row(way, bytecode, results), flush=True)
+                line, total = row(way, bytecode, results, floor)
+                floor = floor or total
+                print(line, flush=True)
                 listed[way] = results[0]
         if args.list:
             for way, first in listed.items():
