@@ -135,8 +135,8 @@ class PackageArtifacts:
         """``function``'s executables of ``platform`` in the package's companion wheels, and
         those companions (``runtime.artifacts.installed_companions``: each found once, its
         ``problem`` saying why it serves none)."""
-        if not self.index.companions:
-            return [], []
+        if not any(c.platform == platform for c in self.index.companions):
+            return [], []  # a CPU process imports nothing for a TPU companion
         # imported here: only a wheel split into companion wheels has any
         from hatch_jaxexport.runtime.artifacts.installed_companions import Companions
 
