@@ -8,6 +8,9 @@
 # example_pkg is compiled by pip in every way: only our modules differ. The per-user executable
 # cache is off (HATCH_JAXEXPORT_CACHE=0): every run is served from the wheel.
 #   bash scripts/bytecode_check.sh WHEEL_DIR [RUNS]
+# MODES="pip wheel" runs some ways only (the summary compares each with the first given). On the
+# TPU v5e each fresh process costs about 9 s (the runtime's start): 3 ways x 2 workloads x
+# (RUNS + 1) processes, so RUNS=2 takes about 3 minutes there (RUNS=4 did not finish in 190 s).
 # WHEEL_DIR: COMPANION_WHEELS=accelerators bash scripts/accelerator_bundle.sh WHEEL_DIR cpu,tpu,
 # plus HATCH_BUILD_HOOK_ENABLE_CUSTOM=true python -m build --wheel -o WHEEL_DIR (a cpXY wheel
 # for the device's Python). Rehearsal on a CPU machine whose jax lives in another environment:
@@ -38,7 +41,8 @@ print(json.dumps({"name": sys.argv[1], "import_ms": (imported - start) * 1e3,
                   "ours": __import__("hatch_jaxexport").__file__, "backend": jax.default_backend(),
                   "modules": sum(m.startswith("hatch_jaxexport") for m in sys.modules)}))
 PY
-for mode in pip none wheel; do
+MODES=${MODES:-pip none wheel}
+for mode in $MODES; do
   v=/tmp/bytecode-$mode; rm -rf $v
   $PY -m venv --system-site-packages --without-pip $v || exit 1
   [ -n "${SITE_PTH:-}" ] && echo "$SITE_PTH" > "$(echo $v/lib/python3*/site-packages)/machine.pth"
@@ -56,11 +60,11 @@ for mode in pip none wheel; do
     done
   done
 done
-$PY - "$OUT" <<'PY'
+$PY - "$OUT" $MODES <<'PY'
 import json, statistics, sys
 from pathlib import Path
 out = Path(sys.argv[1])
-rows = {m: [json.loads(l) for l in (out / f"{m}.jsonl").read_text().splitlines()] for m in ("pip", "none", "wheel")}
+rows = {m: [json.loads(l) for l in (out / f"{m}.jsonl").read_text().splitlines()] for m in sys.argv[2:]}
 print("| workload | our bytecode | served | our modules | import (ms) | first call (ms) | import + call (ms) | of pip's |")
 print("|---|---|---|---:|---:|---:|---:|---:|")
 summary = {}
