@@ -113,7 +113,8 @@ def setuptools_pyproject(name: str, package: str, table: str) -> str:
 def flit_pyproject(name: str, table: str, backend: str = "hatch_jaxexport.integrations.pep517"
                    ) -> str:
     """A flit project's ``pyproject.toml`` built by ``backend`` (the wrapping backend over
-    flit by default, or flit itself), ``[tool.jaxexport]`` ``table``, this environment's jax."""
+    flit by default, or flit itself), ``[tool.jaxexport]`` ``table``, this environment's jax.
+    Nothing else in it names the backend: both routes build the same wheel."""
     from importlib.metadata import version
 
     return textwrap.dedent(f"""
@@ -124,7 +125,7 @@ def flit_pyproject(name: str, table: str, backend: str = "hatch_jaxexport.integr
         [project]
         name = "{name}"
         version = "0.1.0"
-        description = "Built through {backend}"
+        description = "a flit project baked by the wrapping backend or by bake-wheel"
         requires-python = ">=3.11"
         dependencies = ["hatch-jaxexport", "jax"]
 

@@ -20,6 +20,7 @@ import pytest
 from _buildkit import (
     TINY_MODULE,
     artifact_files,
+    flit_pyproject,
     links_env,
     metadata,
     python_m_build,
@@ -29,23 +30,6 @@ from conftest import _uv, run
 
 JAX_VERSION = version("jax")
 EPOCH = "1700000000"
-
-FLIT_PYPROJECT = f"""
-[build-system]
-requires = ["flit_core>=3.9,<5", "hatch-jaxexport", "jax=={JAX_VERSION}"]
-build-backend = "BACKEND"
-
-[project]
-name = "jxe_flit"
-version = "0.1.0"
-description = "a flit project baked by the wrapping backend"
-requires-python = ">=3.11"
-dependencies = ["hatch-jaxexport", "jax"]
-
-[tool.jaxexport]
-backend = "flit_core.buildapi"
-jax-requirement = true
-"""
 
 CALL = """
 import json, sys
@@ -60,7 +44,7 @@ print(json.dumps({"got": got, "served": list(loaded_from_artifact(jxe_flit.power
 
 def flit_project(root: Path, backend: str) -> Path:
     return write_project(root, {
-        "pyproject.toml": FLIT_PYPROJECT.replace("BACKEND", backend),
+        "pyproject.toml": flit_pyproject("jxe_flit", "jax-requirement = true\n", backend),
         "jxe_flit/__init__.py": '"""A tiny package."""\n' + TINY_MODULE})
 
 

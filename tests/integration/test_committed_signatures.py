@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from _buildkit import (
     links_env,
     members,
     python_m_build,
+    setuptools_pyproject,
     write_project,
 )
 from conftest import FIXTURES, make_venv, run
@@ -59,23 +59,6 @@ print(json.dumps(out))
 
 EXPECTED = {"lengthy": [3.0, 6.0],
             "free": [[4.0, 4.0, 4.0, 4.0], [[0.0, 0.0], [0.0, 0.0]]], "traces": 0}
-
-SETUPTOOLS_PYPROJECT = """
-[build-system]
-requires = ["setuptools>=70", "hatch-jaxexport", "jax"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "jxe-concrete"
-version = "0.1.0"
-requires-python = ">=3.11"
-dependencies = ["hatch-jaxexport", "jax"]
-
-[tool.setuptools]
-packages = ["jxe_concrete"]
-
-[tool.jaxexport]
-"""
 
 
 def committed_project(root: Path, pyproject: str) -> Path:
@@ -115,7 +98,8 @@ WANTED = [("jxe_concrete:free", "{}"), ("jxe_concrete:free", "{}"),
 
 def test_setuptools_build_reads_the_committed_signatures_from_the_source_tree(
         tmp_path, project_wheel):
-    project = committed_project(tmp_path / "proj", textwrap.dedent(SETUPTOOLS_PYPROJECT))
+    project = committed_project(tmp_path / "proj",
+                                setuptools_pyproject("jxe-concrete", "jxe_concrete", ""))
     wheel, sdist, out = build_and_call(project, tmp_path, project_wheel)
     assert [n for n in members(sdist) if n.endswith(f"jxe_concrete/{SIGNATURES_NAME}")]
     assert [c for c in concrete_entries(wheel) if c[0] != "jxe_concrete:branchy"] == WANTED
