@@ -49,6 +49,9 @@ def compile_package(root: Path, out: Path) -> dict[str, str]:
 class BytecodeHook(BuildHookInterface):
     """Adds the bytecode of the building Python and the wheel tag that says which Python."""
 
+    #: The folder the bytecode is compiled into for one build (removed when it is written).
+    _scratch: Path | None = None
+
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         if self.target_name != "wheel" or version != "standard":
             return  # an editable install runs the checkout's files: Python writes their bytecode
@@ -57,6 +60,5 @@ class BytecodeHook(BuildHookInterface):
         build_data["tag"] = f"cp{sys.version_info.major}{sys.version_info.minor}-none-any"
 
     def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:
-        scratch = getattr(self, "_scratch", None)
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
