@@ -4,6 +4,7 @@ hatch-jaxexport.
     python benchmarks/peer_suites.py [--library tinygp|dm-pix|dm-pix-flit|quadax]
                                      [--fast [--record]] [--tests FILE[::NODE] ...]
                                      [--cache DIR] [--json FILE] [--twice] [--keep] [--work DIR]
+                                     [--build-only]
 
 For each library: download its sdist from the package index (cached under ``--cache``, default
 ``~/.cache/hatch-jaxexport/peer-suites``), unpack it twice, apply ``peers/<lib>-<version>.patch``
@@ -734,6 +735,14 @@ def run_library(lib: Library, args: argparse.Namespace, wheels: Path, work: Path
     pip_install(baked_py, "--no-deps", "--force-reinstall", wheel)
     plain_wheel, plain_build, _ = build_baked(unpack(sdist, work / "plain-src", None),
                                               work / "plain-dist", wheels)
+    built = dict(subset=subset_name(args), notes=notes, files=files, build_lines=build_lines,
+                 build_seconds=round(build_seconds, 1), wheel_bytes=wheel.stat().st_size,
+                 companion_bytes=companion_sizes(work / "dist"),
+                 hook_options=list(args.hook_option or ()),
+                 plain_build_seconds=round(plain_build, 1),
+                 plain_wheel_bytes=plain_wheel.stat().st_size, **origin, **timing)
+    if args.build_only:  # the wheels for another machine (peer_device.py bundle): no CPU runs
+        return built
     plain = run_suite(plain_py, work / "suite", files, "plain", devices)
     baked = run_suite(baked_py, work / "suite", files, "baked", devices)
     strict = run_suite(baked_py, work / "suite", files, "strict",
@@ -746,13 +755,7 @@ def run_library(lib: Library, args: argparse.Namespace, wheels: Path, work: Path
             **devices, "HATCH_JAXEXPORT_CACHE": str(work / "suite" / "jaxexport-cache-baked")})
         figures["second_process"] = compare(plain, again, lib.callables)
         figures["devices"] = args.devices
-    figures.update(subset=subset_name(args), notes=notes, files=files,
-                   build_lines=build_lines, strict_seconds=round(strict.seconds, 1),
-                   build_seconds=round(build_seconds, 1), wheel_bytes=wheel.stat().st_size,
-                   companion_bytes=companion_sizes(work / "dist"),
-                   hook_options=list(args.hook_option or ()),
-                   plain_build_seconds=round(plain_build, 1),
-                   plain_wheel_bytes=plain_wheel.stat().st_size, **origin, **timing)
+    figures.update(built, strict_seconds=round(strict.seconds, 1))
     return figures
 
 
@@ -776,6 +779,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--twice", action="store_true",
                         help="build each baked wheel twice and compare the bytes (always for "
                              "dm-pix-flit)")
+    parser.add_argument("--build-only", action="store_true",
+                        help="record (whole suite or --record) and build the wheels, run no "
+                             "suite here: the wheels for peer_device.py's bundle")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     parser.add_argument("--work", type=Path,
                         help="work in this folder and keep it; venvs already there are reused")
@@ -792,7 +798,11 @@ def main(argv: list[str] | None = None) -> int:
         project_wheel(wheels)
         for name in args.library or DEFAULT:
             results[name] = run_library(LIBRARIES[name], args, wheels, work / name)
-            print_summary(name, results[name])
+            if args.build_only:
+                print(f"{name}: built {results[name]['wheel_bytes']:,} bytes, companions "
+                      f"{results[name]['companion_bytes']}; {len(results[name]['files'])} files")
+            else:
+                print_summary(name, results[name])
     finally:
         if args.keep:
             print(f"work folder kept: {work}")
