@@ -5,6 +5,13 @@ caller's trace per transformation (``jax.jit``, ``vmap``, ``grad``...), each ser
 the warnings of pytest's summary by category and message, with their counts, and jax's compile
 events (``jax.monitoring``: how many, and their seconds) over the whole suite.
 
+With ``PEER_SUITES_TIME=FILE`` (one ``module:function`` a line: the decorated functions, which
+``peer_device.py bundle`` reads off the baked wheel's manifest), each of those module-level
+functions is wrapped, plain and baked alike, so that its first eager call per argument
+signature is timed (to the result's readiness) with the compiles jax made inside it:
+``"first_calls"``. Only the outermost call is counted (a plain library's functions call each
+other eagerly), and a call with a tracer among its arguments passes straight through.
+
 It reads ``call_report()`` and ``staged_report()`` of every ``ExportableFunction`` alive in
 the process, so it counts what the suite really called, without touching the suite. In a venv
 without hatch-jaxexport (the plain library) both lists are empty; an install older than
@@ -14,9 +21,13 @@ without hatch-jaxexport (the plain library) both lists are empty; an install old
 from __future__ import annotations
 
 import collections
+import functools
 import gc
+import importlib
 import json
 import os
+import sys
+import time
 from typing import Any
 
 #: The warnings pytest recorded (its warnings summary), by category and message.
@@ -32,13 +43,79 @@ def _compile_event(event: str, seconds: float, **_: Any) -> None:
         found[1] += seconds
 
 
+#: The timed functions' first eager calls: function, signature, seconds, compiles inside.
+FIRST_CALLS: list[dict[str, Any]] = []
+_DEPTH = [0]
+BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
+
+
+def _signature(leaves: list[Any], tree: Any) -> str:
+    """The call's key: the tree, each array leaf's shape and dtype, every other leaf's repr."""
+    parts = [f"{getattr(x, 'dtype', '')}{list(x.shape)}" if hasattr(x, "shape") else repr(x)
+             for x in leaves]
+    return f"{tree}|{','.join(parts)}"
+
+
+def _timed(name: str, function: Any) -> Any:
+    """``function``, its first eager call per signature timed (outermost calls only)."""
+    import jax
+
+    seen: set[str] = set()
+
+    @functools.wraps(function)
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
+        if _DEPTH[0] or any(isinstance(x, jax.core.Tracer) for x in leaves):
+            return function(*args, **kwargs)
+        key = _signature(leaves, tree)
+        if key in seen:
+            return function(*args, **kwargs)
+        seen.add(key)
+        count, seconds = COMPILES.get(BACKEND_COMPILE, [0, 0.0])
+        _DEPTH[0] += 1
+        start = time.perf_counter()
+        try:
+            result = jax.block_until_ready(function(*args, **kwargs))
+        finally:
+            _DEPTH[0] -= 1
+        after = COMPILES.get(BACKEND_COMPILE, [0, 0.0])
+        FIRST_CALLS.append({"function": name, "signature": key[-300:],
+                            "seconds": round(time.perf_counter() - start, 4),
+                            "compiles": int(after[0] - count),
+                            "compile_seconds": round(after[1] - seconds, 4)})
+        return result
+
+    return timed
+
+
+def _wrap_timed(listing: str) -> None:
+    """Replace each listed function, wherever its package's loaded modules hold it."""
+    with open(listing, encoding="utf-8") as handle:
+        names = [line.strip() for line in handle if ":" in line and "." not in
+                 line.split(":", 1)[1].strip()]
+    for name in names:
+        module_name, attribute = name.split(":")
+        original = getattr(importlib.import_module(module_name), attribute, None)
+        if original is None:
+            continue
+        wrapped = _timed(name, original)
+        top = module_name.split(".")[0]
+        for loaded_name, module in list(sys.modules.items()):
+            if (loaded_name == top or loaded_name.startswith(top + ".")) and \
+                    getattr(module, attribute, None) is original:
+                setattr(module, attribute, wrapped)
+
+
 def pytest_configure(config: Any) -> None:
-    """Listen to jax's compile events from the start (jax imported here is the suite's)."""
+    """Listen to jax's compile events from the start (jax imported here is the suite's), and
+    time the listed functions' first calls (``PEER_SUITES_TIME``)."""
     try:
         from jax import monitoring
     except ImportError:
         return
     monitoring.register_event_duration_secs_listener(_compile_event)
+    if os.path.isfile(os.environ.get("PEER_SUITES_TIME", "")):
+        _wrap_timed(os.environ["PEER_SUITES_TIME"])
 
 
 def pytest_warning_recorded(warning_message: Any, when: str, nodeid: str,
@@ -88,5 +165,6 @@ def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
                        "warnings": [{"category": c, "message": m, "count": n}
                                     for (c, m), n in sorted(WARNINGS.items())],
                        "compiles": {e: {"count": int(n), "seconds": round(s, 3)}
-                                    for e, (n, s) in sorted(COMPILES.items())}},
+                                    for e, (n, s) in sorted(COMPILES.items())},
+                       "first_calls": FIRST_CALLS},
                       handle, indent=1)

@@ -33,6 +33,7 @@ import json
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -56,6 +57,20 @@ def _installed(python: Path) -> dict[str, str]:
         command = [found, "pip", "list", "--format", "json", "-p", str(python)]
     listed = subprocess.run(command, text=True, capture_output=True, check=True).stdout
     return {normalize(e["name"]): e["version"] for e in json.loads(listed)}
+
+
+def decorated(target: Path) -> list[str]:
+    """The functions the baked wheel has artifacts of (its manifest's ``module:function``),
+    whose first calls the report plugin times on both sides (``PEER_SUITES_TIME``)."""
+    names: set[str] = set()
+    for wheel in (target / "baked").glob("*.whl"):
+        with zipfile.ZipFile(wheel) as archive:
+            for member in archive.namelist():
+                if member.endswith("_jaxexport/manifest.json"):
+                    manifest = json.loads(archive.read(member))
+                    names.update(r["function"] for key in ("artifacts", "concrete")
+                                 for r in manifest.get(key, ()))
+    return sorted(names)
 
 
 def bundle(work: Path, out: Path, library: str, figures: Path | None = None) -> Path:
@@ -88,6 +103,7 @@ def bundle(work: Path, out: Path, library: str, figures: Path | None = None) -> 
                                  for p in (folder / "suite").rglob(lib.pattern)]
     (target / "files.txt").write_text("\n".join(files) + "\n")
     shutil.copy2(peer_suites.PLUGIN, target / peer_suites.PLUGIN.name)
+    (target / "timed.txt").write_text("".join(f"{name}\n" for name in decorated(target)))
     size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
     print(f"{target}: {size:,} bytes; carried dependencies: {', '.join(sorted(carried))}")
     return target
@@ -108,7 +124,18 @@ def report(bundle_dir: Path, results: Path) -> dict:
     figures = peer_suites.compare(runs["plain"][0], runs["baked"][0], lib.callables)
     figures["warnings"] = peer_suites.compare_warnings(runs["plain"][0], runs["baked"][0])
     figures["compiles"] = {side: compiles for side, (_, compiles) in runs.items()}
+    figures["first_calls"] = {side: first_call_totals(results / f"served-{side}.json")
+                              for side in runs}
     return figures
+
+
+def first_call_totals(served: Path) -> dict:
+    """The timed first eager calls of one side (``PEER_SUITES_TIME``): how many, their summed
+    seconds, and the backend compiles inside them (count, seconds)."""
+    calls = json.loads(served.read_text()).get("first_calls", [])
+    return {"calls": len(calls), "seconds": round(sum(c["seconds"] for c in calls), 3),
+            "compiles": sum(c["compiles"] for c in calls),
+            "compile_seconds": round(sum(c["compile_seconds"] for c in calls), 3)}
 
 
 def print_report(name: str, figures: dict) -> None:
@@ -133,6 +160,12 @@ def print_report(name: str, figures: dict) -> None:
         backend = compiles.get("/jax/core/compile/backend_compile_duration", {})
         print(f"jax compiles, {side}: {backend.get('count', 0)} backend compiles, "
               f"{backend.get('seconds', 0.0):.1f} s")
+        timed = figures["first_calls"][side]
+        print(f"decorated functions' first eager calls, {side}: {timed['calls']} calls, "
+              f"{timed['seconds']:.2f} s, {timed['compiles']} compiles inside them "
+              f"({timed['compile_seconds']:.2f} s): the suite's own programs' compiles "
+              f"{backend.get('count', 0) - timed['compiles']} "
+              f"({backend.get('seconds', 0.0) - timed['compile_seconds']:.1f} s)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,6 +5,8 @@
 # PYTHONPATH (its jax stays the one imported), with bytecode, then runs the suite's files
 # (BUNDLE/files.txt) in one pytest process per side with the report plugin. Writes
 # junit-SIDE.xml, served-SIDE.json, seconds-SIDE.txt and pytest-SIDE.txt into $OUT.
+# PYTEST_LIMIT=SECONDS interrupts a side's pytest there (SIGINT: pytest still writes what ran),
+# so that a side too long for one device call still reports its tests.
 set -uo pipefail
 bundle=$(cd "${1:?usage: $0 BUNDLE [SIDES]}" && pwd)
 sides=${2:-plain baked}
@@ -23,8 +25,8 @@ for side in $sides; do
   start=$(date +%s.%N)
   (cd "$work/suite-$side" && \
     PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$work/plugin:$site" \
-    PEER_SUITES_REPORT="$OUT/served-$side.json" HATCH_JAXEXPORT_CACHE="$work/cache-$side" \
-    $PY -m pytest "${files[@]}" -p _peer_report -p no:cacheprovider -q \
+    PEER_SUITES_REPORT="$OUT/served-$side.json" PEER_SUITES_TIME="$bundle/timed.txt" HATCH_JAXEXPORT_CACHE="$work/cache-$side" \
+    ${PYTEST_LIMIT:+timeout -s INT -k 30 $PYTEST_LIMIT} $PY -m pytest "${files[@]}" -p _peer_report -p no:cacheprovider -q --continue-on-collection-errors \
       --junitxml="$OUT/junit-$side.xml" > "$OUT/pytest-$side.txt" 2>&1)
   $PY -c "print(round($(date +%s.%N) - $start, 1))" > "$OUT/seconds-$side.txt"
   echo "== $side: $(tail -1 "$OUT/pytest-$side.txt") ($(cat "$OUT/seconds-$side.txt") s)"
