@@ -175,6 +175,36 @@ def _not_a_tree(raw: Any) -> str:
     return f"{_TREE_EXPECTED}; got {raw!r} ({type(raw).__name__})"
 
 
+def _round_trip_problem(raw: Any, children: list[Any], treedef: Any,
+                        labels: tuple[str, ...]) -> str | None:
+    """Why jax's unflattening of a spec's registered node would not give the function what
+    the caller passed, or ``None``.
+
+    jax rebuilds every argument of an exported function with the type's ``tree_unflatten``.
+    Where that puts children in other places than ``tree_flatten`` took them from (an
+    ``__init__`` whose parameters are in another order, seen in a real library), the artifact
+    computes with swapped values and real calls stop matching it, which showed only as a
+    fallback note at run time. An unflattening that raises on the spec's leaves tells
+    nothing (an ``__init__`` may convert its arguments): the export says what it hits."""
+    try:
+        again = split_node(treedef.unflatten(children))
+    except Exception:  # a type whose __init__ cannot take a spec's leaves
+        return None
+    name = type_name(type(raw))
+    fix = (f"jax rebuilds every argument with {name}.tree_unflatten, so the function would "
+           "get other values than the caller passed; make tree_unflatten put each child "
+           "back where tree_flatten took it from")
+    if again is None or again[1].node_data()[0] is not type(raw) or len(again[0]) != len(
+            children):
+        return f"{name} does not survive jax's flatten/unflatten round trip: {fix}"
+    moved = [label for label, before, after in zip(labels, children, again[0], strict=True)
+             if before is not after and any(after is child for child in children)]
+    if moved:
+        return (f"{name} does not survive jax's flatten/unflatten round trip: its children "
+                f"{', '.join(moved)} come back in each other's places; {fix}")
+    return None
+
+
 def _registered_node(raw: Any, where: str, constraints: list[str], keyer: AuxKeyer,
                      ) -> ClassNode | None:
     """The node of a value whose type jax registers (``None`` if it is not one): a dataclass
@@ -185,6 +215,9 @@ def _registered_node(raw: Any, where: str, constraints: list[str], keyer: AuxKey
         return None
     children, treedef = split
     labels = child_labels(raw, children)
+    problem = _round_trip_problem(raw, children, treedef, labels)
+    if problem is not None:
+        raise SpecError(f"{where}: {problem}")
     if is_dataclass_instance(raw) and set(labels) == {
             f.name for f in dataclasses.fields(raw) if f.init and not _is_static_field(f)}:
         return _class_node(raw, where, constraints, keyer)
