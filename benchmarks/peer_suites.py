@@ -1,7 +1,7 @@
-"""Real libraries, their own test suites: tinygp 0.3.1, dm-pix 0.4.5 and quadax 0.3.1 baked with
-hatch-jaxexport.
+"""Real libraries, their own test suites: tinygp 0.3.1, dm-pix 0.4.5, quadax 0.3.1 and jax-cosmo
+0.1.0 baked with hatch-jaxexport.
 
-    python benchmarks/peer_suites.py [--library tinygp|dm-pix|dm-pix-flit|quadax]
+    python benchmarks/peer_suites.py [--library tinygp|dm-pix|dm-pix-flit|quadax|jax-cosmo]
                                      [--fast [--record]] [--tests FILE[::NODE] ...]
                                      [--cache DIR] [--json FILE] [--twice] [--keep] [--work DIR]
                                      [--build-only]
@@ -148,10 +148,17 @@ LIBRARIES = {
             ("_adaptive", ("quadgk", "quadcc", "quadts", "adaptive_quadrature")),
             ("_adaptive_cube", ("cubegm", "adaptive_cubature")),
             ("_romberg", ("romberg", "tanhsinh"))) for f in fs)),
+    # 0.1.0 imports pkg_resources, which setuptools 81 dropped (the patch reads importlib.metadata)
+    "jax-cosmo": Library(
+        "jax-cosmo", "0.1.0", "jax-cosmo-0.1.0", ".", ("jax", "jaxlib"),
+        ("pytest", "pyccl", "setuptools<81"), "tests", "test_*.py",
+        fast=("test_background.py", "test_power.py::test_eisenstein_hu", "test_sparse.py"),
+        broken=(("test_spline.py", "imports jax.config, a module jax 0.4.25 removed (it turns "
+                 "x64 on at import, for the whole session)"),)),
 }
 
 #: What a run without ``--library`` replays: each library once (dm-pix by its hatchling patch).
-DEFAULT = ("tinygp", "quadax", "dm-pix")
+DEFAULT = ("tinygp", "quadax", "dm-pix", "jax-cosmo")
 
 
 @dataclass

@@ -144,6 +144,10 @@ WHOLE_ONLY: tuple[tuple[str, str], ...] = (
     # (test_any_backend); `python benchmarks/peer_suites.py --library dm-pix-flit` runs it whole
     ("tests/integration/test_peer_suites.py",
      "::test_dm_pix_kept_on_flit_bakes_through_the_wrapping_backend"),
+    # jax-cosmo's fast subset: its build exports 47 artifacts of large programs (minutes);
+    # `python benchmarks/peer_suites.py --library jax-cosmo` runs it whole
+    ("tests/integration/test_peer_suites.py",
+     "::test_jax_cosmo_large_programs_are_served_from_its_baked_wheel"),
     # benchmark smoke runs: the benchmarks run by their own commands
     ("tests/integration/test_build_benchmark.py", ""),
     # TPU targets compiled without a TPU through every other integration (three isolated

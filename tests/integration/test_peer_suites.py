@@ -56,3 +56,21 @@ def test_dm_pix_kept_on_flit_bakes_through_the_wrapping_backend(tmp_path):
     assert result["rebuild_identical"], (result["wheel_sha256"], result["rebuild_sha256"])
     assert result["served"] > 0 and result["traced"] <= result["served"]
     assert result["strict_other_count"] == 0, result["strict_other"]
+
+
+@pytest.mark.slow
+def test_jax_cosmo_large_programs_are_served_from_its_baked_wheel(tmp_path):
+    """jax-cosmo 0.1.0 (``peers/jax-cosmo-0.1.0.patch``): a library whose users call large
+    programs eagerly (an ``odeint`` in the distances, ``angular_cl``). Its fast subset passes
+    baked as plain, and every first eager call of a decorated function is served from an
+    artifact (none traced: the ``Cosmology`` and probe pytrees match their specs)."""
+    out = tmp_path / "figures.json"
+    run([sys.executable, SCRIPT, "--fast", "--library", "jax-cosmo", "--cache",
+         tmp_path / "sdists", "--json", out], timeout=1800)
+    result = json.loads(out.read_text())["jax-cosmo"]
+    lost = {c: r["example"] for c, r in result["causes"].items()}
+    assert result["plain"]["passed"] > 0
+    assert result["baked"]["passed"] == result["plain"]["passed"], lost
+    assert result["lost"] == 0, lost
+    assert result["served"] > 0 and result["traced"] == 0, result["by_function"]
+    assert result["strict_other_count"] == 0, result["strict_other"]
