@@ -40,8 +40,15 @@ def _mapped(fun: Callable[..., Any]) -> Callable[..., Any]:
             return out, jax.tree_util.tree_map(lambda _: False, out)
         full = [a if batched else jax.numpy.broadcast_to(a, (axis_size, *jax.numpy.shape(a)))
                 for a, batched in zip(arrays, in_batched, strict=True)]
-        out = jax.lax.map(lambda each: run(*each), full)
+        out = map_run(full)
         return out, jax.tree_util.tree_map(lambda _: True, out)
+
+    @jax.jit
+    def map_run(full: list[Any]) -> Any:
+        # one function per artifact: an eager ``vmap`` applies the batched call at once, and a
+        # ``lax.map`` of a fresh lambda is a new jaxpr jax's eager cache never matches (a
+        # compile at every call); this one compiles once per shape
+        return jax.lax.map(lambda each: run(*each), full)
 
     return run
 

@@ -441,16 +441,32 @@ def _family_batching(args: Sequence[Any], dims: Sequence[Any], *, family: Family
                 for a, d in zip(moved, dims, strict=True)]
         outs = family_call_p.bind(*full, family=family, kind=kind, batched=True)
         return list(outs), [0] * len(outs)
-    mapped = [i for i, d in enumerate(dims) if d is not None]
-
-    def one(xs: Sequence[Any]) -> list[Any]:
-        call_args = list(moved)
-        for i, value in zip(mapped, xs, strict=True):
-            call_args[i] = value
-        return call_member(family, kind, batched, call_args, "jax.vmap")
-
-    outs = jax.lax.map(one, [moved[i] for i in mapped])
+    mapped = tuple(i for i, d in enumerate(dims) if d is not None)
+    outs = _mapped_member(family, kind, batched, mapped)(*moved)
     return list(outs), [0] * len(outs)
+
+
+@functools.lru_cache(maxsize=256)
+def _mapped_member(family: Family, kind: str, batched: bool, mapped: tuple[int, ...]
+                   ) -> Callable[..., Any]:
+    """``lax.map`` of a member over the arguments at ``mapped``, one ``jax.jit`` function per
+    member and batched positions.
+
+    An eager ``jax.vmap`` (a kernel's ``vmap`` of ``vmap``, called outside any ``jax.jit``)
+    applies the batched call at once, and a ``lax.map`` of a fresh function is a new jaxpr
+    that jax's eager cache never matches: every call compiled it again (tinygp's kernels, 10x
+    their source's time a call). The same function each time is compiled once per shape."""
+
+    def run(*moved: Any) -> Any:
+        def one(xs: Sequence[Any]) -> list[Any]:
+            call_args = list(moved)
+            for i, value in zip(mapped, xs, strict=True):
+                call_args[i] = value
+            return call_member(family, kind, batched, call_args, "jax.vmap")
+
+        return jax.lax.map(one, [moved[i] for i in mapped])
+
+    return jax.jit(run)
 
 
 batching.primitive_batchers[family_call_p] = _family_batching

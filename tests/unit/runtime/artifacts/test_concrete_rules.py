@@ -94,3 +94,21 @@ def test_without_a_vjp_nested_batching_still_runs():
     transform = NESTED["vmap of jit of vmap"]
     np.testing.assert_allclose(transform(_served(_artifact(with_vjp=False)))(A, B, X),
                                transform(source)(A, B, X), rtol=1e-5, atol=1e-6)
+
+
+def test_an_eager_vmap_compiles_the_mapped_artifact_once():
+    """An eager ``jax.vmap`` (no ``jax.jit`` around it) applies the batched rule at once: its
+    ``lax.map`` is the same jitted function each call, so a second call of the same shapes
+    compiles nothing (a fresh ``lax.map`` was a new program every call)."""
+    served = _served(_artifact())
+    batched = NESTED["vmap of vmap"](served)
+    compiles = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, seconds, **_: compiles.append(event)
+        if event.endswith("backend_compile_duration") else None)
+    first = batched(A, B, X)
+    before = len(compiles)
+    again = batched(A, B, X)
+    assert len(compiles) == before, compiles[before:]
+    np.testing.assert_array_equal(first, again)
+    np.testing.assert_allclose(again, NESTED["vmap of vmap"](source)(A, B, X), rtol=1e-6)

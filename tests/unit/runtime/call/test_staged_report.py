@@ -105,3 +105,24 @@ def test_transformation_of_reads_the_tracers_innermost_first():
     jax.jacfwd(probe)(x)
     assert transformation_of((x, 1.0), {"y": np.ones(2)}) is None
     assert seen == ["vmap(grad)", "jit", "jvp"]
+
+
+def test_an_eager_vmap_of_a_served_call_compiles_once_per_shape(fresh):
+    """``scale`` has no batched member: an eager ``jax.vmap`` (no ``jax.jit`` around it, as
+    tinygp's kernels evaluate their distance) maps the member with ``lax.map``, the same jitted
+    function every call, so a second call of the same shapes compiles nothing (a fresh
+    ``lax.map`` compiled at every call: 10x the source's time for each of tinygp's kernels)."""
+    scale = fresh.scale
+    compiles = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, seconds, **_: compiles.append(event)
+        if event.endswith("backend_compile_duration") else None)
+    batched = jax.vmap(jax.vmap(scale))
+    x = jnp.arange(120.0, dtype=jnp.float32).reshape(2, 3, 4, 5) / 10
+    first = batched(x)
+    before = len(compiles)
+    again = batched(x)
+    assert len(compiles) == before, compiles[before:]
+    np.testing.assert_array_equal(first, again)
+    np.testing.assert_allclose(again, jax.vmap(jax.vmap(scale.__wrapped__))(x), rtol=1e-6)
+    assert {r.tier for r in scale.staged_report()} == {"served"}
