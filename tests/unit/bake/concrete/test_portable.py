@@ -399,8 +399,9 @@ def test_wheel_runs_through_iree_without_jax(tmp_path, example_wheel, runtime_ve
         manifest = json.loads(archive.read("example_pkg/_jaxexport/manifest.json"))
         index = json.loads(archive.read("example_pkg/_jaxexport/portable.json"))
     assert [v["variant"] for v in index["variants"]] == ["deep_stack_batch8", "mlp_apply_batch4"]
-    # manifest.json, the blobs and their concrete-size forms; portable.json and 3 files a variant
-    sized = sum(len(a.get("sized", [])) for a in manifest["artifacts"])
+    # manifest.json, the blobs and their forms (concrete-size and text: one file may serve
+    # several records, the same module's bytes); portable.json and 3 files a variant
+    sized = len({form["file"] for a in manifest["artifacts"] for form in a.get("sized", [])})
     assert len(names) == 1 + len(manifest["artifacts"]) + sized + 1 + 3 * 2
     script = tmp_path / "runner.py"
     script.write_text(RUNNER)
