@@ -430,20 +430,41 @@ def _broadcast_is_cheap(args: Sequence[Any], dims: Sequence[Any], size: int) -> 
 def _family_batching(args: Sequence[Any], dims: Sequence[Any], *, family: Family, kind: str,
                      batched: bool) -> tuple[list[Any], list[int]]:
     """``jax.vmap`` of a member: the batch axis moved to the front, then the member exported
-    from ``jax.vmap`` (symbolic batch size) where baked and cheap, else ``lax.map`` of the
-    member (one member call per batch element)."""
+    from ``jax.vmap`` (symbolic batch size) where baked and cheap: for an unbatched member,
+    called once; for the batched member itself (a ``vmap`` of a ``vmap``), called once on the
+    two batch axes folded into one. Else ``lax.map`` of the member (one member call per batch
+    element)."""
     size = next(a.shape[d] for a, d in zip(args, dims, strict=True) if d is not None)
     moved = [jnp.moveaxis(a, d, 0) if d is not None else a
              for a, d in zip(args, dims, strict=True)]
-    if not batched and (family.has(kind, True) or family.transposable(kind, True)) and \
-            _broadcast_is_cheap(args, dims, size):
+    cheap = _broadcast_is_cheap(args, dims, size)
+    if not batched and (family.has(kind, True) or family.transposable(kind, True)) and cheap:
         full = [a if d is not None else jnp.broadcast_to(a, (size, *jnp.shape(a)))
                 for a, d in zip(moved, dims, strict=True)]
         outs = family_call_p.bind(*full, family=family, kind=kind, batched=True)
         return list(outs), [0] * len(outs)
+    if batched and cheap:
+        outs = _folded_batches(moved, dims, size, family, kind)
+        return outs, [0] * len(outs)
     mapped = tuple(i for i, d in enumerate(dims) if d is not None)
     outs = _mapped_member(family, kind, batched, mapped)(*moved)
     return list(outs), [0] * len(outs)
+
+
+def _folded_batches(moved: Sequence[Any], dims: Sequence[Any], size: int, family: Family,
+                    kind: str) -> list[Any]:
+    """The batched member under one more ``vmap``: every operand of a batched member carries
+    the inner batch on its leading axis, so the outer batch (moved to the front, broadcast
+    where an operand has none) and the inner one fold into one axis of ``size * inner``, the
+    batched member runs once on it, and its outputs unfold. A kernel's ``vmap`` of ``vmap``
+    of a distance baked with ``vmap=True`` is one vectorized call, as its source's is, where
+    ``lax.map`` ran the outer batch one example at a time."""
+    full = [a if d is not None else jnp.broadcast_to(a, (size, *jnp.shape(a)))
+            for a, d in zip(moved, dims, strict=True)]
+    inner = jnp.shape(full[0])[1]
+    flat = [jnp.reshape(a, (size * inner, *jnp.shape(a)[2:])) for a in full]
+    outs = family_call_p.bind(*flat, family=family, kind=kind, batched=True)
+    return [jnp.reshape(o, (size, inner, *jnp.shape(o)[1:])) for o in outs]
 
 
 @functools.lru_cache(maxsize=256)

@@ -226,3 +226,39 @@ def test_build_reports_and_inspect_shows_companion_artifacts(ad_site):
     shown = run([sys.executable, "-m", "hatch_jaxexport", "inspect", "jxe_ad"],
                 env={"PYTHONPATH": str(ad_site)}).stdout
     assert "vjp_jvp+batched" in shown
+
+
+NESTED_VMAP = """
+import json
+import jax, jax.numpy as jnp, numpy as np
+import jxe_ad as m
+x = np.linspace(0.1, 1.0, 2 * 3 * 5, dtype=np.float32).reshape(2, 3, 5)
+y = np.cos(x)
+scale = np.float32(0.5)
+array = jax.vmap(jax.vmap(m.array2))
+multi = jax.vmap(jax.vmap(m.multi2, in_axes=(0, 0, None)), in_axes=(0, 0, None))
+before = m.TRACES["count"]
+values = [array(x), multi(x, y, scale)]
+programs = [str(jax.make_jaxpr(array)(x)), str(jax.make_jaxpr(multi)(x, y, scale))]
+traces = m.TRACES["count"] - before
+source = [jax.vmap(jax.vmap(m.array2.__wrapped__))(x),
+          jax.vmap(jax.vmap(m.multi2.__wrapped__, in_axes=(0, 0, None)),
+                   in_axes=(0, 0, None))(x, y, scale)]
+print(json.dumps({"traces": traces, "loops": [("scan" in p or "while" in p) for p in programs],
+                  "shapes": [list(v.shape) for v in values],
+                  "equal": [bool(jnp.allclose(v, s, rtol=1e-5)) for v, s in zip(values, source)]}))
+"""
+
+
+def test_a_vmap_of_a_vmap_is_one_call_of_the_batched_member(ad_site, run_python):
+    """``vmap=True`` bakes the batched member; under a second ``vmap`` (a kernel's ``vmap`` of
+    ``vmap`` of its distance) the two batch axes fold into one call of it, an unbatched
+    scalar broadcast, so the program has no ``lax.map`` loop (one example at a time, where the
+    source's nested ``vmap`` is one vectorized program); strict, nothing traced, the source's
+    values."""
+    out = json.loads(run_python(NESTED_VMAP, env={
+        "PYTHONPATH": str(ad_site), "HATCH_JAXEXPORT_STRICT": "1"}).stdout)
+    assert out["traces"] == 0
+    assert out["loops"] == [False, False]
+    assert out["shapes"] == [[2, 3, 5], [2, 3, 5]]
+    assert out["equal"] == [True, True]
