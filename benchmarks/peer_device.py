@@ -50,6 +50,25 @@ def normalize(name: str) -> str:
     return "-".join(name.lower().replace("_", "-").replace(".", "-").split("-"))
 
 
+def to_carry(lib: peer_suites.Library, baked: dict[str, str], plain: dict[str, str]
+             ) -> dict[str, str]:
+    """The distributions both sides' environments hold that the device machine lacks: every
+    one but the library, hatch-jaxexport and what the device has (``ON_THE_DEVICE``), plus
+    those of the device's that the library's test requirements pin (jax-cosmo's plain sdist
+    imports ``pkg_resources``: ``setuptools<81``), at the version installed here."""
+    from packaging.requirements import Requirement
+
+    ours = {normalize(lib.name), "hatch-jaxexport"}
+    carried = {name: version for env in (plain, baked) for name, version in env.items()
+               if name not in ON_THE_DEVICE | ours}
+    for text in lib.test_requires:
+        wanted = Requirement(text)
+        name = normalize(wanted.name)
+        if wanted.specifier and name in ON_THE_DEVICE and name in plain:
+            carried[name] = plain[name]
+    return carried
+
+
 def _installed(python: Path) -> dict[str, str]:
     """Every distribution of ``python``'s environment (uv's venvs have no pip: ``uv pip``)."""
     command = [str(python), "-m", "pip", "list", "--format", "json"]
@@ -87,10 +106,8 @@ def bundle(work: Path, out: Path, library: str, figures: Path | None = None) -> 
     for wheel in (folder / "plain-dist").glob("*.whl"):
         shutil.copy2(wheel, target / "plain")
     lib = peer_suites.LIBRARIES[library]
-    ours = {normalize(lib.name), "hatch-jaxexport"}
-    carried = {name: version for name, version in _installed(folder / "venv-baked" / "bin" /
-                                                              "python").items()
-               if name not in ON_THE_DEVICE | ours}
+    carried = to_carry(lib, _installed(folder / "venv-baked" / "bin" / "python"),
+                       _installed(folder / "venv-plain" / "bin" / "python"))
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
                     "--only-binary", ":all:", "--python-version", "3.11",
                     "--platform", "manylinux2014_x86_64", "--platform", "any",

@@ -171,3 +171,27 @@ def test_a_refusal_is_counted_for_the_function_it_names_not_a_prefix_of_it(peer_
     figures = peer_suites.compare_strict(baked, strict)
     assert figures["strict_refused"] == {long: 1}, figures
     assert peer_suites.named_in(message, {short, long}) == [long, short]
+
+
+def test_a_device_bundle_carries_both_sides_needs_and_the_pins_of_the_devices_own(
+        peer_suites, monkeypatch):
+    """``peer_device.py bundle`` carries what either environment holds that the device lacks,
+    never jax or the library itself, and a package the device has where the library's test
+    requirements pin it (jax-cosmo's plain sdist needs ``setuptools<81``): the docs' command
+    runs again without a wheel added by hand."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    monkeypatch.setitem(sys.modules, "peer_suites", peer_suites)
+    spec = importlib.util.spec_from_file_location("peer_device",
+                                                  ROOT / "benchmarks" / "peer_device.py")
+    assert spec is not None and spec.loader is not None
+    peer_device = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(peer_device)
+    lib = peer_suites.LIBRARIES["jax-cosmo"]
+    baked = {"jax": "0.10.2", "jax-cosmo": "0.1.0", "hatch-jaxexport": "0.1.0",
+             "pyccl": "3.3.6", "setuptools": "84.0.0", "archspec": "0.2.7"}
+    plain = {"jax": "0.10.2", "jax-cosmo": "0.1.0", "pyccl": "3.3.6", "pyyaml": "6.0.4",
+             "setuptools": "80.9.0"}
+    assert peer_device.to_carry(lib, baked, plain) == {
+        "pyccl": "3.3.6", "archspec": "0.2.7", "pyyaml": "6.0.4", "setuptools": "80.9.0"}
+    tinygp = peer_suites.LIBRARIES["tinygp"]  # no pinned test requirement: setuptools stays
+    assert "setuptools" not in peer_device.to_carry(tinygp, baked, plain)
