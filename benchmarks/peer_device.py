@@ -39,6 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import peer_suites
+from _peer_report import BACKEND_COMPILE
 
 #: What the device machine has installed (KINDS.md): never carried, never shadowed.
 ON_THE_DEVICE = {"jax", "jaxlib", "numpy", "scipy", "ml-dtypes", "opt-einsum", "pytest",
@@ -174,7 +175,7 @@ def print_report(name: str, figures: dict) -> None:
     print(f"warnings: {warned['plain']} plain, {warned['baked']} baked, "
           f"{len(warned['differ'])} counted differently")
     for side, compiles in figures["compiles"].items():
-        backend = compiles.get("/jax/core/compile/backend_compile_duration", {})
+        backend = compiles.get(BACKEND_COMPILE, {})
         print(f"jax compiles, {side}: {backend.get('count', 0)} backend compiles, "
               f"{backend.get('seconds', 0.0):.1f} s")
         timed = figures["first_calls"][side]

@@ -14,24 +14,35 @@ from conftest import ROOT, run
 SCRIPT = ROOT / "benchmarks" / "peer_suites.py"
 
 
+def fast_figures(tmp_path, library: str) -> dict:
+    """``peer_suites.py --fast --library LIBRARY``'s figures (its ``--json``), every library
+    it ran by name."""
+    out = tmp_path / "figures.json"
+    run([sys.executable, SCRIPT, "--fast", "--library", library, "--cache",
+         tmp_path / "sdists", "--json", out], timeout=1800)
+    return json.loads(out.read_text())
+
+
+def assert_nothing_lost(result: dict, library: str) -> None:
+    """Every test the plain install passes passes baked, and strict mode refuses only calls no
+    artifact covers, each with a refusal and the fix."""
+    lost = {c: r["example"] for c, r in result["causes"].items()}
+    assert result["plain"]["passed"] > 0, library
+    assert result["baked"]["passed"] == result["plain"]["passed"], (library, lost)
+    assert result["lost"] == 0, (library, lost)
+    assert result["strict_other_count"] == 0, (library, result["strict_other"])
+
+
 @pytest.mark.slow
 def test_tinygp_fast_subset_passes_baked_as_it_passes_plain(tmp_path):
     """CI's subset: tinygp's distance and Kalman tests (about 2 minutes with fresh venvs).
     dm-pix and the whole suites run by the command (``python benchmarks/peer_suites.py``):
     dm-pix's TensorFlow files and 1,400 tests would take CI past its time."""
-    out = tmp_path / "figures.json"
-    run([sys.executable, SCRIPT, "--fast", "--library", "tinygp", "--cache",
-         tmp_path / "sdists", "--json", out], timeout=1800)
-    figures = json.loads(out.read_text())
+    figures = fast_figures(tmp_path, "tinygp")
     assert sorted(figures) == ["tinygp"]
     for library, result in figures.items():
-        assert result["plain"]["passed"] > 0, library
-        lost = {c: r["example"] for c, r in result["causes"].items()}
-        assert result["baked"]["passed"] == result["plain"]["passed"], (library, lost)
-        assert result["lost"] == 0, (library, lost)
+        assert_nothing_lost(result, library)
         assert result["wheel_bytes"] > result["plain_wheel_bytes"], library
-        # strict mode refuses only calls no artifact covers, each with a refusal and the fix
-        assert result["strict_other_count"] == 0, (library, result["strict_other"])
 
 
 @pytest.mark.slow
@@ -40,14 +51,8 @@ def test_dm_pix_kept_on_flit_bakes_through_the_wrapping_backend(tmp_path):
     the wrapping PEP 517 backend, which has flit build the wheel and bakes it; dm-pix's own
     fast subset passes on it as on the plain install, and the same source builds the same
     bytes twice."""
-    out = tmp_path / "figures.json"
-    run([sys.executable, SCRIPT, "--fast", "--library", "dm-pix-flit", "--cache",
-         tmp_path / "sdists", "--json", out], timeout=1800)
-    result = json.loads(out.read_text())["dm-pix-flit"]
-    lost = {c: r["example"] for c, r in result["causes"].items()}
-    assert result["plain"]["passed"] > 0
-    assert result["baked"]["passed"] == result["plain"]["passed"], lost
-    assert result["lost"] == 0, lost
+    result = fast_figures(tmp_path, "dm-pix-flit")["dm-pix-flit"]
+    assert_nothing_lost(result, "dm-pix-flit")
     assert result["build_backend"] == "hatch_jaxexport.integrations.pep517"
     assert result["wrapped_backend"] == "flit_core.buildapi"
     assert result["wheel_generator"].startswith("flit "), result["wheel_generator"]
@@ -55,7 +60,6 @@ def test_dm_pix_kept_on_flit_bakes_through_the_wrapping_backend(tmp_path):
     assert result["wheel_bytes"] > result["plain_wheel_bytes"]
     assert result["rebuild_identical"], (result["wheel_sha256"], result["rebuild_sha256"])
     assert result["served"] > 0 and result["traced"] <= result["served"]
-    assert result["strict_other_count"] == 0, result["strict_other"]
 
 
 @pytest.mark.slow
@@ -64,13 +68,6 @@ def test_jax_cosmo_large_programs_are_served_from_its_baked_wheel(tmp_path):
     programs eagerly (an ``odeint`` in the distances, ``angular_cl``). Its fast subset passes
     baked as plain, and every first eager call of a decorated function is served from an
     artifact (none traced: the ``Cosmology`` and probe pytrees match their specs)."""
-    out = tmp_path / "figures.json"
-    run([sys.executable, SCRIPT, "--fast", "--library", "jax-cosmo", "--cache",
-         tmp_path / "sdists", "--json", out], timeout=1800)
-    result = json.loads(out.read_text())["jax-cosmo"]
-    lost = {c: r["example"] for c, r in result["causes"].items()}
-    assert result["plain"]["passed"] > 0
-    assert result["baked"]["passed"] == result["plain"]["passed"], lost
-    assert result["lost"] == 0, lost
+    result = fast_figures(tmp_path, "jax-cosmo")["jax-cosmo"]
+    assert_nothing_lost(result, "jax-cosmo")
     assert result["served"] > 0 and result["traced"] == 0, result["by_function"]
-    assert result["strict_other_count"] == 0, result["strict_other"]

@@ -439,9 +439,8 @@ def _family_batching(args: Sequence[Any], dims: Sequence[Any], *, family: Family
              for a, d in zip(args, dims, strict=True)]
     cheap = _broadcast_is_cheap(args, dims, size)
     if not batched and (family.has(kind, True) or family.transposable(kind, True)) and cheap:
-        full = [a if d is not None else jnp.broadcast_to(a, (size, *jnp.shape(a)))
-                for a, d in zip(moved, dims, strict=True)]
-        outs = family_call_p.bind(*full, family=family, kind=kind, batched=True)
+        outs = family_call_p.bind(*_every_operand_batched(moved, dims, size), family=family,
+                                  kind=kind, batched=True)
         return list(outs), [0] * len(outs)
     if batched and cheap:
         outs = _folded_batches(moved, dims, size, family, kind)
@@ -449,6 +448,13 @@ def _family_batching(args: Sequence[Any], dims: Sequence[Any], *, family: Family
     mapped = tuple(i for i, d in enumerate(dims) if d is not None)
     outs = _mapped_member(family, kind, batched, mapped)(*moved)
     return list(outs), [0] * len(outs)
+
+
+def _every_operand_batched(moved: Sequence[Any], dims: Sequence[Any], size: int) -> list[Any]:
+    """The operands with the batch axis in front (``moved``), those ``vmap`` left unbatched
+    broadcast to it: a batched member takes every operand batched."""
+    return [a if d is not None else jnp.broadcast_to(a, (size, *jnp.shape(a)))
+            for a, d in zip(moved, dims, strict=True)]
 
 
 def _folded_batches(moved: Sequence[Any], dims: Sequence[Any], size: int, family: Family,
@@ -459,8 +465,7 @@ def _folded_batches(moved: Sequence[Any], dims: Sequence[Any], size: int, family
     batched member runs once on it, and its outputs unfold. A kernel's ``vmap`` of ``vmap``
     of a distance baked with ``vmap=True`` is one vectorized call, as its source's is, where
     ``lax.map`` ran the outer batch one example at a time."""
-    full = [a if d is not None else jnp.broadcast_to(a, (size, *jnp.shape(a)))
-            for a, d in zip(moved, dims, strict=True)]
+    full = _every_operand_batched(moved, dims, size)
     inner = jnp.shape(full[0])[1]
     flat = [jnp.reshape(a, (size * inner, *jnp.shape(a)[2:])) for a in full]
     outs = family_call_p.bind(*flat, family=family, kind=kind, batched=True)
