@@ -45,29 +45,59 @@ from _peer_report import BACKEND_COMPILE
 ON_THE_DEVICE = {"jax", "jaxlib", "numpy", "scipy", "ml-dtypes", "opt-einsum", "pytest",
                  "pluggy", "iniconfig", "packaging", "pip", "setuptools", "wheel", "libtpu"}
 
+#: What the device machine's own package index holds (KINDS.md: ``/opt/pypi/simple``) that is
+#: too large to carry (TensorFlow is 600 MB installed; a call carries 64 MiB): the bundle
+#: names it in ``index.txt`` and ``peer_device_run.sh`` installs it there, with its
+#: dependencies, after everything else on the path. Name here -> name in that index.
+FROM_THE_DEVICE_INDEX = {"tensorflow": "tensorflow-cpu"}
+
 
 def normalize(name: str) -> str:
     """A distribution's name as PEP 503 compares them."""
     return "-".join(name.lower().replace("_", "-").replace(".", "-").split("-"))
 
 
-def to_carry(lib: peer_suites.Library, baked: dict[str, str], plain: dict[str, str]
-             ) -> dict[str, str]:
+def to_carry(lib: peer_suites.Library, baked: dict[str, str], plain: dict[str, str],
+             from_index: frozenset[str] = frozenset()) -> dict[str, str]:
     """The distributions both sides' environments hold that the device machine lacks: every
-    one but the library, hatch-jaxexport and what the device has (``ON_THE_DEVICE``), plus
-    those of the device's that the library's test requirements pin (jax-cosmo's plain sdist
-    imports ``pkg_resources``: ``setuptools<81``), at the version installed here."""
+    one but the library, hatch-jaxexport, what the device has (``ON_THE_DEVICE``) and what its
+    index installs there (``from_index``: TensorFlow and what it needs), plus those of the
+    device's that the library's test requirements pin (jax-cosmo's plain sdist imports
+    ``pkg_resources``: ``setuptools<81``), at the version installed here."""
     from packaging.requirements import Requirement
 
     ours = {normalize(lib.name), "hatch-jaxexport"}
     carried = {name: version for env in (plain, baked) for name, version in env.items()
-               if name not in ON_THE_DEVICE | ours}
+               if name not in ON_THE_DEVICE | ours | from_index}
     for text in lib.test_requires:
         wanted = Requirement(text)
         name = normalize(wanted.name)
         if wanted.specifier and name in ON_THE_DEVICE and name in plain:
             carried[name] = plain[name]
     return carried
+
+
+def needed_by(roots: set[str], sites: list[Path]) -> frozenset[str]:
+    """``roots`` and every distribution they need, transitively, as installed in ``sites``
+    (their ``Requires-Dist``, extras and markers that do not apply left out): what the device's
+    index brings along when it installs ``roots``, so the bundle need not carry it."""
+    from importlib.metadata import distributions
+
+    from packaging.requirements import Requirement
+
+    requires = {normalize(d.metadata["Name"]): d.requires or []
+                for d in distributions(path=[str(s) for s in sites])}
+    found, todo = set(), [normalize(r) for r in roots if normalize(r) in requires]
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        found.add(name)
+        for text in requires.get(name, ()):
+            wanted = Requirement(text)
+            if wanted.marker is None or wanted.marker.evaluate({"extra": ""}):
+                todo.append(normalize(wanted.name))
+    return frozenset(found)
 
 
 def _installed(python: Path) -> dict[str, str]:
@@ -107,8 +137,13 @@ def bundle(work: Path, out: Path, library: str, figures: Path | None = None) -> 
     for wheel in (folder / "plain-dist").glob("*.whl"):
         shutil.copy2(wheel, target / "plain")
     lib = peer_suites.LIBRARIES[library]
+    sites = sorted(folder.glob("venv-*/lib/python*/site-packages"))
+    from_index = needed_by(set(FROM_THE_DEVICE_INDEX), sites)
+    indexed = sorted(FROM_THE_DEVICE_INDEX[n] for n in FROM_THE_DEVICE_INDEX if n in from_index)
+    if indexed:
+        (target / "index.txt").write_text("".join(f"{name}\n" for name in indexed))
     carried = to_carry(lib, _installed(folder / "venv-baked" / "bin" / "python"),
-                       _installed(folder / "venv-plain" / "bin" / "python"))
+                       _installed(folder / "venv-plain" / "bin" / "python"), from_index)
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
                     "--only-binary", ":all:", "--python-version", "3.11",
                     "--platform", "manylinux2014_x86_64", "--platform", "any",
@@ -123,7 +158,8 @@ def bundle(work: Path, out: Path, library: str, figures: Path | None = None) -> 
     shutil.copy2(peer_suites.PLUGIN, target / peer_suites.PLUGIN.name)
     (target / "timed.txt").write_text("".join(f"{name}\n" for name in decorated(target)))
     size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
-    print(f"{target}: {size:,} bytes; carried dependencies: {', '.join(sorted(carried))}")
+    print(f"{target}: {size:,} bytes; carried dependencies: {', '.join(sorted(carried))}"
+          + (f"; from the device's index: {', '.join(indexed)}" if indexed else ""))
     return target
 
 

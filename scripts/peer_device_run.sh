@@ -7,6 +7,9 @@
 # junit-SIDE.xml, served-SIDE.json, seconds-SIDE.txt and pytest-SIDE.txt into $OUT.
 # PYTEST_LIMIT=SECONDS interrupts a side's pytest there (SIGINT: pytest still writes what ran),
 # so that a side too long for one device call still reports its tests.
+# BUNDLE/index.txt (TensorFlow, for dm-pix) names what the machine's own index installs
+# (DEVICE_INDEX, default file:///opt/pypi/simple), with its dependencies, once for both
+# sides, last on the path (the machine's jax and numpy stay the ones imported).
 set -uo pipefail
 bundle=$(cd "${1:?usage: $0 BUNDLE [SIDES]}" && pwd)
 sides=${2:-plain baked}
@@ -14,6 +17,13 @@ OUT=${OUT:-/tmp/peer-out}; mkdir -p "$OUT"
 PY=${PY:-python3}; $PY -c 'import jax' 2>/dev/null || PY=python
 work=$(mktemp -d "${TMPDIR:-/tmp}/peer-device-XXXXXX")
 mapfile -t files < "$bundle/files.txt"
+indexed=
+if [ -f "$bundle/index.txt" ]; then
+  indexed=$work/index-site; start=$(date +%s)
+  PIP_CONFIG_FILE=/dev/null $PY -m pip install --isolated -q --only-binary=:all: \
+    --index-url "${DEVICE_INDEX:-file:///opt/pypi/simple}" --target "$indexed" $(cat "$bundle/index.txt") 2>&1 | tail -3
+  echo "== from the index: $(tr '\n' ' ' < "$bundle/index.txt")($(( $(date +%s) - start )) s)"
+fi
 for side in $sides; do
   site=$work/site-$side
   extra=()
@@ -24,7 +34,7 @@ for side in $sides; do
   rm -rf "$work/suite-$side" && cp -r "$bundle/suite" "$work/suite-$side"
   start=$(date +%s.%N)
   (cd "$work/suite-$side" && \
-    PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$work/plugin:$site" \
+    PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$work/plugin:$site${indexed:+:$indexed}" \
     PEER_SUITES_REPORT="$OUT/served-$side.json" PEER_SUITES_TIME="$bundle/timed.txt" HATCH_JAXEXPORT_CACHE="$work/cache-$side" \
     ${PYTEST_LIMIT:+timeout -s INT -k 30 $PYTEST_LIMIT} $PY -m pytest "${files[@]}" -p _peer_report -p no:cacheprovider -q --continue-on-collection-errors \
       --junitxml="$OUT/junit-$side.xml" > "$OUT/pytest-$side.txt" 2>&1)

@@ -195,3 +195,33 @@ def test_a_device_bundle_carries_both_sides_needs_and_the_pins_of_the_devices_ow
         "pyccl": "3.3.6", "archspec": "0.2.7", "pyyaml": "6.0.4", "setuptools": "80.9.0"}
     tinygp = peer_suites.LIBRARIES["tinygp"]  # no pinned test requirement: setuptools stays
     assert "setuptools" not in peer_device.to_carry(tinygp, baked, plain)
+
+
+def test_a_device_bundle_leaves_to_the_devices_index_what_it_installs_with_its_needs(
+        peer_suites, monkeypatch, tmp_path):
+    """TensorFlow (dm-pix's reference values) is 600 MB installed and a device call carries
+    64 MiB: the bundle carries none of what the device's own index installs with it (its
+    dependencies, transitively, as installed here; extras and markers that do not apply left
+    out), and still carries what only the library's side needs."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    monkeypatch.setitem(sys.modules, "peer_suites", peer_suites)
+    spec = importlib.util.spec_from_file_location("peer_device",
+                                                  ROOT / "benchmarks" / "peer_device.py")
+    assert spec is not None and spec.loader is not None
+    peer_device = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(peer_device)
+    site = tmp_path / "site-packages"
+    for name, requires in {"tensorflow": ["keras>=3", "absl-py", "tensorflow-io; extra == 'io'",
+                                          "tensorflow-intel; sys_platform == 'win32'"],
+                           "keras": ["h5py", "absl_py"], "h5py": [], "absl-py": [],
+                           "chex": ["absl-py", "toolz"], "toolz": [], "tensorflow-io": []}.items():
+        info = site / f"{name.replace('-', '_')}-1.0.dist-info"
+        info.mkdir(parents=True)
+        info.joinpath("METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"
+            + "".join(f"Requires-Dist: {r}\n" for r in requires))
+    from_index = peer_device.needed_by({"tensorflow"}, [site])
+    assert from_index == {"tensorflow", "keras", "h5py", "absl-py"}
+    lib = peer_suites.LIBRARIES["dm-pix"]
+    env = {name: "1.0" for name in ("tensorflow", "keras", "h5py", "absl-py", "chex", "toolz")}
+    assert peer_device.to_carry(lib, env, env, from_index) == {"chex": "1.0", "toolz": "1.0"}
