@@ -51,9 +51,13 @@ BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
 
 
 def _signature(leaves: list[Any], tree: Any) -> str:
-    """The call's key: the tree, each array leaf's shape and dtype, every other leaf's repr."""
-    parts = [f"{getattr(x, 'dtype', '')}{list(x.shape)}" if hasattr(x, "shape") else repr(x)
-             for x in leaves]
+    """The call's key: the tree, each array leaf's shape and dtype, a Python number's type
+    (jax traces it as a weakly typed scalar: a new value is no new program), an object
+    without a repr of its own (a method's ``self``) its class's name, every other leaf's
+    repr."""
+    parts = [f"{getattr(x, 'dtype', '')}{list(x.shape)}" if hasattr(x, "shape") else
+             type(x).__name__ if isinstance(x, (int, float, complex))
+             or type(x).__repr__ is object.__repr__ else repr(x) for x in leaves]
     return f"{tree}|{','.join(parts)}"
 
 
@@ -96,21 +100,41 @@ def _timed(name: str, function: Any) -> Any:
 
 
 def _wrap_timed(listing: str) -> None:
-    """Replace each listed function, wherever its package's loaded modules hold it."""
+    """Replace each listed function wherever its package's loaded modules hold it, and each
+    listed method (``module:Class.method``, tinygp's distances) on its class."""
     with open(listing, encoding="utf-8") as handle:
-        names = [line.strip() for line in handle if ":" in line and "." not in
-                 line.split(":", 1)[1].strip()]
+        names = [line.strip() for line in handle if ":" in line]
     for name in names:
-        module_name, attribute = name.split(":")
-        original = getattr(importlib.import_module(module_name), attribute, None)
+        module_name, qualified = name.split(":")
+        module = importlib.import_module(module_name)
+        if "." in qualified:
+            _wrap_method(name, module, qualified)
+            continue
+        original = getattr(module, qualified, None)
         if original is None:
             continue
         wrapped = _timed(name, original)
         top = module_name.split(".")[0]
-        for loaded_name, module in list(sys.modules.items()):
+        for loaded_name, loaded in list(sys.modules.items()):
             if (loaded_name == top or loaded_name.startswith(top + ".")) and \
-                    getattr(module, attribute, None) is original:
-                setattr(module, attribute, wrapped)
+                    getattr(loaded, qualified, None) is original:
+                setattr(loaded, qualified, wrapped)
+
+
+def _wrap_method(name: str, module: Any, qualified: str) -> None:
+    """Time a method's first calls: the class's own function, replaced on the class (an
+    instance binds the wrapper as it bound the function)."""
+    class_name, _, method = qualified.rpartition(".")
+    owner: Any = module
+    for part in class_name.split("."):
+        owner = getattr(owner, part, None)
+    original = getattr(owner, "__dict__", {}).get(method)
+    if isinstance(original, (staticmethod, classmethod)) or not callable(original):
+        return
+    try:
+        setattr(owner, method, _timed(name, original))
+    except (AttributeError, TypeError):  # a class that refuses it: left untimed
+        pass
 
 
 def pytest_configure(config: Any) -> None:

@@ -180,6 +180,39 @@ def report(bundle_dir: Path, results: Path) -> dict:
     figures["compiles"] = {side: compiles for side, (_, compiles) in runs.items()}
     figures["first_calls"] = {side: first_call_totals(results / f"served-{side}.json")
                               for side in runs}
+    figures["both_ran"] = both_ran(results)
+    return figures
+
+
+def both_ran(results: Path) -> dict:
+    """What both sides ran: where ``PYTEST_LIMIT`` stopped a side (``stopped``), the sides
+    ran different numbers of tests (the same files in the same order, so one ran a prefix of
+    the other's): the tests both ran, their outcomes and summed time (JUnit's, per test) on
+    each side; and the first eager calls both made (same function, same signature), timed on
+    each side (a plain function may call another decorated one that the baked one, served
+    from its artifact, never calls: tinygp's ``L2Distance.distance`` calls ``L1Distance``'s)."""
+    import xml.etree.ElementTree as ET
+
+    tests, calls = {}, {}
+    for side in ("plain", "baked"):
+        cases = ET.parse(results / f"junit-{side}.xml").getroot().iter("testcase")
+        outcomes = peer_suites.read_junit(results / f"junit-{side}.xml")[0]
+        tests[side] = {f"{c.get('classname')}::{c.get('name')}": float(c.get("time") or 0)
+                       for c in cases}
+        tests[side] = {test: (t, outcomes[test]) for test, t in tests[side].items()}
+        calls[side] = {(c["function"], c["signature"]): c for c in json.loads(
+            (results / f"served-{side}.json").read_text()).get("first_calls", [])}
+    common = [test for test in tests["plain"] if test in tests["baked"]]
+    matched = [key for key in calls["plain"] if key in calls["baked"]]
+    figures: dict = {"tests": len(common), "matched_calls": len(matched),
+                     "stopped": tests["plain"].keys() != tests["baked"].keys()}
+    for side in ("plain", "baked"):
+        ran = [tests[side][test] for test in common]
+        figures[side] = {
+            "seconds": round(sum(t for t, _ in ran), 1),
+            "outcomes": {o: sum(1 for _, x in ran if x == o) for o in sorted({x for _, x in ran})},
+            "call_seconds": round(sum(calls[side][k]["seconds"] for k in matched), 3),
+            "call_compiles": sum(calls[side][k]["compiles"] for k in matched)}
     return figures
 
 
@@ -220,6 +253,15 @@ def print_report(name: str, figures: dict) -> None:
               f"({timed['compile_seconds']:.2f} s): the suite's own programs' compiles "
               f"{backend.get('count', 0) - timed['compiles']} "
               f"({backend.get('seconds', 0.0) - timed['compile_seconds']:.1f} s)")
+    common = figures["both_ran"]
+    plain, baked = common["plain"], common["baked"]
+    if common["stopped"]:
+        print(f"a side was stopped (PYTEST_LIMIT): the {common['tests']} tests both ran: "
+              f"plain {plain['outcomes']} in {plain['seconds']} s, baked {baked['outcomes']} "
+              f"in {baked['seconds']} s ({baked['seconds'] / max(plain['seconds'], 1e-9):.2f}x)")
+    print(f"the {common['matched_calls']} timed first eager calls both sides made: plain "
+          f"{plain['call_seconds']:.2f} s ({plain['call_compiles']} compiles), baked "
+          f"{baked['call_seconds']:.2f} s ({baked['call_compiles']} compiles)")
 
 
 def main(argv: list[str] | None = None) -> int:
