@@ -3,7 +3,7 @@
 Every other module goes through the functions here, so a jax release that moves an internal
 breaks one file. Accessors: the concrete array type, the ``Primitive`` class, the x64 flag and
 its context, the location-free tracing context, the MLIR context and ``ir`` module, the mesh of
-``with mesh:``.
+``with mesh:``, the batch size of an eager ``vmap`` (for the recording run).
 
 One adjustment: ``call_exported``'s lowering initialises LAPACK (importing ``scipy.linalg``, more
 than a small function's whole first call) for every artifact whose platforms include ``cpu``, even
@@ -58,6 +58,33 @@ def primitive_type() -> type:
     except ImportError:  # pragma: no cover - future jax
         from jax.extend.core import Primitive
     return Primitive
+
+
+def eager_vmap_size(leaves: Sequence[Any]) -> int | None:
+    """The batch size of an eager ``jax.vmap`` whose call holds ``leaves``: each nested
+    ``vmap``'s axis size multiplied (the loader folds nested batch axes into one call of a
+    batched member), ``None`` where no ``vmap`` is around the call, or another transformation
+    is (a ``jax.jit`` stages the call: no executable would serve it), or jax's batching
+    tracers differ from what this reads."""
+    try:
+        from jax._src.core import Tracer
+        from jax._src.interpreters.batching import BatchTracer
+    except ImportError:
+        return None
+    sizes: dict[int, int] = {}
+    for leaf in leaves:
+        while isinstance(leaf, BatchTracer):
+            size = getattr(getattr(leaf._trace, "axis_data", None), "size", None)
+            if not isinstance(size, int):
+                return None
+            sizes[id(leaf._trace)] = size
+            leaf = leaf.val
+        if isinstance(leaf, Tracer):
+            return None
+    product = 1
+    for size in sizes.values():
+        product *= size
+    return product if sizes else None
 
 
 def x64_context(enabled: bool) -> contextlib.AbstractContextManager[object]:
@@ -646,7 +673,7 @@ __all__ = ["BACKEND_COMPILE_EVENT", "LOWERING_CONFIG", "backend_identity", "comp
            "SERIALIZED_EXECUTABLE_VERSION", "compiled_by_position", "compiled_dispatch",
            "compiled_from_executable", "compiled_from_serialized",
            "compiled_from_loaded", "concrete_array_type", "concrete_shape", "device_identity",
-           "eager_probe", "evaluating_eagerly", "executable_device_ids",
+           "eager_probe", "eager_vmap_size", "evaluating_eagerly", "executable_device_ids",
            "initialize_lapack", "install_lapack_guard", "ir_context", "is_lapack_target",
            "lapack_init_skipped", "lowering_config", "lowering_context", "mlir_ir",
            "MLIR_ELEMENT_TYPES", "module_text", "refine_stablehlo", "tensor_type", "with_module",

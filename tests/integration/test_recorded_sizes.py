@@ -80,3 +80,66 @@ def test_recording_merges_with_what_the_file_holds_and_a_bad_file_is_named(tmp_p
                          "jxe/jaxexport-signatures.json")
     with pytest.raises(ValueError, match="not JSON"):
         parse_signatures("{", "f")
+
+
+BATCHED_PACKAGE = '''
+import jax.numpy as jnp
+
+from hatch_jaxexport import exportable
+
+
+@exportable({"x": ("n", "float32"), "y": ("n", "float32")}, vmap=True)
+def distance(x, y):
+    return jnp.sqrt(jnp.sum(jnp.square(x - y)))
+'''
+
+BATCHED_CALLS = """
+import json, warnings
+import numpy as np, jax
+warnings.simplefilter("ignore")
+compiles = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, secs, **kw: compiles.append(event)
+    if event == "/jax/core/compile/backend_compile_duration" else None)
+import jxe_batched as m
+x, y = np.ones((4, 3), np.float32), np.zeros((4, 3), np.float32)
+before = len(compiles)
+single = np.asarray(jax.vmap(m.distance)(x, y)).tolist()
+out = {"single": [single, len(compiles) - before]}
+nested = jax.vmap(jax.vmap(m.distance, (None, 0)), (0, None))(x, y)
+out["nested"] = np.asarray(nested).shape
+out["report"] = sorted((r.label.strip(), r.tier) for r in m.distance.call_report())
+print(json.dumps(out))
+"""
+
+
+def test_eager_vmap_calls_get_the_batched_members_executables(tmp_path):
+    """An eager ``jax.vmap`` of a function baked with ``vmap=True`` is served by its batched
+    member, whose batch size is any: the recording run notes each eager vmap's batch size
+    (nested ones multiplied, as the loader folds them), the build compiles the batched member
+    for it, and the installed wheel serves that call ``shipped``, compiling nothing (on a TPU,
+    0.1-0.2 s a new batch shape otherwise: tinygp's kernels)."""
+    project = write_project(tmp_path / "proj", {
+        "pyproject.toml": hatch_pyproject("jxe-batched", "executables = true\n"),
+        "jxe_batched/__init__.py": BATCHED_PACKAGE})
+    run([sys.executable, "-c", BATCHED_CALLS], env={
+        "PYTHONPATH": str(project), "HATCH_JAXEXPORT_RECORD": "1", "HATCH_JAXEXPORT_CACHE": "0"})
+    signatures = json.loads((project / "jxe_batched" / SIGNATURES_NAME).read_text())
+    noted = signatures["functions"]["jxe_batched:distance"]["0"]
+    assert sorted(noted, key=lambda env: env.get("jxe_batch", 0)) == [
+        {"n": 3}, {"jxe_batch": 4, "n": 3}, {"jxe_batch": 16, "n": 3}], signatures
+
+    (wheel,) = inprocess_build(project, tmp_path / "dist")
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    manifest = json.loads((site / "jxe_batched" / "_jaxexport" / "manifest.json").read_text())
+    batched = {tuple(e["inputs"][0][0]) for e in manifest["executables"]
+               if e["artifact"].endswith("+batched")}
+    assert batched == {(4, 3), (16, 3)}, manifest["executables"]
+    served = json.loads(run([sys.executable, "-c", BATCHED_CALLS], env={
+        "PYTHONPATH": str(site), "HATCH_JAXEXPORT_STRICT": "1", "HATCH_JAXEXPORT_CACHE": "0",
+        "HATCH_JAXEXPORT_TIERED": "0", "HATCH_JAXEXPORT_REPORT": "1"}).stdout.splitlines()[-1])
+    values, compiles = served["single"]
+    assert values == pytest.approx([3 ** 0.5] * 4) and compiles == 0, served
+    assert served["nested"] == [4, 4]
+    assert ["primal+batched", "shipped"] in served["report"], served["report"]

@@ -123,11 +123,31 @@ def plan_for(fn: Any, record: ArtifactRecord, recorded: Recorded | None = None,
     primal or an unbatched transformation member) for: ``[{}]`` without symbols, one per
     combination of ``executable_sizes=`` (else ``concrete=``) and one per recorded call of the
     structure (``recorded``, from ``recorded_sizes``); ``[]`` when no sizes are named or
-    recorded. A build compiles ``cpu``'s; a device's are compiled where the device is
+    recorded. The batched primal (``vmap=True``): one per recorded eager ``vmap`` call
+    (``batched_size_envs``). A build compiles ``cpu``'s; a device's are compiled where the device is
     (``device_compile``)."""
-    if record.batched or record.platform != platform or record.mesh:
-        return []  # a batched member's batch size is any: no concrete signature
+    if record.platform != platform or record.mesh:
+        return []
+    if record.batched:  # its batch size is any: those of the eager vmaps recorded
+        return batched_size_envs(fn, record, recorded) if record.kind == "primal" else []
     return size_envs(fn, record, recorded)
+
+
+def batched_size_envs(fn: Any, record: ArtifactRecord, recorded: Recorded | None = None
+                      ) -> list[dict[str, int]]:
+    """The concrete sizes of a batched member (``vmap=True``) that a recording run saw eager
+    ``jax.vmap`` calls with: the structure's symbols and the batch symbol
+    (``_recorder.note_batched``), each once, and only those the structure's constraints allow.
+    Named sizes give none: ``executable_sizes=`` names no batch size."""
+    from hatch_jaxexport.runtime.artifacts.family import BATCH_SYMBOL
+
+    structure = fn.export_spec.structures[record.structure_index]
+    wanted = structure.symbols | {BATCH_SYMBOL}
+    seen = (recorded or {}).get(fn.name, {}).get(record.structure_index, [])
+    unique = {tuple(sorted(env.items())): env for env in seen if set(env) == wanted}
+    return [env for env in unique.values()
+            if size_problem(structure, {k: v for k, v in env.items() if k != BATCH_SYMBOL})
+            is None]
 
 
 def size_envs(fn: Any, record: ArtifactRecord, recorded: Recorded | None = None
@@ -204,7 +224,7 @@ def plans_for_worker(functions: Mapping[str, Any], records: Sequence[Mapping[str
                           "sizes": sizes, "pytree_types": record.pytree_types,
                           "x64": bool(record.jax_config.get("jax_enable_x64", False)),
                           "function": record.function, "targets": targets,
-                          "native_vjp": record.vjp_order > 0})
+                          "native_vjp": record.vjp_order > 0 and not record.batched})
     return plans
 
 

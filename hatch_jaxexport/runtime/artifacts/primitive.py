@@ -435,7 +435,9 @@ def _family_batching(args: Sequence[Any], dims: Sequence[Any], *, family: Family
     two batch axes folded into one. Else ``lax.map`` of the member (one member call per batch
     element)."""
     size = next(a.shape[d] for a, d in zip(args, dims, strict=True) if d is not None)
-    moved = [jnp.moveaxis(a, d, 0) if d is not None else a
+    # an axis already in front stays as given: an eager moveaxis is a compile of its own
+    # (and of a NumPy operand's conversion), where a shipped executable compiles nothing
+    moved = [jnp.moveaxis(a, d, 0) if d not in (None, 0) else a
              for a, d in zip(args, dims, strict=True)]
     cheap = _broadcast_is_cheap(args, dims, size)
     if not batched and (family.has(kind, True) or family.transposable(kind, True)) and cheap:

@@ -55,6 +55,24 @@ def note(package: str, function: str, structure_index: int, sizes: dict[str, int
             structure_index, set()).add(tuple(sorted(sizes.items())))
 
 
+def note_batched(fn: Any, structure_index: int, sizes: dict[str, int],
+                 given: tuple[tuple[Any, ...], dict[str, Any]]) -> None:
+    """Remember an eager ``jax.vmap`` call of a function baked with ``vmap=True``: its
+    structure's sizes with the batch size under the batched
+    member's batch symbol, so that the build compiles the batched member's executable for it
+    (on a TPU, each new batch shape of an eager ``vmap`` is otherwise a compile). Nested
+    ``vmap``s are noted at their sizes multiplied, the one call the loader folds them into.
+    ``fn``: the function's record (``package``, ``name``)."""
+    import jax
+
+    from hatch_jaxexport.runtime.artifacts.family import BATCH_SYMBOL
+    from hatch_jaxexport.runtime.jaxcompat import eager_vmap_size
+
+    batch = eager_vmap_size(jax.tree_util.tree_leaves(given))
+    if batch is not None:
+        note(fn.package, fn.name, structure_index, {**sizes, BATCH_SYMBOL: batch})
+
+
 def note_call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Remember the whole signature of a call of ``fn`` (an ``ExportableFunction``) that no
     structure accepted, when ``HATCH_JAXEXPORT_RECORD`` is on; whether it was noted.
@@ -175,4 +193,5 @@ def write_all() -> None:
                   f"{path}: {err}", file=sys.stderr)
 
 
-__all__ = ["RECORDING", "note", "note_call", "signatures_file", "summary_lines", "write_all"]
+__all__ = ["RECORDING", "note", "note_batched", "note_call", "signatures_file", "summary_lines",
+           "write_all"]

@@ -141,6 +141,8 @@ def call_exportable(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str,
         from hatch_jaxexport.runtime.call import _recorder as recorder
 
         recorder.note(fn.package, fn.name, plan.structure_index, plan.sizes)
+        if fn.export_spec.vmap and fast is None:  # under a transformation: an eager vmap?
+            recorder.note_batched(fn, plan.structure_index, plan.sizes, (args, kwargs))
     return result
 
 

@@ -52,3 +52,26 @@ def test_a_serialized_executable_loads_with_the_types_a_fresh_one_has():
     assert float(jax.grad(sine)(x)) == float(jnp.cos(x))
     # and the one-device sharding jax's executables are built with, without a warning
     assert single_device_sharding(jax.devices()[0]).device_set == {jax.devices()[0]}
+
+
+def test_eager_vmap_size_reads_the_batch_a_recording_notes_and_nothing_under_a_jit():
+    """The recording run notes an eager ``vmap``'s batch size (nested ones multiplied, the one
+    call the loader folds them into) and no size where a ``jax.jit`` stages the call or no
+    ``vmap`` is around it: no executable would serve those."""
+    import jax
+    import jax.numpy as jnp
+
+    from hatch_jaxexport.runtime.jaxcompat import eager_vmap_size
+
+    seen = []
+
+    def probe(x, y):
+        seen.append(eager_vmap_size([x, y]))
+        return x + y
+
+    x, y = jnp.ones((3, 2)), jnp.ones((5, 2))
+    jax.vmap(probe)(x, x)
+    jax.vmap(jax.vmap(probe, (None, 0)), (0, None))(x, y)
+    jax.jit(jax.vmap(probe))(x, x)
+    probe(x, x)
+    assert seen == [3, 15, None, None]
