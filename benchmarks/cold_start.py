@@ -1,7 +1,7 @@
 """Cold start, side by side in one run: source jit vs baked artifacts, cache cold and warm.
 
-    python benchmarks/cold_start.py [--runs 5] [--quick] [--write-docs] [--steady-only]
-                                    [--jax-cache]
+    python benchmarks/cold_start.py [--runs 5] [--quick] [--workloads tiny,mlp] [--write-docs]
+                                    [--steady-only] [--jax-cache]
 
 Builds this project's wheel and ``example_pkg``'s wheel (baked by the Hatch hook), installs both
 into a fresh virtual environment, then measures each workload of ``example_pkg.benchmarks`` in
@@ -19,7 +19,9 @@ fresh processes (medians of ``--runs``, with min and max):
    needs (measured only, never shipped).
 
 Then the import cost, the steady-state per-call time (tiny), peak memory of 3 vs 1, and the
-ratios the project targets. ``--write-docs`` writes ``docs/performance-results.md`` and a plot.
+ratios the project targets. ``--workloads`` measures only the workloads it names (the warm
+second process against the floor of tiny and mlp takes minutes, not the whole run's tens).
+``--write-docs`` writes ``docs/performance-results.md`` and a plot.
 
 ``--jax-cache`` measures instead what JAX's persistent compilation cache adds to the loader's
 executable cache: the first call of the loaded ``mlp_loss`` eagerly, under ``jax.jit``, through
@@ -46,6 +48,8 @@ MODES = [("1 source", "source", "nocache"), ("2 source+cache", "source", "warm")
          ("3 loaded cold", "loaded", "cold"), ("3u cold untiered", "loaded", "cold-untiered"),
          ("3t cold tiered", "loaded", "cold-tiered"), ("4 loaded warm", "loaded", "warm"),
          ("5 floor", "floor", "floor")]
+#: ``example_pkg.benchmarks``' workloads, in the order the tables list them.
+WORKLOADS = ["tiny", "mlp", "solve", "deep", "trace_heavy"]
 
 
 def sh(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
@@ -254,6 +258,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="3 runs, tiny and trace-heavy only")
+    parser.add_argument("--workloads", type=lambda text: text.split(","), default=None,
+                        help=f"comma-separated, of {','.join(WORKLOADS)} (default: all)")
     parser.add_argument("--write-docs", action="store_true")
     parser.add_argument("--steady-only", action="store_true",
                         help="only the steady-state per-call time, of every workload")
@@ -261,6 +267,11 @@ def main() -> None:
                         help="only what JAX's persistent cache adds to the loader's own: first "
                              "calls (eager, jit, grad, jit of grad) with and without it")
     args = parser.parse_args()
+    unknown = sorted(set(args.workloads or ()) - set(WORKLOADS))
+    if unknown:
+        parser.error(f"unknown workload(s) {', '.join(unknown)}: of {', '.join(WORKLOADS)}")
+    if args.write_docs and args.workloads:
+        parser.error("--write-docs writes the results page of every workload: no --workloads")
     if args.write_docs and importlib.util.find_spec("matplotlib") is None:
         parser.error("--write-docs draws docs/performance.png with matplotlib, which this "
                      "interpreter lacks: pip install matplotlib (asked before measuring)")
@@ -271,7 +282,7 @@ def main() -> None:
         if args.steady_only:
             print("| workload | `jax.jit` us | loaded us | loaded / jit | executable us |\n"
                   "|---|---:|---:|---:|---:|")
-            for workload in ["tiny", "mlp", "solve", "deep", "trace_heavy"]:
+            for workload in args.workloads or WORKLOADS:
                 r = measure_steady(python, work, workload)
                 print(f"| {workload} | {r['jit']:.1f} | {r['loaded']:.1f} | "
                       f"{r['loaded'] / r['jit']:.2f} | {r['compiled']:.1f} |", flush=True)
@@ -279,8 +290,7 @@ def main() -> None:
         if args.jax_cache:
             print("\n".join(measure_jax_cache(python, work, args.runs)))
             return
-        workloads = ["tiny", "trace_heavy"] if args.quick else \
-            ["tiny", "mlp", "solve", "deep", "trace_heavy"]
+        workloads = args.workloads or (["tiny", "trace_heavy"] if args.quick else WORKLOADS)
         results = measure(python, work, workloads, 3 if args.quick else args.runs)
     lines = report(results)
     print("\n".join(lines))

@@ -24,8 +24,8 @@ from typing import Any
 from hatch_jaxexport.formats.spec import is_plain_data, type_name
 from hatch_jaxexport.runtime.jaxcompat import pytree_serialization
 
-# Imported in functions: the pytree registrations, only for a registered node's aux data
-# (importing a baked package loads this module).
+# Imported in functions: the pytree registrations, only for aux data that is not plain (the
+# decorator imports this module only for a structure with a registered node).
 
 #: What a refusal tells the user to do.
 FIX = ("register its serialization with jax.export.register_pytree_node_serialization("

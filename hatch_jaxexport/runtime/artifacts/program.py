@@ -22,7 +22,6 @@ from hatch_jaxexport.runtime.artifacts.package_artifacts import (
     load_concrete,
     read_record,
 )
-from hatch_jaxexport.runtime.artifacts.pytrees import plain_tree
 
 
 class ArtifactProgram:
@@ -108,9 +107,33 @@ class ArtifactProgram:
             return None
 
 
+def plain_tree(text: str) -> Any | None:
+    """The ``PyTreeDef`` that ``text`` (its ``str``, as the manifest records an artifact's
+    trees) describes, when it is built of dicts, lists, tuples and ``None`` only; ``None`` for
+    anything else (namedtuples, dataclasses, registered classes: deserialize the artifact).
+
+    Lets a shipped or cached executable run without reading the artifact's StableHLO; here,
+    not in ``pytrees`` (the registrations a deserialization needs), so that such a call
+    imports none of them.
+    """
+    import ast
+
+    import jax
+
+    if not (text.startswith("PyTreeDef(") and text.endswith(")")):
+        return None
+    body = text[len("PyTreeDef("):-1].replace("*", "0")
+    try:
+        value = ast.literal_eval(body)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    tree = jax.tree_util.tree_structure(value)
+    return tree if str(tree) == text else None
+
+
 def leaf_types(leaves: Any) -> tuple[Any, ...]:
     """``((8, 4), "float32"), ...``: manifest ``[[dims...], dtype]`` leaves as a lookup key."""
     return tuple((tuple(dims), dtype) for dims, dtype in leaves)
 
 
-__all__ = ["ArtifactProgram", "leaf_types"]
+__all__ = ["ArtifactProgram", "leaf_types", "plain_tree"]

@@ -27,7 +27,7 @@ _REGISTERED: set[type] = set()
 #: Types whose serialization this module registered (JSON aux data): the build checks their aux.
 _JSON_AUX: set[type] = set()
 # Patterns as text: ``re`` compiles them on first use, which a blob without custom pytree
-# types never makes (importing this module is on the path of every first call).
+# types never makes (importing this module is on the path of every deserialized blob).
 _DOTTED = r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z"
 _REQUIREMENT_NAME = r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)"
 _BUILTIN_MODULES = ("builtins", "collections")
@@ -312,28 +312,6 @@ def load_type(ref: str, package: str) -> type:
     return cls
 
 
-def plain_tree(text: str) -> Any | None:
-    """The ``PyTreeDef`` that ``text`` (its ``str``, as the manifest records an artifact's
-    trees) describes, when it is built of dicts, lists, tuples and ``None`` only; ``None`` for
-    anything else (namedtuples, dataclasses, registered classes: deserialize the artifact).
-
-    Lets a shipped executable run without reading the artifact's StableHLO.
-    """
-    import ast
-
-    import jax
-
-    if not (text.startswith("PyTreeDef(") and text.endswith(")")):
-        return None
-    body = text[len("PyTreeDef("):-1].replace("*", "0")
-    try:
-        value = ast.literal_eval(body)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return None
-    tree = jax.tree_util.tree_structure(value)
-    return tree if str(tree) == text else None
-
-
 __all__ = ["WAY_OUT", "declared_dependencies", "distributions_of", "json_aux_text", "load_type",
-           "node_types", "normalize_name", "plain_tree", "register", "register_all",
-           "registered_here", "resolve", "type_ref"]
+           "node_types", "normalize_name", "register", "register_all", "registered_here",
+           "resolve", "type_ref"]

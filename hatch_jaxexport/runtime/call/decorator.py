@@ -24,13 +24,13 @@ from hatch_jaxexport.formats.export_spec import (
     split_name,
     unbound_method,
 )
-from hatch_jaxexport.runtime.artifacts.aux_keys import aux_key
 from hatch_jaxexport.runtime.call._function_facade import FunctionLike, function_facade
 from hatch_jaxexport.runtime.call._resolved_calls import ResolvedCalls, fast_path
 from hatch_jaxexport.runtime.jaxcompat import lowering_config
 
 # Imported in functions: the loader and recorded calls, only on a function's first call: importing
-# a baked package loads the decorator's modules only, no jax.
+# a baked package loads the decorator's modules only, no jax; the aux data keys
+# (``artifacts.aux_keys``), only for a structure with a registered pytree node.
 
 _serve: Callable[..., Any] | None = None  # the fail-safe line's entry point, imported lazily
 _eager: Callable[[], bool] | None = None  # whether no trace is active (``jaxcompat.eager_probe``)
@@ -242,8 +242,16 @@ def _wrap(fn: Callable[..., Any], name: str | None, specs: tuple[Any, ...],
     if is_jax_wrapper(source):  # still jax's wrapper, not the user's function: nothing to read
         raise SpecError(_unreadable_wrapper(fn))
     spec, signature, layouts = check_spec(source, name, specs, options,
-                                          lowering_config=lowering_config(), keyer=aux_key)
+                                          lowering_config=lowering_config(), keyer=_aux_key)
     return ExportableFunction(fn, spec, signature, layouts)
+
+
+def _aux_key(cls: type, aux: Any) -> str:
+    """``aux_keys.aux_key``, imported when a structure first keys a registered node's aux
+    data: a package whose structures hold only dicts, lists, tuples and arrays never loads it."""
+    from hatch_jaxexport.runtime.artifacts.aux_keys import aux_key
+
+    return aux_key(cls, aux)
 
 
 def _unreadable_wrapper(fn: Any) -> str:

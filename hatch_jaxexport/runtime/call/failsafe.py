@@ -33,16 +33,15 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from hatch_jaxexport.errors import ArtifactError, CallMismatch
-from hatch_jaxexport.formats.settings import strict_mode
 from hatch_jaxexport.runtime.call.targets import Attempt, source_target
-from hatch_jaxexport.runtime.source_errors import is_source_error
 
 if TYPE_CHECKING:
     from hatch_jaxexport.runtime.call._function_record import FunctionRecord
 
 # Imported in functions: the loader and the recorded calls (each function takes one of the
-# two); the package's artifacts, the notices, the source's calls and the refusals only once a
-# call failed on the artifact side (a first call a shipped executable serves imports none).
+# two); the source's mark, strict mode's setting, the package's artifacts, the notices, the
+# source's calls and the refusals only once a call failed on the artifact side (a first call
+# a shipped executable or the executable cache serves imports none).
 
 #: (package, what was read of it, reason) of a damaged install already told on the logger's
 #: ``WARNING`` (stderr where no handler is set): one line per package and reason, not one per
@@ -62,6 +61,8 @@ def serve(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
     try:
         return _artifact_side(fn, args, kwargs, attempt)
     except Exception as err:
+        from hatch_jaxexport.runtime.source_errors import is_source_error
+
         if is_source_error(err):
             raise
         return _fall_back(fn, (args, kwargs), attempt, err)
@@ -133,6 +134,7 @@ def _fall_back(fn: FunctionRecord, given: tuple[tuple[Any, ...], dict[str, Any]]
                attempt: Attempt, err: Exception) -> Any:
     """The source's result for a call whose artifact side raised ``err`` (default mode),
     reported, logged and settled; in strict mode ``err`` raised, naming the function."""
+    from hatch_jaxexport.formats.settings import strict_mode
     from hatch_jaxexport.runtime.call.refusals import no_artifact
     from hatch_jaxexport.runtime.notices import LOGGER
 

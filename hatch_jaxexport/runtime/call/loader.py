@@ -46,7 +46,6 @@ from hatch_jaxexport.runtime.call.targets import Attempt, Target, source_target
 from hatch_jaxexport.runtime.executables.artifact_calls import CallSite, build_artifact_call
 from hatch_jaxexport.runtime.executables.eager_call import EagerCall
 from hatch_jaxexport.runtime.jaxcompat import evaluating_eagerly, lowering_config
-from hatch_jaxexport.runtime.source_errors import run_as_source
 
 if TYPE_CHECKING:
     from hatch_jaxexport.runtime.call._function_record import FunctionRecord
@@ -57,7 +56,8 @@ if TYPE_CHECKING:
 # (a transformation a baked VJP or family cannot serve), only where a call needs them: a
 # plain first call imports 2 ms less (benchmarks/first_call_parts.py, "our modules"), and one
 # a shipped executable serves imports none of the source's path; the plans kept for traced
-# calls, at the first call under a transformation.
+# calls, at the first call under a transformation; the source's mark, for a call inside an
+# export.
 
 #: Whether ``HATCH_JAXEXPORT_RECORD`` is on in this process (read once, as the recorder does).
 _RECORDING = record_choice() is not False
@@ -120,6 +120,8 @@ def call_exportable(fn: FunctionRecord, args: tuple[Any, ...], kwargs: dict[str,
     resolution key it reaches goes to ``attempt``)."""
     prime_fast_path()
     if runs_inline(args, kwargs):  # inside an export: the outer artifact holds the source
+        from hatch_jaxexport.runtime.source_errors import run_as_source
+
         return run_as_source(fn.__wrapped__, *args, **kwargs)
     attempt = Attempt() if attempt is None else attempt
     fast = fast_key(args, kwargs)

@@ -6,8 +6,9 @@ it builds one ``CompilePath``, which tries, in order, the per-user executable ca
 (``_fresh_compile``). It is a module of its own so that a first call a shipped executable
 serves imports none of them (seven modules with the background compiles and the cache's
 files, about 1.3 ms: ``benchmarks/first_call_parts.py``'s "our modules"); and a signature
-the cache serves imports neither the tiers nor the compiler (six modules: on a host whose
-file system calls are slow, such as the TPU machine this project measures on, 0.9 ms each).
+the cache serves imports neither the tiers, their policy nor the compiler (seven modules: on a
+host whose file system calls are slow, such as the TPU machine this project measures on, 0.9 ms
+each).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from hatch_jaxexport.runtime.executables.tiers import QuickTier
 
 # Imported in functions: the quick tier and the compiler, at the first signature the cache
-# does not serve.
+# does not serve (the tiering policy too, through ``tiered``: ``artifact_calls._tiering``).
 
 
 class CompilePath:
@@ -45,12 +46,19 @@ class CompilePath:
                  eager_lowerable: Callable[[Any], Callable[..., Any] | None] | None,
                  out_tree: Callable[[], Any] | None) -> None:
         self.cache = UserCache(job, lapack, out_tree)
-        wanted = tiered() if callable(tiered) else tiered
-        self.tiered = wanted and self.cache.folder is not None and self.cache.writable
+        self._tiered = tiered
         self.job, self.lapack, self.jitted = job, lapack, jitted
         self.eager_lowerable = eager_lowerable
         self._quick: QuickTier | None = None
         self._compiler: FreshCompile | None = None
+
+    @property
+    def tiered(self) -> bool:
+        """Whether a signature the cache lacks gets a quick tier, decided at the first such
+        signature (``tier_policy``, imported then: a signature the cache serves never asks)."""
+        if callable(self._tiered):
+            self._tiered = self._tiered()
+        return bool(self._tiered) and self.cache.folder is not None and self.cache.writable
 
     @property
     def quick(self) -> QuickTier:
@@ -73,8 +81,8 @@ class CompilePath:
     def entry(self, sig: Any, args: tuple[Any, ...], kwargs: dict[str, Any], in_tree: Any
               ) -> Entry:
         """The signature's entry: cached on this machine, a quick tier, or compiled here."""
-        key, entry = self.cache.cached(sig, self.tiered, in_tree)
-        if entry is None and self.tiered and key is not None:
+        key, entry = self.cache.cached(sig, in_tree)
+        if entry is None and key is not None and self.tiered:
             compiler = self.compiler
             return self.quick.entry(sig, key, lambda: compiler.lower(sig, args, kwargs),
                                     in_tree)

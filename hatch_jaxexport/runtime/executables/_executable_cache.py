@@ -39,11 +39,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hatch_jaxexport.formats.device_targets import backend_flags
 from hatch_jaxexport.runtime.disk.entry_names import ENTRY_SUFFIX, entry_label, touch
 from hatch_jaxexport.runtime.jaxcompat import compiled_from_serialized, executable_device_ids
 
-# Imported in functions: the cache folders' warning and trimming, only after a write.
+# Imported in functions: the cache folders' warning and trimming, only after a write; the
+# device targets' backend options, only for an accelerator's entry.
 
 #: Version 2 names the devices an entry's executable was compiled for; version 1's entries,
 #: which did not, are misses (loaded onto every device, they failed with several).
@@ -136,7 +136,18 @@ def _machine(platform: str, folder: Path) -> str:
     return "\n".join([jax.__version__, getattr(jaxlib, "__version__", "?"), platform,
                       client.platform, client.platform_version, devices[0].device_kind,
                       _device_layout(), _host_code(platform, folder), str(sys.version_info[:2]),
-                      flags, backend_flags(platform, os.environ)])
+                      flags, _backend_options(platform)])
+
+
+def _backend_options(platform: str) -> str:
+    """The compiler options an accelerator's backend takes from the environment
+    (``device_targets.backend_flags``: ``LIBTPU_INIT_ARGS``); XLA:CPU takes its own from
+    ``XLA_FLAGS`` alone, which the key has already, so a CPU entry's key reads none."""
+    if platform == "cpu":
+        return ""
+    from hatch_jaxexport.formats.device_targets import backend_flags
+
+    return backend_flags(platform, os.environ)
 
 
 def _host_code(platform: str, folder: Path) -> str:

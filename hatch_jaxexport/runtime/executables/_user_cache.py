@@ -33,10 +33,12 @@ class UserCache:
     def __init__(self, job: dict[str, str], lapack: bool,
                  out_tree: Callable[[], Any] | None = None) -> None:
         from hatch_jaxexport.runtime.disk.cache_folders import (
+            ensure_compilation_cache,
             executable_cache_dir,
             executable_cache_writable,
         )
 
+        ensure_compilation_cache()  # set up at the first signature no shipped executable serves
         self.job, self.lapack, self.out_tree = job, lapack, out_tree
         self.folder = executable_cache_dir()
         #: Whether new entries can be written (a read-only cache is still read): without it
@@ -71,17 +73,18 @@ class UserCache:
         if self.folder is not None:
             executables.entry_path(self.folder, key).unlink(missing_ok=True)
 
-    def cached(self, sig: Any, tiered: bool, in_tree: Any = None
-               ) -> tuple[str | None, Entry | None]:
+    def cached(self, sig: Any, in_tree: Any = None) -> tuple[str | None, Entry | None]:
         """The signature's key and its cached entry (``None`` if not cached); a cached quick
-        tier is stale once the optimized executable is there. ``in_tree``: the call's."""
+        tier is stale once the optimized executable is there, so it goes (whether this
+        process would tier or not: asking would import the policy on every warm start).
+        ``in_tree``: the call's."""
         if self.folder is None:
             return None, None
         key = self.key(sig)
         compiled = self.load(key, in_tree)
         if compiled is None:
             return key, None
-        if tiered:
+        if self.writable:
             self.drop(self.quick_key(sig))
         return key, Entry(compiled, "cached", key)
 

@@ -20,9 +20,7 @@ from hatch_jaxexport.formats.dimensions import aval_parts, typed_outputs
 from hatch_jaxexport.formats.manifest import ArtifactRecord, member_name
 from hatch_jaxexport.formats.statics import static_values_text
 from hatch_jaxexport.runtime.artifacts.package_artifacts import PackageArtifacts
-from hatch_jaxexport.runtime.artifacts.program import ArtifactProgram
-from hatch_jaxexport.runtime.artifacts.pytrees import plain_tree
-from hatch_jaxexport.runtime.disk.cache_folders import ensure_compilation_cache
+from hatch_jaxexport.runtime.artifacts.program import ArtifactProgram, plain_tree
 from hatch_jaxexport.runtime.executables.eager_call import EagerCall
 from hatch_jaxexport.runtime.jaxcompat import needs_lapack
 
@@ -37,7 +35,8 @@ if TYPE_CHECKING:
 # serves; the native VJP, for an artifact serialized with its VJP; the transformation family,
 # for an artifact that bakes one (both with the family's missing-member policy); the direct
 # compile of a module (``direct_module``), at the first signature the call compiles; the
-# replay of traced warnings, for a record that has any.
+# replay of traced warnings, for a record that has any; the cache folders, when the call first
+# compiles through jax (the executable cache's own view, ``_user_cache``, sets them up too).
 
 
 class CallSite:
@@ -92,7 +91,6 @@ def build_artifact_call(site: CallSite, package: PackageArtifacts, record: Artif
     for this artifact are issued again here (``replayed_warnings.replay``; one the user's
     filters make an error raises, marked as the source's)."""
     program = ArtifactProgram.read(package, record, sharded=bool(site.mesh))
-    ensure_compilation_cache()
     jit = ArtifactJit(site, program)
     if site.mesh:  # sharded variants: always through the family, never tiered
         sharded = jit()
@@ -142,6 +140,12 @@ class ArtifactJit:
     def __call__(self) -> Callable[..., Any]:
         import jax  # the call path only: importing a baked package never imports jax
 
+        # the loader's caches (JAX's persistent one, where the user has it or opted in) are set
+        # up before anything of ours compiles through jax; a call a shipped executable serves
+        # never gets here, and imports none of them
+        from hatch_jaxexport.runtime.disk.cache_folders import ensure_compilation_cache
+
+        ensure_compilation_cache()
         if self.site.uses_family:
             # the primitive registers itself with jax at import: only a family call imports it
             from hatch_jaxexport.runtime.artifacts.primitive import jitted_primal
@@ -317,7 +321,7 @@ def shipped_executables(package: PackageArtifacts, function: str, record: Any,
 
 def record_types(record: ArtifactRecord) -> tuple[Any, Any, list[Any], list[Any]] | None:
     """An artifact's trees and flat input and output dtypes as its manifest record writes
-    them, where the trees are plain (``pytrees.plain_tree``) and hold as many leaves as the
+    them, where the trees are plain (``program.plain_tree``) and hold as many leaves as the
     record lists types, each in the grammar (``formats.dimensions.aval_parts``); ``None``
     otherwise (the ``Exported`` says them)."""
     import jax.numpy as jnp

@@ -13,44 +13,40 @@ never a crash: the StableHLO path is always there. A damaged executable (its SHA
 deserializer refuses it) is a ``FallbackWarning``, or an ``ArtifactError`` in strict mode.
 """
 
+from __future__ import annotations
+
 import functools
 import os
 import platform
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hatch_jaxexport.errors import ArtifactError, FallbackWarning
-from hatch_jaxexport.formats.cpu_targets import (
-    CpuProbe,
-    codegen_xla_flags,
-    host_features,
-    linux_cpu_flags,
-    machine_name,
-    missing_features,
-)
-from hatch_jaxexport.formats.device_targets import (
-    DeviceDescription,
-    backend_flags,
-    description_mismatch,
-    is_device_record,
-)
 from hatch_jaxexport.formats.manifest import ExecutableRecord, signature_text
 from hatch_jaxexport.formats.settings import shipped_executables_wanted, strict_mode
 from hatch_jaxexport.runtime.jaxcompat import compiled_from_executable, device_identity
+
+if TYPE_CHECKING:
+    from hatch_jaxexport.formats.device_targets import DeviceDescription
+
+# Imported in functions: the CPU targets' table, only when an artifact's records are matched
+# against this host (``HATCH_JAXEXPORT_EXECUTABLES=0`` matches none); the device targets', only
+# for a record with a device target (a CPU executable's match reads no device description).
 
 
 class Host:
     """What this process is, in the terms an ``ExecutableRecord`` records (a slotted class, as
     ``formats.cpu_targets.Target`` says why)."""
 
-    __slots__ = ("backend", "cpu_flags", "device", "jax_version", "jaxlib_version", "machine",
-                 "platform_version", "system", "xla_flags")
+    __slots__ = ("backend", "cpu_flags", "describe", "device", "jax_version", "jaxlib_version",
+                 "machine", "platform_version", "system", "xla_flags")
 
     def __init__(self, jax_version: str, jaxlib_version: str, backend: str,
                  platform_version: str, machine: str, cpu_flags: frozenset[str] | None,
                  xla_flags: tuple[str, ...], system: str = "Linux",
-                 device: DeviceDescription | None = None) -> None:
+                 device: DeviceDescription | None = None,
+                 describe: Callable[[], DeviceDescription] | None = None) -> None:
         self.jax_version, self.jaxlib_version = jax_version, jaxlib_version
         self.backend, self.platform_version, self.machine = backend, platform_version, machine
         #: The CPU's features in ``/proc/cpuinfo`` spelling; ``None`` where the OS does not say
@@ -61,8 +57,17 @@ class Host:
         #: ``platform.system()``: an executable is an object file of its OS.
         self.system = system
         #: What this process's backend of the platform says of itself (device kind, device
-        #: count, ...), which a device target's record must match; ``None``: not read.
+        #: count, ...), which a device target's record must match; ``None``: not read (yet).
         self.device = device
+        #: Reads ``device`` at its first need (``device_description``): ``this_host`` leaves
+        #: it to the first device target's record, which a CPU executable's match never is.
+        self.describe = describe
+
+    def device_description(self) -> DeviceDescription | None:
+        """``device``, read now where it was left to its first need; ``None``: not read."""
+        if self.device is None and self.describe is not None:
+            self.device, self.describe = self.describe(), None
+        return self.device
 
 
 def read_proc_cpuinfo(path: str = "/proc/cpuinfo") -> str:
@@ -89,6 +94,8 @@ def _cpu_flags(system: str) -> frozenset[str] | None:
     runs the first detection of this OS that works, as its own ``detected_info`` does, but
     without its warning when one fails: a failure is only a "no". ``archspec.cpu.host()``
     (the known model) is asked only where macOS lists no features (Apple silicon)."""
+    from hatch_jaxexport.formats.cpu_targets import CpuProbe, host_features, linux_cpu_flags
+
     if system == "Linux":  # the kernel's flags line, which archspec's Linux detection reads
         # too: read directly, far cheaper than importing archspec, a large part of a
         # shipped executable's first call
@@ -122,31 +129,49 @@ def this_host(platform_name: str = "cpu") -> Host:
     """This process, as executables of ``platform_name`` (``cpu``, ``tpu``, ``cuda``...) are
     matched against it (read once: none of it changes while a process runs). A process
     without such devices has a description with none (every device target's executable is
-    then "no"); an accelerator's host reads no CPU features (none of its records needs
-    them)."""
+    then "no"), read at the first device target's record; an accelerator's host reads no CPU
+    features (none of its records needs them)."""
     import jax
     import jaxlib
 
+    from hatch_jaxexport.formats.cpu_targets import codegen_xla_flags, machine_name
+
     identity = device_identity(platform_name)
-    version, kind, count = identity if identity is not None else ("", "", 0)
-    device = DeviceDescription(platform_name if identity is not None else "", kind, count,
-                               version, jax.__version__, jaxlib.__version__,
-                               backend_flags(platform_name, os.environ))
     system = platform.system()
-    return Host(jax.__version__, jaxlib.__version__, platform_name, version,
-                machine_name(platform.machine()),
+    return Host(jax.__version__, jaxlib.__version__, platform_name,
+                identity[0] if identity is not None else "", machine_name(platform.machine()),
                 _cpu_flags(system) if platform_name == "cpu" else None,
-                tuple(codegen_xla_flags(os.environ.get("XLA_FLAGS", ""))), system, device)
+                tuple(codegen_xla_flags(os.environ.get("XLA_FLAGS", ""))), system,
+                describe=functools.partial(_device_description, platform_name, identity))
+
+
+def _device_description(platform_name: str, identity: tuple[str, str, int] | None
+                        ) -> DeviceDescription:
+    """This process's backend of ``platform_name`` (``identity``: ``device_identity``'s
+    version, device kind and count, ``None`` without such devices) as a device target records
+    it, with the backend options of this process's environment."""
+    import jax
+    import jaxlib
+
+    from hatch_jaxexport.formats.device_targets import DeviceDescription, backend_flags
+
+    version, kind, count = identity if identity is not None else ("", "", 0)
+    return DeviceDescription(platform_name if identity is not None else "", kind, count,
+                             version, jax.__version__, jaxlib.__version__,
+                             backend_flags(platform_name, os.environ))
 
 
 def mismatch(record: ExecutableRecord, host: Host) -> str | None:
     """Why ``record`` cannot run in this process, or ``None`` when it matches exactly: a
     device target's description (``formats.device_targets``), then what every executable
     must match, then for a CPU executable the CPU features it needs."""
-    if is_device_record(record):
-        if host.device is None:
+    if record.device_kind:  # a device target (``device_targets.is_device_record``)
+        from hatch_jaxexport.formats.device_targets import description_mismatch
+
+        device = host.device_description()
+        if device is None:
             return "this process's devices were not read"
-        why = description_mismatch(record, host.device)
+        why = description_mismatch(record, device)
         if why is not None:
             return why
     for field, wanted, have in (("jax", record.jax_version, host.jax_version),
@@ -175,6 +200,8 @@ def mismatch(record: ExecutableRecord, host: Host) -> str | None:
                 "(archspec found none)")
     if not record.cpu_features:
         return "the executable does not say which CPU features it needs"
+    from hatch_jaxexport.formats.cpu_targets import missing_features
+
     missing = missing_features(record.cpu_features, host.cpu_flags, host.machine)
     if missing:
         return f"this CPU lacks {', '.join(missing)}"

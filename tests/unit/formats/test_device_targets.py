@@ -9,6 +9,7 @@ import pytest
 
 from hatch_jaxexport import ArtifactError
 from hatch_jaxexport.formats.device_targets import (
+    BACKEND_FLAG_VARIABLES,
     PROGRAM_NEUTRAL_FLAGS,
     DeviceDescription,
     backend_flags,
@@ -206,6 +207,9 @@ def test_backend_flags_are_read_only_for_a_platform_that_has_them():
     assert backend_flags("tpu", environ) == BARRIER
     assert backend_flags("cuda", environ) == backend_flags("cpu", environ) == ""
     assert backend_flags("tpu", {}) == ""
+    # the executable cache's key reads none for a CPU entry without importing this module
+    # (runtime/executables/_executable_cache.py): XLA:CPU has no such variable
+    assert "cpu" not in BACKEND_FLAG_VARIABLES
 
 
 def test_a_device_executable_needs_as_many_devices_as_it_was_compiled_for():
@@ -314,7 +318,7 @@ def test_on_this_cpu_a_tpu_executable_is_not_loaded_and_the_report_says_why():
     compiles the StableHLO, and ``not_shipped`` carries the reason."""
     from hatch_jaxexport.runtime.executables.shipped import ShippedExecutables, this_host
 
-    assert this_host("tpu").device.device_count == 0
+    assert this_host("tpu").device_description().device_count == 0
     read = []
     shipped = ShippedExecutables([tpu_record()], read.append, lambda: None, "pkg:f", "tpu")
     leaves = [((4,), "float32", False)]

@@ -47,8 +47,11 @@ with warnings.catch_warnings(record=True) as caught:
                 "tiers", "tier_policy", "_fresh_compile", "_user_cache", "_background",
                 "native_vjp", "direct_module", "signatures", "structure_text", "jax_window",
                 "inventory", "_user_frame", "readers", "_recorder", "_source_calls", "refusals",
-                "notices", "family", "sources") and n.startswith(("hatch_jaxexport.",
-                                                                   "importlib.")))
+                "notices", "family", "sources", "_compile_path", "_executable_cache",
+                "entry_names", "cache_folders", "footprint", "source_errors", "pytrees",
+                "aux_keys", "device_targets") and n.startswith(("hatch_jaxexport.",
+                                                                 "importlib.")))
+            out["ours"] = sorted(n for n in sys.modules if n.startswith("hatch_jaxexport"))
     with jax.enable_x64(True):
         before = len(compiles)
         out["results"]["wide"] = np.asarray(m.wide(np.arange(4, dtype=np.float64))).tolist()
@@ -120,14 +123,21 @@ def test_first_calls_load_shipped_executables_and_compile_nothing(exec_site, ref
     for name in ("chain", "combine", "stats", "solve", "wide"):
         assert shipped["tiers"][name] == ["shipped"], name
     # a first call served by a shipped executable imports nothing of the compile path (the
-    # executable cache, the quick tier, the compiler, the direct compile), of the recorder,
-    # of messages, notices or reports, of the source's calls and refusals, of the family, of
+    # executable cache and its folders, the quick tier, the compiler, the direct compile), of
+    # the recorder, of messages, notices or reports, of the source's calls, refusals and
+    # mark, of the family, of the pytree registrations, aux data keys or device targets, of
     # the recorded sources, nor importlib's resource readers: a StableHLO one needs the
-    # compile path
+    # compile path (without a cache folder, not the tiering policy: no tier without one)
     assert shipped["compile_path"] == []
-    assert {"hatch_jaxexport.runtime.executables.tier_policy",
-            "hatch_jaxexport.runtime.executables._fresh_compile",
-            "hatch_jaxexport.runtime.executables.direct_module"} <= set(reference["compile_path"])
+    executables = "hatch_jaxexport.runtime.executables."
+    assert {executables + "_compile_path", executables + "_fresh_compile",
+            executables + "direct_module", "hatch_jaxexport.runtime.disk.cache_folders",
+            } <= set(reference["compile_path"])
+    assert executables + "tier_policy" not in reference["compile_path"]
+    # all of ours the package's import and a shipped first call load: 40 (the 39 of
+    # benchmarks/import_weight.py's package, whose count docs/performance.md gives, and
+    # tpu_targets, which avx2_only's executable_targets= reads at decoration)
+    assert len(shipped["ours"]) <= 40, "\n".join(shipped["ours"])
     # both targets match a CPU with AVX-512: the one compiled for more of its features runs
     host = linux_cpu_flags(Path("/proc/cpuinfo").read_text())
     assert shipped["targets"] == ["x86_64-avx512" if "avx512f" in host else "x86_64-avx2"]
@@ -264,7 +274,7 @@ def test_without_shipped_executables_a_second_process_compiles_no_member(exec_si
 def test_plain_output_trees_are_read_from_the_manifest_text(tree):
     import jax
 
-    from hatch_jaxexport.runtime.artifacts.pytrees import plain_tree
+    from hatch_jaxexport.runtime.artifacts.program import plain_tree
 
     expected = jax.tree_util.tree_structure(tree)
     assert plain_tree(str(expected)) == expected
@@ -275,7 +285,7 @@ def test_other_trees_need_the_artifact():
 
     import jax
 
-    from hatch_jaxexport.runtime.artifacts.pytrees import plain_tree
+    from hatch_jaxexport.runtime.artifacts.program import plain_tree
 
     pair = collections.namedtuple("Pair", "a b")
     assert plain_tree(str(jax.tree_util.tree_structure(pair(0, 0)))) is None
