@@ -21,6 +21,9 @@ import numpy as np
 
 #: Function names allowed in symbolic dimension expressions (those jax.export parses).
 DIM_FUNCTIONS = frozenset({"max", "min", "mod", "floordiv"})
+#: The symbol of a batched member's batch dimension (``vmap=True``): in its artifact's shapes,
+#: and in the signatures file beside a structure's own symbols, for an eager ``vmap``'s size.
+BATCH_SYMBOL = "jxe_batch"
 _CONSTRAINT_OPS = {ast.GtE: ">=", ast.LtE: "<=", ast.Eq: "=="}
 
 
@@ -379,6 +382,6 @@ def constraint_symbols(constraint: str) -> frozenset[str]:
                      if isinstance(n, ast.Name) and n.id not in DIM_FUNCTIONS)
 
 
-__all__ = ["DIM_FUNCTIONS", "SHAPE_GRAMMAR", "aval_parts", "check_constraint",
+__all__ = ["BATCH_SYMBOL", "DIM_FUNCTIONS", "SHAPE_GRAMMAR", "aval_parts", "check_constraint",
            "constraint_symbols", "dim_symbols", "evaluate_dim", "find_shape_problem",
            "parse_constraint", "parse_shape", "shape_message", "typed_outputs"]

@@ -32,6 +32,7 @@ from hatch_jaxexport.formats.cpu_targets import (
     describe_targets,
     machine_name,
 )
+from hatch_jaxexport.formats.dimensions import BATCH_SYMBOL
 from hatch_jaxexport.formats.manifest import ArtifactRecord, ConcreteRecord, ExecutableRecord
 from hatch_jaxexport.formats.signatures import SIGNATURES_NAME, Recorded, parse_signatures
 from hatch_jaxexport.formats.tpu_targets import (
@@ -139,8 +140,6 @@ def batched_size_envs(fn: Any, record: ArtifactRecord, recorded: Recorded | None
     ``jax.vmap`` calls with: the structure's symbols and the batch symbol
     (``_recorder.note_batched``), each once, and only those the structure's constraints allow.
     Named sizes give none: ``executable_sizes=`` names no batch size."""
-    from hatch_jaxexport.runtime.artifacts.family import BATCH_SYMBOL
-
     structure = fn.export_spec.structures[record.structure_index]
     wanted = structure.symbols | {BATCH_SYMBOL}
     seen = (recorded or {}).get(fn.name, {}).get(record.structure_index, [])

@@ -27,13 +27,9 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from hatch_jaxexport.formats.dimensions import typed_outputs
+from hatch_jaxexport.formats.dimensions import BATCH_SYMBOL, typed_outputs
 
 # Imported in functions: the errors and notices of a missing member, only when one is missing.
-
-#: The symbol of the batch dimension of batched artifacts.
-BATCH_SYMBOL = "jxe_batch"
-
 
 def option_advice(kind: str, vjp_baked: bool) -> str:
     """What to set in ``@exportable`` so that the build bakes ``kind`` (a ``jvp`` needed

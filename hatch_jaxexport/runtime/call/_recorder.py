@@ -65,7 +65,7 @@ def note_batched(fn: Any, structure_index: int, sizes: dict[str, int],
     ``fn``: the function's record (``package``, ``name``)."""
     import jax
 
-    from hatch_jaxexport.runtime.artifacts.family import BATCH_SYMBOL
+    from hatch_jaxexport.formats.dimensions import BATCH_SYMBOL
     from hatch_jaxexport.runtime.jaxcompat import eager_vmap_size
 
     batch = eager_vmap_size(jax.tree_util.tree_leaves(given))
