@@ -9,7 +9,8 @@
 # so that a side too long for one device call still reports its tests.
 # BUNDLE/index.txt (TensorFlow, for dm-pix) names what the machine's own index installs
 # (DEVICE_INDEX, default file:///opt/pypi/simple), with its dependencies, once for both
-# sides, last on the path (the machine's jax and numpy stay the ones imported).
+# sides and for later calls on the same machine, last on the path (the machine's jax and
+# numpy stay the ones imported).
 set -uo pipefail
 bundle=$(cd "${1:?usage: $0 BUNDLE [SIDES]}" && pwd)
 sides=${2:-plain baked}
@@ -18,10 +19,15 @@ PY=${PY:-python3}; $PY -c 'import jax' 2>/dev/null || PY=python
 work=$(mktemp -d "${TMPDIR:-/tmp}/peer-device-XXXXXX")
 mapfile -t files < "$bundle/files.txt"
 indexed=
-if [ -f "$bundle/index.txt" ]; then
-  indexed=$work/index-site; start=$(date +%s)
-  PIP_CONFIG_FILE=/dev/null $PY -m pip install --isolated -q --only-binary=:all: \
-    --index-url "${DEVICE_INDEX:-file:///opt/pypi/simple}" --target "$indexed" $(cat "$bundle/index.txt") 2>&1 | tail -3
+if [ -f "$bundle/index.txt" ]; then  # kept for the next call of the same list (40 s each)
+  indexed=${TMPDIR:-/tmp}/peer-device-index-$(cksum < "$bundle/index.txt" | cut -d' ' -f1)
+  start=$(date +%s)
+  if [ ! -f "$indexed/.complete" ]; then
+    rm -rf "$indexed"
+    PIP_CONFIG_FILE=/dev/null $PY -m pip install --isolated -q --only-binary=:all: \
+      --index-url "${DEVICE_INDEX:-file:///opt/pypi/simple}" --target "$indexed" \
+      $(cat "$bundle/index.txt") 2>&1 | tail -3 && touch "$indexed/.complete"
+  fi
   echo "== from the index: $(tr '\n' ' ' < "$bundle/index.txt")($(( $(date +%s) - start )) s)"
 fi
 for side in $sides; do
