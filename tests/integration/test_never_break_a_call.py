@@ -76,7 +76,7 @@ STEPS = [
     "hatch_jaxexport.runtime.call.choice:load_package_artifacts",
     "hatch_jaxexport.runtime.call.loader:choose_artifact",
     "hatch_jaxexport.runtime.call.loader:build_artifact_call",
-    "hatch_jaxexport.runtime.executables.artifact_calls:ensure_compilation_cache",
+    "hatch_jaxexport.runtime.disk.cache_folders:ensure_compilation_cache",
     "hatch_jaxexport.runtime.executables.eager_call:compiled_dispatch",
     "hatch_jaxexport.runtime.call.loader:settle_artifact_call",
     # and the fail-safe line's own bookkeeping failing too: the source still serves
