@@ -195,11 +195,11 @@ def both_ran(results: Path) -> dict:
 
     tests, calls = {}, {}
     for side in ("plain", "baked"):
-        cases = ET.parse(results / f"junit-{side}.xml").getroot().iter("testcase")
-        outcomes = peer_suites.read_junit(results / f"junit-{side}.xml")[0]
-        tests[side] = {f"{c.get('classname')}::{c.get('name')}": float(c.get("time") or 0)
-                       for c in cases}
-        tests[side] = {test: (t, outcomes[test]) for test, t in tests[side].items()}
+        junit = results / f"junit-{side}.xml"
+        times = {f"{c.get('classname')}::{c.get('name')}": float(c.get("time") or 0)
+                 for c in ET.parse(junit).getroot().iter("testcase")}  # read_junit's test ids
+        tests[side] = {test: (times[test], outcome)
+                       for test, outcome in peer_suites.read_junit(junit)[0].items()}
         calls[side] = {(c["function"], c["signature"]): c for c in json.loads(
             (results / f"served-{side}.json").read_text()).get("first_calls", [])}
     common = [test for test in tests["plain"] if test in tests["baked"]]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import inspect
+import math
 import os
 import sys
 import threading
@@ -81,10 +82,7 @@ def eager_vmap_size(leaves: Sequence[Any]) -> int | None:
             leaf = leaf.val
         if isinstance(leaf, Tracer):
             return None
-    product = 1
-    for size in sizes.values():
-        product *= size
-    return product if sizes else None
+    return math.prod(sizes.values()) if sizes else None
 
 
 def x64_context(enabled: bool) -> contextlib.AbstractContextManager[object]:

@@ -24,7 +24,8 @@ from hatch_jaxexport.formats.signatures import SIGNATURES_NAME
 pytestmark = pytest.mark.skipif(platform.machine() != "x86_64",
                                 reason="the build compiles this machine's x86-64 targets")
 
-CALLS = """
+#: A fresh process's start: jax's backend compiles counted in ``compiles``.
+COUNTING = """
 import json, sys, warnings
 import numpy as np, jax
 warnings.simplefilter("ignore")
@@ -32,6 +33,9 @@ compiles = []
 jax.monitoring.register_event_duration_secs_listener(
     lambda event, secs, **kw: compiles.append(event)
     if event == "/jax/core/compile/backend_compile_duration" else None)
+"""
+
+CALLS = COUNTING + """
 import jxe_unsized as m
 out = {}
 for n in (3, 7):
@@ -93,14 +97,7 @@ def distance(x, y):
     return jnp.sqrt(jnp.sum(jnp.square(x - y)))
 '''
 
-BATCHED_CALLS = """
-import json, warnings
-import numpy as np, jax
-warnings.simplefilter("ignore")
-compiles = []
-jax.monitoring.register_event_duration_secs_listener(
-    lambda event, secs, **kw: compiles.append(event)
-    if event == "/jax/core/compile/backend_compile_duration" else None)
+BATCHED_CALLS = COUNTING + """
 import jxe_batched as m
 x, y = np.ones((4, 3), np.float32), np.zeros((4, 3), np.float32)
 before = len(compiles)

@@ -173,12 +173,9 @@ def test_a_refusal_is_counted_for_the_function_it_names_not_a_prefix_of_it(peer_
     assert peer_suites.named_in(message, {short, long}) == [long, short]
 
 
-def test_a_device_bundle_carries_both_sides_needs_and_the_pins_of_the_devices_own(
-        peer_suites, monkeypatch):
-    """``peer_device.py bundle`` carries what either environment holds that the device lacks,
-    never jax or the library itself, and a package the device has where the library's test
-    requirements pin it (jax-cosmo's plain sdist needs ``setuptools<81``): the docs' command
-    runs again without a wheel added by hand."""
+@pytest.fixture()
+def peer_device(peer_suites, monkeypatch) -> Any:
+    """``benchmarks/peer_device.py``, importing this module's ``peer_suites``."""
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     monkeypatch.setitem(sys.modules, "peer_suites", peer_suites)
     spec = importlib.util.spec_from_file_location("peer_device",
@@ -186,6 +183,15 @@ def test_a_device_bundle_carries_both_sides_needs_and_the_pins_of_the_devices_ow
     assert spec is not None and spec.loader is not None
     peer_device = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(peer_device)
+    return peer_device
+
+
+def test_a_device_bundle_carries_both_sides_needs_and_the_pins_of_the_devices_own(
+        peer_suites, peer_device):
+    """``peer_device.py bundle`` carries what either environment holds that the device lacks,
+    never jax or the library itself, and a package the device has where the library's test
+    requirements pin it (jax-cosmo's plain sdist needs ``setuptools<81``): the docs' command
+    runs again without a wheel added by hand."""
     lib = peer_suites.LIBRARIES["jax-cosmo"]
     baked = {"jax": "0.10.2", "jax-cosmo": "0.1.0", "hatch-jaxexport": "0.1.0",
              "pyccl": "3.3.6", "setuptools": "84.0.0", "archspec": "0.2.7"}
@@ -198,18 +204,11 @@ def test_a_device_bundle_carries_both_sides_needs_and_the_pins_of_the_devices_ow
 
 
 def test_a_device_bundle_leaves_to_the_devices_index_what_it_installs_with_its_needs(
-        peer_suites, monkeypatch, tmp_path):
+        peer_suites, peer_device, tmp_path):
     """TensorFlow (dm-pix's reference values) is 600 MB installed and a device call carries
     64 MiB: the bundle carries none of what the device's own index installs with it (its
     dependencies, transitively, as installed here; extras and markers that do not apply left
     out), and still carries what only the library's side needs."""
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    monkeypatch.setitem(sys.modules, "peer_suites", peer_suites)
-    spec = importlib.util.spec_from_file_location("peer_device",
-                                                  ROOT / "benchmarks" / "peer_device.py")
-    assert spec is not None and spec.loader is not None
-    peer_device = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(peer_device)
     site = tmp_path / "site-packages"
     for name, requires in {"tensorflow": ["keras>=3", "absl-py", "tensorflow-io; extra == 'io'",
                                           "tensorflow-intel; sys_platform == 'win32'"],

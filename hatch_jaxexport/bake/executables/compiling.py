@@ -125,8 +125,8 @@ def plan_for(fn: Any, record: ArtifactRecord, recorded: Recorded | None = None,
     combination of ``executable_sizes=`` (else ``concrete=``) and one per recorded call of the
     structure (``recorded``, from ``recorded_sizes``); ``[]`` when no sizes are named or
     recorded. The batched primal (``vmap=True``): one per recorded eager ``vmap`` call
-    (``batched_size_envs``). A build compiles ``cpu``'s; a device's are compiled where the device is
-    (``device_compile``)."""
+    (``batched_size_envs``). A build compiles ``cpu``'s; a device's are compiled where the
+    device is (``device_compile``)."""
     if record.platform != platform or record.mesh:
         return []
     if record.batched:  # its batch size is any: those of the eager vmaps recorded
@@ -141,12 +141,8 @@ def batched_size_envs(fn: Any, record: ArtifactRecord, recorded: Recorded | None
     (``_recorder.note_batched``), each once, and only those the structure's constraints allow.
     Named sizes give none: ``executable_sizes=`` names no batch size."""
     structure = fn.export_spec.structures[record.structure_index]
-    wanted = structure.symbols | {BATCH_SYMBOL}
-    seen = (recorded or {}).get(fn.name, {}).get(record.structure_index, [])
-    unique = {tuple(sorted(env.items())): env for env in seen if set(env) == wanted}
-    return [env for env in unique.values()
-            if size_problem(structure, {k: v for k, v in env.items() if k != BATCH_SYMBOL})
-            is None]
+    return _allowed_once(structure, _recorded_envs(fn, record.structure_index, recorded,
+                                                   structure.symbols | {BATCH_SYMBOL}))
 
 
 def size_envs(fn: Any, record: ArtifactRecord, recorded: Recorded | None = None
@@ -169,10 +165,24 @@ def structure_size_envs(fn: Any, structure_index: int, recorded: Recorded | None
     chosen = (named_sizes(fn.export_spec),) if options is None else options
     named = [env for sizes in chosen if sizes and structure.symbols <= set(sizes)
              for env in size_combinations(structure, sizes)]
+    return _allowed_once(structure, [*named, *_recorded_envs(fn, structure_index, recorded,
+                                                             structure.symbols)])
+
+
+def _recorded_envs(fn: Any, structure_index: int, recorded: Recorded | None,
+                   symbols: frozenset[str]) -> list[dict[str, int]]:
+    """The sizes recorded for one structure of ``fn`` whose symbols are exactly ``symbols``
+    (the structure's own; with the batch symbol, an eager ``vmap``'s)."""
     seen = (recorded or {}).get(fn.name, {}).get(structure_index, [])
-    calls = [env for env in seen if set(env) == structure.symbols]
-    unique = {tuple(sorted(env.items())): env for env in [*named, *calls]}
-    return [env for env in unique.values() if size_problem(structure, env) is None]
+    return [env for env in seen if set(env) == symbols]
+
+
+def _allowed_once(structure: Any, envs: Sequence[dict[str, int]]) -> list[dict[str, int]]:
+    """``envs``, each once, and only those ``structure``'s constraints allow (a batch size
+    has none)."""
+    unique = {tuple(sorted(env.items())): env for env in envs}
+    return [env for env in unique.values() if size_problem(
+        structure, {k: v for k, v in env.items() if k != BATCH_SYMBOL}) is None]
 
 
 def missing_sizes(fn: Any, record: ArtifactRecord, platform: str = "cpu") -> list[str]:

@@ -57,12 +57,11 @@ def note(package: str, function: str, structure_index: int, sizes: dict[str, int
 
 def note_batched(fn: Any, structure_index: int, sizes: dict[str, int],
                  given: tuple[tuple[Any, ...], dict[str, Any]]) -> None:
-    """Remember an eager ``jax.vmap`` call of a function baked with ``vmap=True``: its
-    structure's sizes with the batch size under the batched
-    member's batch symbol, so that the build compiles the batched member's executable for it
-    (on a TPU, each new batch shape of an eager ``vmap`` is otherwise a compile). Nested
-    ``vmap``s are noted at their sizes multiplied, the one call the loader folds them into.
-    ``fn``: the function's record (``package``, ``name``)."""
+    """Remember an eager ``jax.vmap`` call of a function baked with ``vmap=True`` (``fn``: its
+    record): its structure's sizes with the batch size under the batched member's batch
+    symbol, so that the build compiles the batched member's executable for it (on a TPU, each
+    new batch shape of an eager ``vmap`` is otherwise a compile). Nested ``vmap``s are noted
+    at their sizes multiplied, the one call the loader folds them into."""
     import jax
 
     from hatch_jaxexport.formats.dimensions import BATCH_SYMBOL
